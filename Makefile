@@ -1,0 +1,40 @@
+# Belvedir Benchmarks: `make up` serves the platform with demo data, `make test` runs every test.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTHON ?= python3.11
+export DJANGO_SETTINGS_MODULE := belvedir.settings
+
+.PHONY: up test venv machine sandbox-image lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+machine:
+	bash scripts/prepare-machine.sh
+
+sandbox-image: venv machine
+	$(PY) manage.py sandbox_image
+
+up: venv machine sandbox-image
+	bash scripts/up.sh
+
+test: venv machine sandbox-image
+	bash scripts/test.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: venv machine sandbox-image
+	$(PY) bench/run_overhead.py
+	$(PY) bench/ingest.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -1,0 +1,127 @@
+"""The one scoping helper: every page and API resolves objects through it.
+
+Another organization's object is a 404; a read-only member's write is a 403.
+"""
+
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import Http404
+
+from belvedir.models import MANAGE_ROLES, WRITE_ROLES, ApiKey, Membership, Organization, Project, Role
+
+SESSION_PROJECT = "belvedir_project_id"
+
+
+@dataclass
+class Access:
+    organization: Organization
+    project: Project
+    role: str
+    user: object | None = None
+    api_key: ApiKey | None = None
+
+    @property
+    def can_write(self) -> bool:
+        return self.role in WRITE_ROLES
+
+    @property
+    def can_manage(self) -> bool:
+        return self.role in MANAGE_ROLES
+
+    def require_write(self) -> None:
+        if not self.can_write:
+            raise PermissionDenied("Read-only members cannot change anything.")
+
+    def require_manage(self) -> None:
+        if not self.can_manage:
+            raise PermissionDenied("Only owners and admins can do this.")
+
+    def projects(self) -> QuerySet[Project]:
+        """Projects the caller may see: the key's project, or every project of the org."""
+        if self.api_key is not None:
+            return Project.objects.filter(pk=self.project.pk)
+        return Project.objects.filter(organization=self.organization)
+
+    def scope(self, queryset: QuerySet, *, project_field: str = "project") -> QuerySet:
+        """Filter a queryset of project-owned rows to what the caller may see."""
+        if self.api_key is not None:
+            return queryset.filter(**{project_field: self.project})
+        return queryset.filter(**{f"{project_field}__organization": self.organization})
+
+    def get(self, queryset: QuerySet | type[Model], *, write: bool = False, project_field: str = "project", **lookup):
+        """One object in scope, else 404; a write by a read-only member is 403."""
+        if isinstance(queryset, type):
+            queryset = queryset.objects.all()
+        obj = self.scope(queryset, project_field=project_field).filter(**lookup).first()
+        if obj is None:
+            raise Http404("Not found.")
+        if write:
+            self.require_write()
+        return obj
+
+
+def access_for_key(key: ApiKey) -> Access:
+    project = key.project
+    return Access(organization=project.organization, project=project, role=Role.MEMBER, api_key=key)
+
+
+def memberships_of(user) -> QuerySet[Membership]:
+    return Membership.objects.filter(user=user).select_related("organization")
+
+
+def access_for_user(user, session=None) -> Access | None:
+    """The signed-in user's current organization and project (from the session)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    project_id = session.get(SESSION_PROJECT) if session is not None else None
+    project = None
+    if project_id:
+        project = (
+            Project.objects.select_related("organization")
+            .filter(pk=project_id, organization__memberships__user=user)
+            .first()
+        )
+    if project is None:
+        project = (
+            Project.objects.select_related("organization")
+            .filter(organization__memberships__user=user)
+            .order_by("organization__created_at", "created_at")
+            .first()
+        )
+    if project is None:
+        return None
+    role = Membership.objects.filter(user=user, organization=project.organization).values_list(
+        "role", flat=True
+    )[0]
+    return Access(organization=project.organization, project=project, role=role, user=user)
+
+
+def access_for_request(request) -> Access:
+    """Access for a page or API request; 404 when the caller belongs nowhere."""
+    cached = getattr(request, "_belvedir_access", None)
+    if cached is not None:
+        return cached
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        access = access_for_key(auth)
+    else:
+        access = access_for_user(request.user, getattr(request, "session", None))
+    if access is None:
+        raise Http404("You are not a member of any organization.")
+    request._belvedir_access = access
+    return access
+
+
+def switch_project(request, project_id: str) -> Project:
+    project = (
+        Project.objects.select_related("organization")
+        .filter(pk=project_id, organization__memberships__user=request.user)
+        .first()
+    )
+    if project is None:
+        raise Http404("Not found.")
+    request.session[SESSION_PROJECT] = project.pk
+    request._belvedir_access = None
+    return project

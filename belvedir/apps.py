@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BelvedirConfig(AppConfig):
+    name = "belvedir"
+    verbose_name = "Tenancy and keys"

@@ -1,0 +1,17 @@
+from django.http import Http404
+
+from belvedir.access import access_for_request, memberships_of
+from belvedir.models import Project
+
+
+def tenancy(request):
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    try:
+        access = access_for_request(request)
+    except Http404:
+        return {}
+    orgs = [m.organization for m in memberships_of(user)]
+    projects = Project.objects.filter(organization__in=orgs).select_related("organization")
+    return {"access": access, "switch_projects": projects}

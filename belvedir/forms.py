@@ -1,0 +1,22 @@
+from django import forms
+
+
+class SignupForm(forms.Form):
+    email = forms.EmailField()
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8)
+    organization = forms.CharField(max_length=120, label="Organization name")
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(max_length=120)
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(
+        choices=[("member", "Member"), ("admin", "Admin"), ("readonly", "Read-only member")]
+    )
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=120)

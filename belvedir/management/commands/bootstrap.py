@@ -1,0 +1,46 @@
+"""Provision an organization, project and owner idempotently; print a new project key last."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from belvedir import services
+from belvedir.models import Membership, Organization, Project, Role
+
+
+class Command(BaseCommand):
+    help = "Create (idempotently) an organization, project and owner, then print a new project key."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--project", required=True)
+        parser.add_argument("--email", required=True)
+        parser.add_argument("--password", required=True)
+        parser.add_argument("--key-name", default="bootstrap")
+        parser.add_argument("--superuser", action="store_true", help="also make the owner a Django admin")
+
+    @transaction.atomic
+    def handle(self, *args, **opts):
+        User = get_user_model()
+        email = opts["email"].strip().lower()
+        if "@" not in email:
+            raise CommandError("--email must be an email address")
+        user = User.objects.filter(email__iexact=email).first()
+        if user is None:
+            user = User.objects.create_user(username=email, email=email, password=opts["password"])
+            self.stderr.write(f"created user {email}")
+        else:
+            user.set_password(opts["password"])
+        if opts["superuser"]:
+            user.is_staff = user.is_superuser = True
+        user.save()
+        org = Organization.objects.filter(name=opts["org"], memberships__user=user).first()
+        if org is None:
+            org = Organization.objects.filter(name=opts["org"]).first() or Organization.objects.create(
+                name=opts["org"]
+            )
+            self.stderr.write(f"organization {org.name} ({org.pk})")
+        Membership.objects.get_or_create(user=user, organization=org, defaults={"role": Role.OWNER})
+        project, _ = Project.objects.get_or_create(organization=org, name=opts["project"])
+        _, plaintext = services.api_key_create(project=project, name=opts["key_name"], created_by=user)
+        self.stdout.write(plaintext)

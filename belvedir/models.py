@@ -1,0 +1,93 @@
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from belvedir import ids
+
+
+class Organization(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=ids.org_id, editable=False)
+    name = models.CharField(max_length=120)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=ids.project_id, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
+    name = models.CharField(max_length=120)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="project_name_unique_in_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.organization.name} / {self.name}"
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    READONLY = "readonly", "Read-only member"
+
+
+WRITE_ROLES = {Role.OWNER, Role.ADMIN, Role.MEMBER}
+MANAGE_ROLES = {Role.OWNER, Role.ADMIN}
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["organization__name", "user__email"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="one_membership_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization} ({self.role})"
+
+
+class ApiKey(models.Model):
+    class Kind(models.TextChoices):
+        PROJECT = "project", "Project key"
+        RUN = "run", "Per-run key"
+
+    id = models.CharField(primary_key=True, max_length=32, default=ids.key_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.PROJECT)
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    prefix = models.CharField(max_length=24, unique=True)
+    hashed = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

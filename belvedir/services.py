@@ -1,0 +1,131 @@
+"""Tenancy and API key writes."""
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from belvedir.errors import DomainError
+from belvedir.models import ApiKey, Membership, Organization, Project, Role
+
+KEY_PREFIX = "bv_live_"
+_PREFIX_LEN = 12
+_LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+User = get_user_model()
+
+
+def _hash_key(plaintext: str) -> str:
+    secret = settings.API_KEY_HASH_SECRET.encode()
+    return hmac.new(secret, plaintext.encode(), hashlib.sha256).hexdigest()
+
+
+@transaction.atomic
+def organization_create(*, name: str, owner, project_name: str = "Default") -> Organization:
+    name = (name or "").strip()
+    if not name:
+        raise DomainError("Organization name is required.", field="organization")
+    org = Organization.objects.create(name=name)
+    Project.objects.create(organization=org, name=project_name)
+    Membership.objects.create(user=owner, organization=org, role=Role.OWNER)
+    return org
+
+
+@transaction.atomic
+def user_signup(*, email: str, password: str, organization_name: str):
+    email = (email or "").strip().lower()
+    if not email or "@" not in email:
+        raise DomainError("Enter a valid email address.", field="email")
+    if User.objects.filter(email__iexact=email).exists():
+        raise DomainError("An account with this email already exists.", field="email")
+    try:
+        validate_password(password)
+    except ValidationError as exc:
+        raise DomainError(" ".join(exc.messages), field="password") from None
+    user = User.objects.create_user(username=email, email=email, password=password)
+    organization_create(name=organization_name or email.split("@")[0], owner=user)
+    return user
+
+
+@transaction.atomic
+def project_create(*, organization: Organization, name: str) -> Project:
+    name = (name or "").strip()
+    if not name:
+        raise DomainError("Project name is required.", field="name")
+    if Project.objects.filter(organization=organization, name=name).exists():
+        raise DomainError(f"A project named {name!r} already exists.", field="name")
+    return Project.objects.create(organization=organization, name=name)
+
+
+@transaction.atomic
+def member_invite(*, organization: Organization, email: str, role: str) -> Membership:
+    if role not in Role.values:
+        raise DomainError(f"Role must be one of {', '.join(Role.values)}.", field="role")
+    user = User.objects.filter(email__iexact=(email or "").strip()).first()
+    if user is None:
+        raise DomainError("No user with this email address has signed up.", field="email")
+    if Membership.objects.filter(organization=organization, user=user).exists():
+        raise DomainError("This user is already a member.", field="email")
+    return Membership.objects.create(organization=organization, user=user, role=role)
+
+
+def api_key_create(
+    *, project: Project, name: str, created_by=None, kind: str = ApiKey.Kind.PROJECT, run=None
+) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the plaintext, which is never stored."""
+    name = (name or "").strip()
+    if not name:
+        raise DomainError("Key name is required.", field="name")
+    if len(name) > 120:
+        raise DomainError("Key name must be at most 120 characters.", field="name")
+    for _ in range(5):
+        plaintext = KEY_PREFIX + secrets.token_urlsafe(30).replace("-", "a").replace("_", "b")
+        prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]
+        try:
+            with transaction.atomic():
+                key = ApiKey.objects.create(
+                    project=project,
+                    name=name,
+                    kind=kind,
+                    run=run,
+                    prefix=prefix,
+                    hashed=_hash_key(plaintext),
+                    created_by=created_by,
+                )
+            return key, plaintext
+        except IntegrityError:  # prefix collision: draw again
+            continue
+    raise DomainError("Could not create a key; try again.")
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+def api_key_authenticate(plaintext: str) -> ApiKey | None:
+    """The active key for this plaintext, or None. Records last_used_at (coarsely)."""
+    if not plaintext or not plaintext.startswith(KEY_PREFIX):
+        return None
+    prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]
+    key = (
+        ApiKey.objects.select_related("project__organization", "run")
+        .filter(prefix=prefix, revoked_at__isnull=True)
+        .first()
+    )
+    if key is None or not hmac.compare_digest(key.hashed, _hash_key(plaintext)):
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > _LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key

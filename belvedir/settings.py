@@ -1,0 +1,173 @@
+"""Belvedir Benchmarks settings: one module, driven by environment variables."""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from belvedir.env import envbool, envfloat, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = envstr("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and not envbool("BELVEDIR_DEV", True):
+        raise ImproperlyConfigured("SECRET_KEY must be set when BELVEDIR_DEV is off")
+    SECRET_KEY = "dev-insecure-secret-key-change-me"
+# Keyed hash for API keys: its own secret, never SECRET_KEY.
+API_KEY_HASH_SECRET = envstr("API_KEY_HASH_SECRET", "dev-insecure-api-key-secret")
+# Fernet-style key material for secrets users hand us (model keys).
+FIELD_ENCRYPTION_KEY = envstr("FIELD_ENCRYPTION_KEY", "dev-insecure-field-encryption-key")
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "belvedir",
+    "harnesses",
+    "runs",
+    "traces",
+    "billing",
+    "models_registry",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "belvedir.urls"
+WSGI_APPLICATION = "belvedir.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "belvedir.context_processors.tenancy",
+            ],
+        },
+    }
+]
+
+DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+try:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+except Exception as exc:  # dj_database_url raises several types
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "belvedir" / "static"]
+WHITENOISE_USE_FINDERS = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "belvedir.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "belvedir.api.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Belvedir Benchmarks API",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# django-q2: the ORM broker by default, Redis when REDIS_URL is set.
+REDIS_URL = envstr("REDIS_URL", "")
+Q_CLUSTER = {
+    "name": "belvedir",
+    "workers": envint("Q_WORKERS", 4, minimum=1),
+    "timeout": envint("Q_TIMEOUT", 4200, minimum=10),
+    "retry": envint("Q_RETRY", 4500, minimum=20),
+    "max_attempts": 1,
+    "poll": 0.2,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 500,
+    "label": "Django Q2",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
+    raise ImproperlyConfigured("Q_TIMEOUT must be below Q_RETRY")
+
+# Runs and sandboxes
+BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
+BELVEDIR_SANDBOX_BASE_URL = envstr("BELVEDIR_SANDBOX_BASE_URL", BELVEDIR_BASE_URL)
+BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
+BELVEDIR_SANDBOX_NETWORK = envstr("BELVEDIR_SANDBOX_NETWORK", "bridge")
+BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
+BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")
+BELVEDIR_SANDBOX_PIDS = envint("BELVEDIR_SANDBOX_PIDS", 512, minimum=16)
+BELVEDIR_SANDBOX_CA_BUNDLE = envstr("BELVEDIR_SANDBOX_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
+BELVEDIR_RUN_TIMEOUT = envint("BELVEDIR_RUN_TIMEOUT", 3600, minimum=1)
+BELVEDIR_RUNS_IN_FLIGHT_CAP = envint("BELVEDIR_RUNS_IN_FLIGHT_CAP", 4, minimum=1)
+BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
+BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
+BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
+BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+}

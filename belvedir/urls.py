@@ -1,0 +1,31 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from belvedir import api, views
+from harnesses import api as harness_api
+
+api_v1 = [
+    path("keys", api.ApiKeyListView.as_view(), name="api-keys"),
+    path("keys/<str:key_id>", api.ApiKeyDetailView.as_view(), name="api-key"),
+    path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
+    path("harnesses/<str:harness_id>", harness_api.HarnessDetailView.as_view(), name="api-harness"),
+    path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("signup/", views.signup, name="signup"),
+    path("login/", auth_views.LoginView.as_view(template_name="belvedir/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("switch/", views.switch, name="switch"),
+    path("settings/project/", views.project_settings, name="project-settings"),
+    path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+    path("settings/organization/", views.organization_settings, name="organization-settings"),
+    path("harnesses/", include("harnesses.urls")),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/", include(api_v1)),
+]

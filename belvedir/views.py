@@ -1,0 +1,126 @@
+"""Account, organization and project settings pages."""
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir import services
+from belvedir.access import access_for_request, switch_project
+from belvedir.errors import DomainError
+from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
+from belvedir.models import ApiKey, Membership
+
+
+def _form_error(form, exc: DomainError) -> None:
+    field = exc.field if exc.field in form.fields else None
+    form.add_error(field, exc.message)
+
+
+def signup(request):
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = services.user_signup(
+                email=form.cleaned_data["email"],
+                password=form.cleaned_data["password"],
+                organization_name=form.cleaned_data["organization"],
+            )
+        except DomainError as exc:
+            _form_error(form, exc)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, "Welcome! Your organization and a Default project are ready.")
+            return redirect("home")
+    return render(request, "belvedir/signup.html", {"form": form})
+
+
+@login_required
+def home(request):
+    access_for_request(request)
+    return redirect("harnesses:list")
+
+
+@login_required
+@require_POST
+def switch(request):
+    project = switch_project(request, request.POST.get("project", ""))
+    messages.info(request, f"Switched to {project}.")
+    return redirect(request.POST.get("next") or "home")
+
+
+@login_required
+def project_settings(request):
+    access = access_for_request(request)
+    key_form = ApiKeyForm(prefix="key")
+    new_key = None
+    if request.method == "POST" and "key-name" in request.POST:
+        access.require_write()
+        key_form = ApiKeyForm(request.POST, prefix="key")
+        if key_form.is_valid():
+            try:
+                key, new_key = services.api_key_create(
+                    project=access.project, name=key_form.cleaned_data["name"], created_by=request.user
+                )
+            except DomainError as exc:
+                _form_error(key_form, exc)
+            else:
+                key_form = ApiKeyForm(prefix="key")
+    keys = ApiKey.objects.filter(project=access.project, kind=ApiKey.Kind.PROJECT)
+    context = {"key_form": key_form, "new_key": new_key, "keys": keys}
+    if request.htmx:
+        return render(request, "belvedir/project_settings.html#keys", context)
+    return render(request, "belvedir/project_settings.html", context)
+
+
+@login_required
+@require_POST
+def api_key_revoke(request, key_id: str):
+    access = access_for_request(request)
+    key = access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id)
+    services.api_key_revoke(key=key)
+    messages.info(request, f"Key {key.name} revoked.")
+    return redirect("project-settings")
+
+
+@login_required
+def organization_settings(request):
+    access = access_for_request(request)
+    invite_form = InviteForm(prefix="invite")
+    project_form = ProjectForm(prefix="project")
+    if request.method == "POST":
+        access.require_manage()
+        if "invite-email" in request.POST:
+            invite_form = InviteForm(request.POST, prefix="invite")
+            if invite_form.is_valid():
+                try:
+                    services.member_invite(
+                        organization=access.organization,
+                        email=invite_form.cleaned_data["email"],
+                        role=invite_form.cleaned_data["role"],
+                    )
+                except DomainError as exc:
+                    _form_error(invite_form, exc)
+                else:
+                    messages.success(request, "Member added.")
+                    return redirect("organization-settings")
+        elif "project-name" in request.POST:
+            project_form = ProjectForm(request.POST, prefix="project")
+            if project_form.is_valid():
+                try:
+                    project = services.project_create(
+                        organization=access.organization, name=project_form.cleaned_data["name"]
+                    )
+                except DomainError as exc:
+                    _form_error(project_form, exc)
+                else:
+                    switch_project(request, project.pk)
+                    messages.success(request, f"Project {project.name} created.")
+                    return redirect("organization-settings")
+    members = Membership.objects.filter(organization=access.organization).select_related("user")
+    return render(
+        request,
+        "belvedir/organization_settings.html",
+        {"invite_form": invite_form, "project_form": project_form, "members": members},
+    )

@@ -1,0 +1,83 @@
+"""REST API for harnesses and the catalog."""
+
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from belvedir.api import AccessMixin, Pagination
+from harnesses import services
+from harnesses.catalog import presets_by_group
+from harnesses.models import Harness
+
+
+class HarnessSerializer(serializers.ModelSerializer):
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+
+    class Meta:
+        model = Harness
+        fields = [
+            "id", "name", "repo_url", "ref", "install_command", "run_command", "env",
+            "compute", "gpu_type", "tasks", "preset", "created_at", "updated_at",
+        ]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+
+class HarnessInputSerializer(serializers.Serializer):
+    """Shape only: types are checked here, rules in harnesses.services."""
+
+    name = serializers.CharField(required=False, allow_blank=True)
+    repo_url = serializers.CharField(required=False, allow_blank=True)
+    ref = serializers.CharField(required=False, allow_blank=True)
+    install_command = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    run_command = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    env = serializers.JSONField(required=False)
+    compute = serializers.CharField(required=False, allow_blank=True)
+    gpu_type = serializers.CharField(required=False, allow_blank=True)
+    tasks = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    preset = serializers.CharField(required=False, allow_blank=True)
+
+
+def _input(request) -> dict:
+    data = HarnessInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    return dict(data.validated_data)
+
+
+class HarnessListView(AccessMixin, APIView):
+    def get(self, request):
+        harnesses = self.access.scope(Harness.objects.all())
+        page = Pagination()
+        rows = page.paginate_queryset(harnesses, request, view=self)
+        return page.get_paginated_response(HarnessSerializer(rows, many=True).data)
+
+    def post(self, request):
+        self.access.require_write()
+        user = request.user if getattr(request.user, "pk", None) else None
+        harness = services.harness_create(project=self.access.project, data=_input(request), created_by=user)
+        return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
+
+
+class HarnessDetailView(AccessMixin, APIView):
+    def get(self, request, harness_id: str):
+        return Response(HarnessSerializer(self.access.get(Harness, pk=harness_id)).data)
+
+    def patch(self, request, harness_id: str):
+        harness = self.access.get(Harness, write=True, pk=harness_id)
+        harness = services.harness_update(harness=harness, data=_input(request))
+        return Response(HarnessSerializer(harness).data)
+
+    put = patch
+
+    def delete(self, request, harness_id: str):
+        harness = self.access.get(Harness, write=True, pk=harness_id)
+        services.harness_delete(harness=harness)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CatalogView(AccessMixin, APIView):
+    def get(self, request):
+        groups = [
+            {"group": group, "presets": [p.as_dict() for p in presets]}
+            for group, presets in presets_by_group()
+        ]
+        return Response({"groups": groups})

@@ -1,0 +1,103 @@
+"""The catalog of presets on the New Harness page (docs: Benchmarks → Start from the catalog)."""
+
+from dataclasses import asdict, dataclass, field
+
+HARBOR_REPO = "https://github.com/Belvedir/harness-harbor"
+RUNNER_REPO = "https://github.com/Belvedir/belvedir-runner"
+LM_EVAL_REPO = "https://github.com/Belvedir/harness-lm-eval"
+HARBOR_INSTALL = "pip install -e ."
+HARBOR_RUN = "python -m belvedir_harbor.run"
+RUNNER_INSTALL = "pip install -e ."
+RUNNER_RUN = "python -m belvedir_runner"
+
+SUITES = "Suites"
+RUNNERS = "Belvedir Runners"
+SCAFFOLDS = "Agent scaffolds"
+GPU_SERVED = "GPU-served"
+GROUPS = [SUITES, RUNNERS, SCAFFOLDS, GPU_SERVED]
+
+
+@dataclass(frozen=True)
+class Preset:
+    slug: str
+    name: str
+    group: str
+    description: str
+    repo_url: str
+    install_command: str
+    run_command: str
+    env: dict = field(default_factory=dict)
+    ref: str = ""
+    compute: str = "cpu"
+    gpu_type: str = ""
+    tasks: str = ""
+    available: bool = True
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _suite(slug: str, name: str, dataset: str, description: str) -> Preset:
+    env = {"HARBOR_DATASET": dataset, "HARBOR_AGENT": "terminus-2", "HARBOR_N_TASKS": "5"}
+    return Preset(slug, name, SUITES, description, HARBOR_REPO, HARBOR_INSTALL, HARBOR_RUN, env)
+
+
+_TASKS_EXAMPLE = (
+    '[\n  {"id": "refund-policy", "prompt": "A customer asks for a refund after 40 days. '
+    'What do you answer?", "rubric": "Cites the 30-day policy and offers store credit."}\n]\n'
+)
+
+
+def _scaffold(slug: str, name: str, agent: str, *, available: bool = True) -> Preset:
+    env = {"HARBOR_AGENT": agent, "HARBOR_N_TASKS": "5"}
+    return Preset(
+        slug, name, SCAFFOLDS,
+        f"The {name} agent scaffold on your task list, run through Harbor.",
+        HARBOR_REPO, HARBOR_INSTALL, HARBOR_RUN, env, tasks=_TASKS_EXAMPLE, available=available,
+    )
+
+
+PRESETS: list[Preset] = [
+    _suite("swe-bench-verified", "SWE-bench Verified", "swebench-verified",
+           "Real GitHub issues; the agent's patch must pass the repository's tests."),
+    _suite("terminal-bench-2-1", "Terminal-Bench 2.1", "terminal-bench@2.1",
+           "Hard terminal tasks; several minutes each."),
+    _suite("tau3-bench", "τ³-bench", "tau3-bench", "Tool-using customer-service conversations."),
+    _suite("gaia", "GAIA", "gaia", "General assistant questions with tools and web."),
+    _suite("aider-polyglot", "Aider Polyglot", "aider-polyglot",
+           "Exercism coding exercises in six languages."),
+    Preset("runner", "Belvedir Runner", RUNNERS,
+           "Your task list in one sandbox, graded by an independent LLM judge.",
+           RUNNER_REPO, RUNNER_INSTALL, RUNNER_RUN, {"JUDGE_MODEL": "openai/gpt-4.1-mini"},
+           tasks=_TASKS_EXAMPLE),
+    Preset("harbor-runner", "Belvedir Runner on Harbor", RUNNERS,
+           "Your task list, each task in its own container, graded by an independent LLM judge.",
+           HARBOR_REPO, HARBOR_INSTALL, HARBOR_RUN,
+           {"HARBOR_AGENT": "belvedir", "HARBOR_N_TASKS": "5", "JUDGE_MODEL": "openai/gpt-4.1-mini"},
+           tasks=_TASKS_EXAMPLE),
+    _scaffold("openclaw", "OpenClaw", "openclaw"),
+    _scaffold("opencode", "OpenCode", "opencode"),
+    _scaffold("pi", "Pi", "pi"),
+    _scaffold("hermes-agent", "Hermes Agent", "hermes-agent", available=False),
+    _scaffold("prime-agent", "Prime Agent", "prime-agent", available=False),
+    _scaffold("qm", "QM", "qm", available=False),
+    _scaffold("mastra", "Mastra", "mastra", available=False),
+    Preset("lm-eval", "lm-eval (vLLM-served)", GPU_SERVED,
+           "EleutherAI lm-evaluation-harness against a model served in the sandbox with vLLM.",
+           LM_EVAL_REPO, "pip install -e .", "python -m belvedir_lm_eval",
+           {"LM_EVAL_TASKS": "mmlu,gsm8k"}, compute="gpu", gpu_type="A10G", available=False),
+    Preset("mt-bench", "MT-Bench (vLLM-served)", GPU_SERVED,
+           "Multi-turn questions judged by an LLM, against a model served with vLLM.",
+           LM_EVAL_REPO, "pip install -e .", "python -m belvedir_mt_bench",
+           {"JUDGE_MODEL": "openai/gpt-4.1-mini"}, compute="gpu", gpu_type="A10G", available=False),
+]
+
+_BY_SLUG = {p.slug: p for p in PRESETS}
+
+
+def preset_get(slug: str) -> Preset | None:
+    return _BY_SLUG.get(slug)
+
+
+def presets_by_group() -> list[tuple[str, list[Preset]]]:
+    return [(g, [p for p in PRESETS if p.group == g]) for g in GROUPS]

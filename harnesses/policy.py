@@ -1,0 +1,97 @@
+"""What a harness may carry: env keys, the Tasks field, the repo URL."""
+
+import re
+from urllib.parse import urlparse
+
+from belvedir.errors import DomainError
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TASKS_MAX_BYTES = 512 * 1024
+ENV_MAX_KEYS = 200
+ENV_VALUE_MAX_CHARS = 32 * 1024
+
+# Keys that change how the sandbox itself installs or runs.
+_REFUSED_EXACT = {"PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME"}
+_REFUSED_ANY_CASE = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
+_REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
+# Harness env that the Harbor driver reads; not contract names, so allowed.
+_ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN"}
+
+
+def env_key_refusal(key: str) -> str | None:
+    """Why this env key is refused, or None when it is allowed."""
+    if not isinstance(key, str) or not ENV_NAME.match(key):
+        return f"{key!r} is not a valid environment variable name (letters, digits and _; not starting with a digit)."
+    if key in _REFUSED_EXACT or key.upper() in _REFUSED_ANY_CASE:
+        return f"{key} changes how the sandbox installs or runs and cannot be set; put that configuration in your install command instead."
+    if key.upper().startswith(_REFUSED_PREFIXES) and key.upper() not in _ALLOWED_BELVEDIR:
+        return f"{key} is a name the harness contract sets itself and cannot be set on the harness."
+    return None
+
+
+def validate_env(env) -> dict[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise DomainError("env must be an object of KEY: value strings.", field="env")
+    if len(env) > ENV_MAX_KEYS:
+        raise DomainError(f"env can hold at most {ENV_MAX_KEYS} variables.", field="env")
+    clean: dict[str, str] = {}
+    for key, value in env.items():
+        refusal = env_key_refusal(key)
+        if refusal:
+            raise DomainError(f"env key {refusal}", field="env")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise DomainError(f"env key {key}: the value must be a string.", field="env")
+        value = str(value)
+        if len(value) > ENV_VALUE_MAX_CHARS:
+            raise DomainError(f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.", field="env")
+        if "\x00" in value:
+            raise DomainError(f"env key {key}: the value contains a NUL byte.", field="env")
+        clean[key] = value
+    return clean
+
+
+def validate_tasks(tasks: str | None) -> str:
+    tasks = tasks or ""
+    if not isinstance(tasks, str):
+        raise DomainError("tasks must be text.", field="tasks")
+    size = len(tasks.encode("utf-8"))
+    if size > TASKS_MAX_BYTES:
+        raise DomainError(f"tasks is {size:,} bytes; the limit is 512 KB.", field="tasks")
+    return tasks
+
+
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:[^\s]+$")
+
+
+def validate_repo_url(url: str | None) -> str:
+    url = (url or "").strip()
+    if not url:
+        raise DomainError("repo_url is required.", field="repo_url")
+    if any(c.isspace() for c in url) or url.startswith("-"):
+        raise DomainError("repo_url must be a git URL without spaces.", field="repo_url")
+    if _SCP_LIKE.match(url):  # git@github.com:org/repo.git
+        return url
+    parsed = urlparse(url)
+    if parsed.scheme not in {"https", "ssh", "git", "file"}:
+        raise DomainError(
+            "repo_url must be a git URL: https://, ssh://, git://, git@host:path or file://.",
+            field="repo_url",
+        )
+    if parsed.scheme == "file":
+        if not parsed.path.startswith("/"):
+            raise DomainError("A file:// repo_url needs an absolute path.", field="repo_url")
+    elif not parsed.hostname or not parsed.path.strip("/"):
+        raise DomainError("repo_url must name a host and a repository path.", field="repo_url")
+    return url
+
+
+_REF = re.compile(r"^[A-Za-z0-9._/@+-]*$")
+
+
+def validate_ref(ref: str | None) -> str:
+    ref = (ref or "").strip()
+    if ref.startswith("-") or not _REF.match(ref) or ".." in ref:
+        raise DomainError("ref must be a branch, tag or commit name.", field="ref")
+    return ref

@@ -1,0 +1,122 @@
+"""Harness writes. Every rule lives here; pages, API, CLI and admin call these."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from belvedir.errors import DomainError
+from belvedir.models import Project
+from harnesses import policy
+from harnesses.catalog import preset_get
+from harnesses.models import GPU_TYPES, Compute, Harness
+
+FIELDS = ["name", "repo_url", "ref", "install_command", "run_command", "env", "compute", "gpu_type", "tasks", "preset"]
+
+
+def _check_preset(slug: str) -> str:
+    slug = (slug or "").strip()
+    if not slug:
+        return ""
+    preset = preset_get(slug)
+    if preset is None:
+        raise DomainError(f"There is no catalog card {slug!r}.", field="preset")
+    if not preset.available:
+        raise DomainError(f"The {preset.name} card is not yet available.", field="preset")
+    return slug
+
+
+def harness_defaults_from_preset(slug: str) -> dict:
+    """The fields a catalog card prefills; refuses unknown and unavailable cards."""
+    slug = _check_preset(slug)
+    preset = preset_get(slug)
+    return {
+        "name": preset.name,
+        "repo_url": preset.repo_url,
+        "ref": preset.ref,
+        "install_command": preset.install_command,
+        "run_command": preset.run_command,
+        "env": dict(preset.env),
+        "compute": preset.compute,
+        "gpu_type": preset.gpu_type,
+        "tasks": preset.tasks,
+        "preset": slug,
+    }
+
+
+def _clean(data: dict) -> dict:
+    clean: dict = {}
+    name = str(data.get("name") or "").strip()
+    if not name:
+        raise DomainError("name is required.", field="name")
+    if len(name) > 120:
+        raise DomainError("name must be at most 120 characters.", field="name")
+    clean["name"] = name
+    clean["repo_url"] = policy.validate_repo_url(data.get("repo_url"))
+    clean["ref"] = policy.validate_ref(data.get("ref"))
+    for command in ("install_command", "run_command"):
+        value = data.get(command) or ""
+        if not isinstance(value, str):
+            raise DomainError(f"{command} must be text.", field=command)
+        if len(value) > 10_000:
+            raise DomainError(f"{command} must be at most 10,000 characters.", field=command)
+        clean[command] = value.strip()
+    if not clean["run_command"]:
+        raise DomainError("run_command is required.", field="run_command")
+    clean["env"] = policy.validate_env(data.get("env"))
+    compute = (data.get("compute") or Compute.CPU).lower()
+    if compute not in Compute.values:
+        raise DomainError("compute must be cpu or gpu.", field="compute")
+    clean["compute"] = compute
+    gpu_type = (data.get("gpu_type") or "").strip()
+    if compute == Compute.GPU:
+        gpu_type = gpu_type or "A10G"
+        if gpu_type not in GPU_TYPES:
+            raise DomainError(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
+    else:
+        gpu_type = ""
+    clean["gpu_type"] = gpu_type
+    clean["tasks"] = policy.validate_tasks(data.get("tasks"))
+    clean["preset"] = _check_preset(data.get("preset") or "")
+    return clean
+
+
+def _check_name_free(project: Project, name: str, exclude_id: str | None = None) -> None:
+    taken = Harness.objects.filter(project=project, name=name)
+    if exclude_id:
+        taken = taken.exclude(pk=exclude_id)
+    if taken.exists():
+        raise DomainError(f"A harness named {name!r} already exists in this project.", field="name")
+
+
+@transaction.atomic
+def harness_create(*, project: Project, data: dict, created_by=None) -> Harness:
+    """Create a harness; with a `preset`, the card's fields fill whatever is not given."""
+    merged = dict(data)
+    if data.get("preset"):
+        defaults = harness_defaults_from_preset(data["preset"])
+        merged = {**defaults, **{k: v for k, v in data.items() if v not in (None, "")}}
+    clean = _clean(merged)
+    _check_name_free(project, clean["name"])
+    return Harness.objects.create(project=project, created_by=created_by, **clean)
+
+
+@transaction.atomic
+def harness_update(*, harness: Harness, data: dict) -> Harness:
+    """Update; fields not given keep their value."""
+    current = {f: getattr(harness, f) for f in FIELDS}
+    merged = {**current, **{k: v for k, v in data.items() if k in FIELDS}}
+    if merged.get("preset") == harness.preset:
+        merged["preset"] = ""  # an unchanged card is not re-checked
+    clean = _clean(merged)
+    if "preset" not in data or data.get("preset") == harness.preset:
+        clean["preset"] = harness.preset
+    _check_name_free(harness.project, clean["name"], exclude_id=harness.pk)
+    for field, value in clean.items():
+        setattr(harness, field, value)
+    harness.updated_at = timezone.now()
+    harness.save()
+    return harness
+
+
+@transaction.atomic
+def harness_delete(*, harness: Harness) -> None:
+    harness.delete()

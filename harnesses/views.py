@@ -1,0 +1,117 @@
+"""Harness pages: list, New Harness (catalog cards + form), detail/edit, delete."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir.access import access_for_request
+from belvedir.errors import DomainError
+from harnesses import services
+from harnesses.catalog import presets_by_group
+from harnesses.forms import HarnessForm
+from harnesses.models import Harness
+
+
+def _apply_error(form: HarnessForm, exc: DomainError) -> None:
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+@login_required
+def harness_list(request):
+    access = access_for_request(request)
+    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    page = Paginator(harnesses, 25).get_page(request.GET.get("page"))
+    return render(request, "harnesses/list.html", {"page": page})
+
+
+@login_required
+def harness_new(request):
+    access = access_for_request(request)
+    preset_error = None
+    if request.method == "POST":
+        access.require_write()
+        form = HarnessForm(request.POST)
+        if form.is_valid():
+            try:
+                harness = services.harness_create(
+                    project=access.project, data=form.cleaned_data, created_by=request.user
+                )
+            except DomainError as exc:
+                _apply_error(form, exc)
+            else:
+                messages.success(request, f"Harness {harness.name} created.")
+                if request.htmx:
+                    response = render(request, "harnesses/new.html#form", {"form": form})
+                    response["HX-Redirect"] = harness_url(harness)
+                    return response
+                return redirect("harnesses:detail", harness_id=harness.pk)
+    else:
+        initial = {"compute": "cpu"}
+        if request.GET.get("preset"):
+            try:
+                initial = HarnessForm.initial_from(
+                    services.harness_defaults_from_preset(request.GET["preset"])
+                )
+            except DomainError as exc:
+                preset_error = exc.message
+        form = HarnessForm(initial=initial)
+    context = {"form": form, "groups": presets_by_group(), "preset_error": preset_error}
+    if request.htmx:
+        return render(request, "harnesses/new.html#form", context)
+    return render(request, "harnesses/new.html", context)
+
+
+def harness_url(harness: Harness) -> str:
+    from django.urls import reverse
+
+    return reverse("harnesses:detail", kwargs={"harness_id": harness.pk})
+
+
+@login_required
+def harness_detail(request, harness_id: str):
+    access = access_for_request(request)
+    harness = access.get(Harness, pk=harness_id)
+    if request.method == "POST":
+        access.require_write()
+        form = HarnessForm(request.POST)
+        if form.is_valid():
+            try:
+                services.harness_update(harness=harness, data=form.cleaned_data)
+            except DomainError as exc:
+                _apply_error(form, exc)
+            else:
+                messages.success(request, "Saved.")
+                if not request.htmx:
+                    return redirect("harnesses:detail", harness_id=harness.pk)
+                form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+    else:
+        form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+    context = {"harness": harness, "form": form, **_run_context(request, harness)}
+    if request.htmx:
+        return render(request, "harnesses/detail.html#form", context)
+    return render(request, "harnesses/detail.html", context)
+
+
+def _run_context(request, harness: Harness) -> dict:
+    """The harness's recent runs, for its page (filled in by the runs app)."""
+    try:
+        from runs.views import harness_run_context
+    except ImportError:
+        return {}
+    return harness_run_context(request, harness)
+
+
+def _values(harness: Harness) -> dict:
+    return {f: getattr(harness, f) for f in services.FIELDS}
+
+
+@login_required
+@require_POST
+def harness_delete(request, harness_id: str):
+    access = access_for_request(request)
+    harness = access.get(Harness, write=True, pk=harness_id)
+    services.harness_delete(harness=harness)
+    messages.info(request, f"Harness {harness.name} deleted.")
+    return redirect("harnesses:list")

@@ -1,0 +1,82 @@
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from belvedir import ids
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+IN_FLIGHT = [Status.QUEUED, Status.RUNNING]
+TERMINAL = [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED]
+
+
+class Grading(models.TextChoices):
+    PASS_AT_1 = "pass@1", "pass@1"
+    PASS_AT_K = "pass@k", "pass@k"
+    MEAN = "mean", "mean"
+
+
+class Run(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=ids.run_id, editable=False)
+    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="runs")
+    harness = models.ForeignKey(
+        "harnesses.Harness", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    harness_name = models.CharField(max_length=120)
+    # The harness as it was at launch: a later edit does not change a queued run.
+    harness_snapshot = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    model = models.CharField(max_length=200, blank=True)
+    model_api_base = models.CharField(max_length=500, blank=True)
+    model_api_key_encrypted = models.TextField(blank=True)
+    judge_model = models.CharField(max_length=200, blank=True)
+    judge_api_base = models.CharField(max_length=500, blank=True)
+    judge_api_key_encrypted = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    grading = models.CharField(max_length=8, choices=Grading.choices, default=Grading.PASS_AT_1)
+    score = models.FloatField(null=True, blank=True)
+    results = models.JSONField(null=True, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    log_tail = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    container_id = models.CharField(max_length=80, blank=True)
+    worker = models.CharField(max_length=120, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
+                name="run_status_valid",
+            ),
+            models.CheckConstraint(condition=models.Q(attempts__gte=1), name="run_attempts_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.harness_name}, {self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None

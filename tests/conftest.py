@@ -1,0 +1,63 @@
+"""Shared fixtures: an owner, a read-only member and an outsider of another organization."""
+
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from belvedir import services
+from belvedir.models import Membership, Role
+
+
+@dataclass
+class Tenant:
+    user: object
+    org: object
+    project: object
+    key: str
+    api: APIClient
+    web: object
+
+
+def _tenant(client_factory, email: str, org_name: str) -> Tenant:
+    user = services.user_signup(email=email, password="correct-horse-9", organization_name=org_name)
+    membership = Membership.objects.get(user=user)
+    org = membership.organization
+    project = org.projects.get()
+    _, key = services.api_key_create(project=project, name="tests", created_by=user)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    web = client_factory()
+    web.force_login(user)
+    return Tenant(user, org, project, key, api, web)
+
+
+@pytest.fixture
+def owner(db, client_factory) -> Tenant:
+    return _tenant(client_factory, "owner@example.com", "Acme")
+
+
+@pytest.fixture
+def outsider(db, client_factory) -> Tenant:
+    return _tenant(client_factory, "outsider@example.com", "Globex")
+
+
+@pytest.fixture
+def readonly(db, owner, client_factory) -> Tenant:
+    """A read-only member of the owner's organization, signed in to the browser and the API."""
+    User = get_user_model()
+    user = User.objects.create_user(username="ro@example.com", email="ro@example.com", password="correct-horse-9")
+    Membership.objects.create(user=user, organization=owner.org, role=Role.READONLY)
+    web = client_factory()
+    web.force_login(user)
+    api = APIClient()
+    api.force_authenticate(user=user)
+    return Tenant(user, owner.org, owner.project, "", api, web)
+
+
+@pytest.fixture
+def client_factory():
+    from django.test import Client
+
+    return Client
