@@ -22,6 +22,9 @@ class Access:
     user: object | None = None
     api_key: ApiKey | None = None
 
+    def get_role_display(self) -> str:
+        return Role(self.role).label if self.role in Role.values else self.role
+
     @property
     def can_write(self) -> bool:
         return self.role in WRITE_ROLES

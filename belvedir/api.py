@@ -17,7 +17,8 @@ class Pagination(pagination.LimitOffsetPagination):
 
 def exception_handler(exc, context):
     if isinstance(exc, DomainError):
-        return Response(exc.as_dict(), status=status.HTTP_400_BAD_REQUEST)
+        code = status.HTTP_429_TOO_MANY_REQUESTS if exc.code.startswith("cap_") else status.HTTP_400_BAD_REQUEST
+        return Response(exc.as_dict(), status=code)
     if isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     if isinstance(exc, Http404):

@@ -179,6 +179,23 @@ def cmd_runs_watch(client: Client, args) -> int:
         time.sleep(args.interval)
 
 
+def _json_flag_on_every_command(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Accept `--json` after the command too (`belvedir benchmarks list --json`).
+
+    SUPPRESS keeps a subcommand from resetting a `--json` given before the command.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if not any("--json" in a.option_strings for a in sub._actions):
+                    sub.add_argument(
+                        "--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output",
+                    )
+                _json_flag_on_every_command(sub)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="belvedir", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -233,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("id")
         p.add_argument("--interval", type=float, default=1.0)
         p.set_defaults(func=func)
-    return parser
+    return _json_flag_on_every_command(parser)
 
 
 def main(argv: list[str] | None = None) -> int:

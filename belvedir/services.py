@@ -43,13 +43,19 @@ def user_signup(*, email: str, password: str, organization_name: str):
     email = (email or "").strip().lower()
     if not email or "@" not in email:
         raise DomainError("Enter a valid email address.", field="email")
+    if len(email) > 150:
+        raise DomainError("Email addresses are limited to 150 characters.", field="email")
     if User.objects.filter(email__iexact=email).exists():
         raise DomainError("An account with this email already exists.", field="email")
     try:
         validate_password(password)
     except ValidationError as exc:
         raise DomainError(" ".join(exc.messages), field="password") from None
-    user = User.objects.create_user(username=email, email=email, password=password)
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(username=email, email=email, password=password)
+    except IntegrityError:  # a concurrent sign-up took the email
+        raise DomainError("An account with this email already exists.", field="email") from None
     organization_create(name=organization_name or email.split("@")[0], owner=user)
     return user
 
@@ -68,11 +74,15 @@ def project_create(*, organization: Organization, name: str) -> Project:
 def member_invite(*, organization: Organization, email: str, role: str) -> Membership:
     if role not in Role.values:
         raise DomainError(f"Role must be one of {', '.join(Role.values)}.", field="role")
-    user = User.objects.filter(email__iexact=(email or "").strip()).first()
+    email = (email or "").strip()
+    user = User.objects.filter(email__iexact=email).first()
     if user is None:
-        raise DomainError("No user with this email address has signed up.", field="email")
+        raise DomainError(
+            f"No one has signed up with {email}; ask them to sign up first, then invite them.",
+            field="email",
+        )
     if Membership.objects.filter(organization=organization, user=user).exists():
-        raise DomainError("This user is already a member.", field="email")
+        raise DomainError(f"{email} is already a member.", field="email")
     return Membership.objects.create(organization=organization, user=user, role=role)
 
 

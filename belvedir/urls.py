@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from belvedir import api, views
 from harnesses import api as harness_api
+from runs import api as run_api
 
 api_v1 = [
     path("keys", api.ApiKeyListView.as_view(), name="api-keys"),
@@ -12,6 +13,11 @@ api_v1 = [
     path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
     path("harnesses/<str:harness_id>", harness_api.HarnessDetailView.as_view(), name="api-harness"),
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
+    path("runs", run_api.RunListView.as_view(), name="api-runs"),
+    path("runs/<str:run_id>", run_api.RunDetailView.as_view(), name="api-run"),
+    path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
+    path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
+    path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
 ]
 
 urlpatterns = [
@@ -24,6 +30,7 @@ urlpatterns = [
     path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
     path("settings/organization/", views.organization_settings, name="organization-settings"),
     path("harnesses/", include("harnesses.urls")),
+    path("runs/", include("runs.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

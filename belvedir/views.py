@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from belvedir import services
@@ -33,7 +34,8 @@ def signup(request):
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, "Welcome! Your organization and a Default project are ready.")
             return redirect("home")
-    return render(request, "belvedir/signup.html", {"form": form})
+    status = 400 if form.errors else 200
+    return render(request, "belvedir/signup.html", {"form": form}, status=status)
 
 
 @login_required
@@ -47,7 +49,11 @@ def home(request):
 def switch(request):
     project = switch_project(request, request.POST.get("project", ""))
     messages.info(request, f"Switched to {project}.")
-    return redirect(request.POST.get("next") or "home")
+    next_url = request.POST.get("next") or ""
+    safe = url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return redirect(next_url if next_url and safe else "home")
 
 
 @login_required
@@ -69,9 +75,10 @@ def project_settings(request):
                 key_form = ApiKeyForm(prefix="key")
     keys = ApiKey.objects.filter(project=access.project, kind=ApiKey.Kind.PROJECT)
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
+    status = 400 if key_form.errors else 200
     if request.htmx:
-        return render(request, "belvedir/project_settings.html#keys", context)
-    return render(request, "belvedir/project_settings.html", context)
+        return render(request, "belvedir/project_settings.html#keys", context, status=status)
+    return render(request, "belvedir/project_settings.html", context, status=status)
 
 
 @login_required
@@ -123,4 +130,5 @@ def organization_settings(request):
         request,
         "belvedir/organization_settings.html",
         {"invite_form": invite_form, "project_form": project_form, "members": members},
+        status=400 if invite_form.errors or project_form.errors else 200,
     )

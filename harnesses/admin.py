@@ -1,11 +1,54 @@
+from django import forms
 from django.contrib import admin
+from django.utils import timezone
 
+from belvedir.errors import DomainError
+from harnesses import services
 from harnesses.models import Harness
+
+
+class HarnessAdminForm(forms.ModelForm):
+    """Validates through harnesses.services, the same rules as the pages and the API."""
+
+    class Meta:
+        model = Harness
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        data = {field: cleaned.get(field) for field in services.FIELDS}
+        instance = None if self.instance._state.adding else self.instance
+        preset_unchanged = instance is not None and data.get("preset") == instance.preset
+        if preset_unchanged:
+            data["preset"] = ""  # an unchanged card is not re-checked, as in harness_update
+        try:
+            clean = services.harness_validate(
+                data=data,
+                project=cleaned.get("project"),
+                exclude_id=instance.pk if instance is not None else None,
+            )
+        except DomainError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+            return cleaned
+        if preset_unchanged:
+            clean["preset"] = instance.preset
+        cleaned.update(clean)
+        return cleaned
 
 
 @admin.register(Harness)
 class HarnessAdmin(admin.ModelAdmin):
+    form = HarnessAdminForm
     list_display = ["name", "project", "repo_url", "ref", "compute", "gpu_type", "preset", "created_at"]
     list_filter = ["compute", "preset", "project__organization"]
     search_fields = ["name", "repo_url", "id", "project__name"]
     readonly_fields = ["id", "created_at", "updated_at"]
+    list_select_related = ["project__organization"]
+    autocomplete_fields = ["project", "created_by"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.updated_at = timezone.now()
+        super().save_model(request, obj, form, change)

@@ -45,7 +45,7 @@ def _input(request) -> dict:
 
 class HarnessListView(AccessMixin, APIView):
     def get(self, request):
-        harnesses = self.access.scope(Harness.objects.all())
+        harnesses = self.access.scope(Harness.objects.all()).filter(project=self.access.project)
         page = Pagination()
         rows = page.paginate_queryset(harnesses, request, view=self)
         return page.get_paginated_response(HarnessSerializer(rows, many=True).data)

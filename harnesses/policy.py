@@ -73,15 +73,21 @@ def validate_repo_url(url: str | None) -> str:
         raise DomainError("repo_url must be a git URL without spaces.", field="repo_url")
     if _SCP_LIKE.match(url):  # git@github.com:org/repo.git
         return url
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+    except ValueError:  # e.g. an unclosed [IPv6] host
+        raise DomainError("repo_url is not a valid URL.", field="repo_url") from None
     if parsed.scheme not in {"https", "ssh", "git", "file"}:
         raise DomainError(
             "repo_url must be a git URL: https://, ssh://, git://, git@host:path or file://.",
             field="repo_url",
         )
     if parsed.scheme == "file":
-        if not parsed.path.startswith("/"):
-            raise DomainError("A file:// repo_url needs an absolute path.", field="repo_url")
+        # file:///abs/path only: file://relative/path would read "relative" as a host.
+        if parsed.netloc or not parsed.path.startswith("/") or not parsed.path.strip("/"):
+            raise DomainError(
+                "A file:// repo_url needs an absolute path: file:///path/to/repo.", field="repo_url"
+            )
     elif not parsed.hostname or not parsed.path.strip("/"):
         raise DomainError("repo_url must name a host and a repository path.", field="repo_url")
     return url

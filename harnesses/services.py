@@ -1,6 +1,6 @@
 """Harness writes. Every rule lives here; pages, API, CLI and admin call these."""
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from belvedir.errors import DomainError
@@ -87,16 +87,39 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
         raise DomainError(f"A harness named {name!r} already exists in this project.", field="name")
 
 
+def harness_validate(*, data: dict, project: Project | None = None, exclude_id: str | None = None) -> dict:
+    """The cleaned fields for `data`, or a DomainError naming the field (used by the admin)."""
+    clean = _clean(data)
+    if project is not None:
+        _check_name_free(project, clean["name"], exclude_id=exclude_id)
+    return clean
+
+
+def _save(harness: Harness) -> Harness:
+    try:
+        with transaction.atomic():
+            harness.save()
+    except IntegrityError:  # a concurrent save took the name
+        raise DomainError(
+            f"A harness named {harness.name!r} already exists in this project.", field="name"
+        ) from None
+    return harness
+
+
 @transaction.atomic
 def harness_create(*, project: Project, data: dict, created_by=None) -> Harness:
-    """Create a harness; with a `preset`, the card's fields fill whatever is not given."""
+    """Create a harness; with a `preset`, the card's fields fill whatever is not given.
+
+    A field that is given, even blank, is kept as given: the New Harness form sends every
+    field, and a field the user cleared stays cleared.
+    """
     merged = dict(data)
     if data.get("preset"):
         defaults = harness_defaults_from_preset(data["preset"])
-        merged = {**defaults, **{k: v for k, v in data.items() if v not in (None, "")}}
+        merged = {**defaults, **{k: v for k, v in data.items() if v is not None}}
     clean = _clean(merged)
     _check_name_free(project, clean["name"])
-    return Harness.objects.create(project=project, created_by=created_by, **clean)
+    return _save(Harness(project=project, created_by=created_by, **clean))
 
 
 @transaction.atomic
@@ -113,8 +136,7 @@ def harness_update(*, harness: Harness, data: dict) -> Harness:
     for field, value in clean.items():
         setattr(harness, field, value)
     harness.updated_at = timezone.now()
-    harness.save()
-    return harness
+    return _save(harness)
 
 
 @transaction.atomic

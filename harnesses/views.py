@@ -58,9 +58,10 @@ def harness_new(request):
                 preset_error = exc.message
         form = HarnessForm(initial=initial)
     context = {"form": form, "groups": presets_by_group(), "preset_error": preset_error}
+    status = 400 if form.errors or preset_error else 200
     if request.htmx:
-        return render(request, "harnesses/new.html#form", context)
-    return render(request, "harnesses/new.html", context)
+        return render(request, "harnesses/new.html#form", context, status=status)
+    return render(request, "harnesses/new.html", context, status=status)
 
 
 def harness_url(harness: Harness) -> str:
@@ -73,6 +74,7 @@ def harness_url(harness: Harness) -> str:
 def harness_detail(request, harness_id: str):
     access = access_for_request(request)
     harness = access.get(Harness, pk=harness_id)
+    saved = False
     if request.method == "POST":
         access.require_write()
         form = HarnessForm(request.POST)
@@ -82,16 +84,18 @@ def harness_detail(request, harness_id: str):
             except DomainError as exc:
                 _apply_error(form, exc)
             else:
-                messages.success(request, "Saved.")
                 if not request.htmx:
+                    messages.success(request, "Saved.")
                     return redirect("harnesses:detail", harness_id=harness.pk)
+                saved = True
                 form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
     else:
         form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
-    context = {"harness": harness, "form": form, **_run_context(request, harness)}
+    context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
+    status = 400 if form.errors else 200
     if request.htmx:
-        return render(request, "harnesses/detail.html#form", context)
-    return render(request, "harnesses/detail.html", context)
+        return render(request, "harnesses/detail.html#form", context, status=status)
+    return render(request, "harnesses/detail.html", context, status=status)
 
 
 def _run_context(request, harness: Harness) -> dict:

@@ -45,6 +45,9 @@ class Run(models.Model):
     results = models.JSONField(null=True, blank=True)
     notes = models.JSONField(default=list, blank=True)
     log_tail = models.TextField(blank=True)
+    # Bytes of output ever written; the tail covers the last len(log_tail) of them.
+    log_size = models.BigIntegerField(default=0)
+    run_key_encrypted = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)
@@ -59,13 +62,20 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["project", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["project", "status"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+        ]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
+                condition=models.Q(
+                    status__in=["queued", "running", "succeeded", "failed", "cancelled"]
+                ),
                 name="run_status_valid",
             ),
-            models.CheckConstraint(condition=models.Q(attempts__gte=1), name="run_attempts_positive"),
+            models.CheckConstraint(
+                condition=models.Q(attempts__gte=1), name="run_attempts_positive"
+            ),
         ]
 
     def __str__(self) -> str:

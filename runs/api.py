@@ -1,0 +1,140 @@
+"""REST API for runs: launch, list, read, log, cancel; the Tasks file for the sandbox."""
+
+from django.http import HttpResponse
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from belvedir.api import AccessMixin, Pagination
+from belvedir.authentication import RunKeyAuthentication
+from belvedir.errors import DomainError
+from belvedir.models import ApiKey
+from harnesses.models import Harness
+from runs import selectors, services
+from runs.models import Grading, Run
+
+
+class RunSerializer(serializers.ModelSerializer):
+    harness = serializers.CharField(source="harness_id", allow_null=True)
+    has_model_api_key = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "harness",
+            "harness_name",
+            "status",
+            "score",
+            "results",
+            "notes",
+            "log_tail",
+            "model",
+            "model_api_base",
+            "has_model_api_key",
+            "judge_model",
+            "judge_api_base",
+            "attempts",
+            "grading",
+            "exit_code",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_has_model_api_key(self, run: Run) -> bool:
+        return bool(run.model_api_key_encrypted)
+
+
+class RunLaunchSerializer(serializers.Serializer):
+    harness = serializers.CharField()
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    model_api_base = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, default=""
+    )
+    model_api_key = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, default="", write_only=True
+    )
+    judge_model = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, default=""
+    )
+    judge_api_base = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, default=""
+    )
+    judge_api_key = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, default="", write_only=True
+    )
+    attempts = serializers.IntegerField(
+        required=False, default=1, min_value=1, max_value=services.MAX_ATTEMPTS
+    )
+    grading = serializers.ChoiceField(
+        choices=Grading.values, required=False, default=Grading.PASS_AT_1
+    )
+
+
+class RunListView(AccessMixin, APIView):
+    def get(self, request):
+        runs = selectors.runs_for(
+            access=self.access,
+            harness=request.query_params.get("harness"),
+            status=request.query_params.get("status"),
+            model=request.query_params.get("model"),
+        )
+        page = Pagination()
+        rows = page.paginate_queryset(runs, request, view=self)
+        return page.get_paginated_response(RunSerializer(rows, many=True).data)
+
+    def post(self, request):
+        self.access.require_write()
+        data = RunLaunchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        harness = self.access.scope(Harness.objects.all()).filter(pk=values.pop("harness")).first()
+        if harness is None:
+            raise DomainError("No such harness in this project.", field="harness")
+        user = request.user if getattr(request.user, "pk", None) else None
+        run = services.run_launch(
+            project=harness.project, harness=harness, created_by=user, **values
+        )
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetailView(AccessMixin, APIView):
+    def get(self, request, run_id: str):
+        return Response(RunSerializer(self.access.get(Run, pk=run_id)).data)
+
+
+class RunCancelView(AccessMixin, APIView):
+    def post(self, request, run_id: str):
+        run = self.access.get(Run, write=True, pk=run_id)
+        return Response(RunSerializer(services.run_cancel(run=run)).data)
+
+
+class RunLogView(AccessMixin, APIView):
+    """The log from byte `offset` on, as far as the 16 KB tail still holds it."""
+
+    def get(self, request, run_id: str):
+        run = self.access.get(Run, pk=run_id)
+        try:
+            offset = max(0, int(request.query_params.get("offset", 0)))
+        except ValueError:
+            raise DomainError("offset must be a whole number.", field="offset") from None
+        return Response(selectors.log_since(run, offset))
+
+
+class RunTasksView(APIView):
+    """The run's Tasks file, for its sandbox: only with that run's own key."""
+
+    authentication_classes = [RunKeyAuthentication]
+
+    def get(self, request, run_id: str):
+        key = request.auth
+        if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
+            raise PermissionDenied("Only the run's own key can download its Tasks file.")
+        if key.run_id != run_id:
+            raise NotFound()
+        tasks = key.run.harness_snapshot.get("tasks") or ""
+        if not tasks:
+            raise NotFound("This run has no Tasks.")
+        return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")

@@ -1,0 +1,191 @@
+"""The harness contract: env vars in, results.json out, the entrypoint in between."""
+
+import json
+import math
+from dataclasses import dataclass, field
+
+RESULTS_MAX_BYTES = 256 * 1024
+LOG_TAIL_BYTES = 16 * 1024
+WORKSPACE = "/workspace"
+REPO_DIR = f"{WORKSPACE}/repo"
+CONTROL_DIR = f"{WORKSPACE}/.belvedir"
+STAGE_FILE = f"{CONTROL_DIR}/stage"
+TASKS_DOWNLOAD_FAILED = 97
+
+# Runs in the sandbox as the non-root user. Records which stage it reached, so a failure
+# can be told apart from the harness's own exit codes.
+ENTRYPOINT = r"""
+set -u
+stage() { printf '%s' "$1" > /workspace/.belvedir/stage; }
+if [ -n "${BELVEDIR_TASKS_FILE:-}" ]; then
+  stage tasks
+  python3 /workspace/.belvedir/fetch_tasks.py || exit 97
+fi
+cd /workspace/repo || exit 96
+stage install
+bash /workspace/.belvedir/install.sh
+code=$?
+if [ "$code" != 0 ]; then exit "$code"; fi
+stage run
+bash /workspace/.belvedir/run.sh
+"""
+
+# Downloads the run's Tasks file from the platform with the per-run key.
+FETCH_TASKS = r"""
+import os, sys, time, urllib.request
+url = os.environ["BELVEDIR_BASE_URL"].rstrip("/") + "/api/v1/runs/" + os.environ["BELVEDIR_RUN_ID"] + "/tasks"
+req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["BELVEDIR_API_KEY"]})
+error = None
+for attempt in range(3):
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            data = resp.read()
+        with open(os.environ["BELVEDIR_TASKS_FILE"], "wb") as f:
+            f.write(data)
+        sys.exit(0)
+    except Exception as exc:
+        error = exc
+        time.sleep(0.5 * (attempt + 1))
+print(f"belvedir: the Tasks file could not be downloaded from {url}: {error}", flush=True)
+sys.exit(97)
+"""
+
+
+def tasks_filename(tasks: str) -> str:
+    try:
+        json.loads(tasks)
+    except ValueError:
+        return "tasks.txt"
+    return "tasks.json"
+
+
+def sandbox_env(
+    *,
+    harness_env: dict,
+    run_id: str,
+    run_key: str,
+    base_url: str,
+    tasks: str,
+    attempts: int,
+    grading: str,
+    model_settings: dict[str, str],
+) -> dict[str, str]:
+    """The harness's env first, then the model settings given at launch; contract names win."""
+    env = {k: str(v) for k, v in (harness_env or {}).items()}
+    env.update({k: v for k, v in model_settings.items() if v})
+    contract = {
+        "BELVEDIR_API_KEY": run_key,
+        "BELVEDIR_BASE_URL": base_url,
+        "BELVEDIR_RUN_ID": run_id,
+        "BELVEDIR_TASK_ATTEMPTS": str(attempts),
+        "BELVEDIR_GRADING": grading,
+        "FRACTAL_API_KEY": run_key,
+        "FRACTAL_BASE_URL": base_url,
+        "FRACTAL_RUN_ID": run_id,
+    }
+    if tasks:
+        path = f"{CONTROL_DIR}/{tasks_filename(tasks)}"
+        contract["BELVEDIR_TASKS_FILE"] = path
+        contract["FRACTAL_TASKS_FILE"] = path
+    env.update(contract)
+    return env
+
+
+@dataclass
+class Outcome:
+    succeeded: bool
+    score: float | None = None
+    results: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class _NonFinite(float):
+    """A NaN or Infinity literal in results.json, so the score check can name it."""
+
+
+def _parse_constant(name: str):
+    return _NonFinite(float(name.replace("Infinity", "inf")))
+
+
+def _has_non_finite(value) -> bool:
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
+def _describe(value) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "Infinity"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
+
+
+def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Outcome:
+    """Apply the score rules to results.json after the run command exited."""
+    notes: list[str] = []
+    results = None
+    if raw is not None:
+        try:
+            parsed = json.loads(raw.decode("utf-8"), parse_constant=_parse_constant)
+        except (UnicodeDecodeError, ValueError) as exc:
+            notes.append(f"belvedir: results.json is not valid JSON ({exc}).")
+            parsed = None
+        if parsed is not None and not isinstance(parsed, dict):
+            notes.append("belvedir: results.json must hold a JSON object.")
+            parsed = None
+        results = parsed
+
+    score = None
+    if results is not None:
+        raw_score = results.get("score")
+        if "score" not in results:
+            notes.append("belvedir: results.json has no top-level score.")
+        elif (
+            isinstance(raw_score, bool)
+            or not isinstance(raw_score, int | float)
+            or not math.isfinite(raw_score)
+        ):
+            notes.append(f"belvedir: the score must be a number, not {_describe(raw_score)}.")
+        elif raw_score < 0:
+            notes.append(f"belvedir: the score {raw_score} is negative.")
+        elif raw_score > 100:
+            notes.append(f"belvedir: the score {raw_score} is over 100.")
+        elif raw_score > 1:
+            score = raw_score / 100
+            notes.append(f"belvedir: score {raw_score} read as a percentage: {score:g}.")
+        else:
+            score = float(raw_score)
+        if _has_non_finite({k: v for k, v in results.items() if k != "score"}):
+            notes.append("belvedir: results.json holds NaN or Infinity, which is not JSON.")
+            results, score = None, None
+    if results is not None:
+        reported = results.get("model")
+        if launch_model:
+            if reported not in (None, "", launch_model):
+                results["model_reported"] = reported
+                notes.append(
+                    f"belvedir: the harness reported model {reported!r}, but the run was launched with "
+                    f"{launch_model!r}; kept as results.model_reported."
+                )
+            results["model"] = launch_model
+        if isinstance(results.get("score"), float) and not math.isfinite(results["score"]):
+            results["score"] = str(results["score"])
+
+    if exit_code != 0:
+        return Outcome(False, None, results, notes)
+    if raw is None:
+        notes.append(
+            "belvedir: the run command exited 0 but wrote no results.json at the repo root."
+        )
+    return Outcome(score is not None, score, results, notes)

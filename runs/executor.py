@@ -1,0 +1,290 @@
+"""Execute one run in a sandbox: clone, copy in, start, stream the log, wait, judge, clean up."""
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from runs import contract
+from runs.models import Run, Status
+from runs.sandbox.base import (
+    SandboxError,
+    SandboxFileTooLarge,
+    SandboxHandle,
+    SandboxSettings,
+    get_backend,
+    tar_directory,
+    tar_files,
+)
+from runs.services import git_env, run_claim, run_finish, run_heartbeat, run_model_secrets
+
+log = logging.getLogger(__name__)
+HEARTBEAT_SECONDS = 1.0
+REDACTED = "[redacted]"
+
+
+class LogTail:
+    """The last 16 KB of output, with secrets redacted, and the count of bytes ever written."""
+
+    def __init__(self, secrets: list[str], limit: int = contract.LOG_TAIL_BYTES):
+        self.secrets = [s for s in secrets if s and len(s) >= 4]
+        self.limit = limit
+        self._keep = limit + max((len(s) for s in self.secrets), default=0)
+        self._raw = ""
+        self.size = 0
+        self.lock = threading.Lock()
+        self.dirty = False
+
+    def write(self, chunk: str) -> None:
+        with self.lock:
+            self._raw = (self._raw + chunk)[-self._keep * 2 :]
+            self.size += len(chunk)
+            self.dirty = True
+
+    def text(self) -> str:
+        with self.lock:
+            raw = self._raw
+        for secret in self.secrets:
+            raw = raw.replace(secret, REDACTED)
+        return raw[-self.limit :]
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _git(args: list[str], cwd: Path, timeout: float) -> None:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=git_env()
+    )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
+        raise SandboxError(f"git {args[0]} failed: {reason}")
+
+
+def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
+    """A shallow clone at the ref on the worker's side; credentials never enter the sandbox."""
+    timeout = settings.BELVEDIR_CLONE_TIMEOUT
+    dest.mkdir(parents=True)
+    try:
+        _git(["init", "-q"], dest, timeout)
+        _git(["remote", "add", "origin", repo_url], dest, timeout)
+        try:
+            _git(["fetch", "-q", "--depth", "1", "origin", ref or "HEAD"], dest, timeout)
+        except SandboxError:
+            if not ref:
+                raise
+            _git(["fetch", "-q", "origin"], dest, timeout)  # a commit not fetchable by itself
+            _git(["checkout", "-q", ref], dest, timeout)
+        else:
+            _git(["checkout", "-q", "FETCH_HEAD"], dest, timeout)
+    except subprocess.TimeoutExpired:
+        raise SandboxError(f"cloning {repo_url} took longer than {timeout} s") from None
+    size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file() and not f.is_symlink())
+    if size > settings.BELVEDIR_REPO_MAX_BYTES:
+        raise SandboxError(
+            f"the repo is {size:,} bytes, over the {settings.BELVEDIR_REPO_MAX_BYTES:,} byte limit"
+        )
+
+
+def execute_run(run_id: str) -> str:
+    """Run it if it is still queued; safe to call twice (the claim is atomic)."""
+    if not run_claim(run_id=run_id, worker=_worker_name()):
+        return "not claimed"
+    run = Run.objects.get(pk=run_id)
+    secrets = run_model_secrets(run)
+    tail = LogTail([secrets["model_api_key"], secrets["judge_api_key"], secrets["run_key"]])
+    backend = get_backend()
+    handle: SandboxHandle | None = None
+    workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
+    notes: list[str] = []
+
+    def fail(note: str, exit_code: int | None = None) -> str:
+        tail.write(f"\n{note}\n")
+        run_finish(
+            run_id=run_id,
+            status=Status.FAILED,
+            notes=[*notes, note],
+            exit_code=exit_code,
+            log_tail=tail.text(),
+            log_size=tail.size,
+        )
+        return Status.FAILED
+
+    try:
+        snap = run.harness_snapshot
+        try:
+            clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
+        except SandboxError as exc:
+            return fail(f"belvedir: could not clone the repo: {exc}.")
+        shutil.rmtree(workdir / "repo" / ".git", ignore_errors=True)
+        tasks = snap.get("tasks") or ""
+        env = contract.sandbox_env(
+            harness_env=snap.get("env") or {},
+            run_id=run.pk,
+            run_key=secrets["run_key"],
+            base_url=settings.BELVEDIR_SANDBOX_BASE_URL,
+            tasks=tasks,
+            attempts=run.attempts,
+            grading=run.grading,
+            model_settings={
+                "MODEL": run.model,
+                "MODEL_API_BASE": run.model_api_base,
+                "MODEL_API_KEY": secrets["model_api_key"],
+                "JUDGE_MODEL": run.judge_model,
+                "JUDGE_API_BASE": run.judge_api_base,
+                "JUDGE_API_KEY": secrets["judge_api_key"],
+            },
+        )
+        sandbox = SandboxSettings.from_settings()
+        handle = backend.create(
+            run_id=run.pk,
+            command=["bash", "-c", contract.ENTRYPOINT],
+            env=env,
+            workdir=contract.WORKSPACE,
+            gpu=snap.get("compute") == "gpu",
+            **sandbox.create_kwargs(),
+        )
+        Run.objects.filter(pk=run_id).update(container_id=handle.id)
+        backend.put_files(handle, contract.WORKSPACE, tar_directory(workdir / "repo", "repo"))
+        backend.put_files(
+            handle,
+            contract.WORKSPACE,
+            tar_files(
+                {
+                    ".belvedir/install.sh": (snap.get("install_command") or "true").encode()
+                    + b"\n",
+                    ".belvedir/run.sh": snap["run_command"].encode() + b"\n",
+                    ".belvedir/fetch_tasks.py": contract.FETCH_TASKS.encode(),
+                    ".belvedir/stage": b"start",
+                }
+            ),
+        )
+        backend.start(handle)
+        return _follow(run, backend, handle, tail, notes, fail)
+    except SandboxError as exc:
+        return fail(f"belvedir: the sandbox failed: {exc}.")
+    except Exception as exc:  # nothing may leave a run stuck in "running"
+        log.exception("run %s crashed", run_id)
+        return fail(f"belvedir: internal error while running ({exc.__class__.__name__}).")
+    finally:
+        if handle is not None:
+            try:
+                backend.kill(handle)
+                backend.remove(handle)
+            except SandboxError:
+                log.warning("could not remove the sandbox of %s; the reaper will", run_id)
+        shutil.rmtree(workdir, ignore_errors=True)
+        close_old_connections()
+
+
+def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list[str], fail) -> str:
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for chunk in backend.stream_logs(handle):
+                tail.write(chunk.decode("utf-8", errors="replace"))
+        except SandboxError:
+            pass
+
+    def beat() -> None:
+        try:
+            while not stop.wait(HEARTBEAT_SECONDS):
+                dirty, tail.dirty = tail.dirty, False
+                if dirty:
+                    run_heartbeat(run_id=run.pk, log_tail=tail.text(), log_size=tail.size)
+                else:
+                    run_heartbeat(run_id=run.pk)
+        finally:
+            close_old_connections()
+
+    pumper = threading.Thread(target=pump, daemon=True, name=f"log {run.pk}")
+    beater = threading.Thread(target=beat, daemon=True, name=f"beat {run.pk}")
+    pumper.start()
+    beater.start()
+    timeout = settings.BELVEDIR_RUN_TIMEOUT
+    deadline = time.monotonic() + timeout
+    exit_code = None
+    try:
+        while exit_code is None and time.monotonic() < deadline:
+            exit_code = backend.wait(
+                handle, timeout=min(2.0, max(0.1, deadline - time.monotonic()))
+            )
+            if (
+                exit_code is None
+                and Run.objects.filter(pk=run.pk, status=Status.CANCELLED).exists()
+            ):
+                backend.kill(handle)
+    finally:
+        if exit_code is None:
+            backend.kill(handle)
+        pumper.join(timeout=5)
+        stop.set()
+        beater.join(timeout=5)
+
+    current = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+    if current == Status.CANCELLED:
+        Run.objects.filter(pk=run.pk).update(log_tail=tail.text(), log_size=tail.size)
+        return Status.CANCELLED
+    if exit_code is None:
+        return fail(f"belvedir: the run took longer than its {timeout} s limit and was stopped.")
+
+    stage = (
+        (backend.read_file(handle, contract.STAGE_FILE, 64) or b"").decode(errors="replace").strip()
+    )
+    if stage == "tasks":
+        return fail(
+            "belvedir: the Tasks file could not be downloaded, so the run did not start.", exit_code
+        )
+    if stage == "install" and exit_code != 0:
+        return fail(f"belvedir: the install command exited with code {exit_code}.", exit_code)
+    try:
+        raw = backend.read_file(
+            handle, f"{contract.REPO_DIR}/results.json", contract.RESULTS_MAX_BYTES
+        )
+    except SandboxFileTooLarge as exc:
+        return fail(
+            f"belvedir: results.json is {exc.size:,} bytes, over the 256 KB limit.", exit_code
+        )
+    outcome = contract.judge_results(raw, exit_code=exit_code, launch_model=run.model)
+    if exit_code != 0:
+        outcome.notes.append(f"belvedir: the run command exited with code {exit_code}.")
+    all_notes = [*notes, *outcome.notes]
+    for note in all_notes:
+        tail.write(f"\n{note}")
+    if all_notes:
+        tail.write("\n")
+    status = Status.SUCCEEDED if outcome.succeeded else Status.FAILED
+    run_finish(
+        run_id=run.pk,
+        status=status,
+        score=outcome.score,
+        results=_redact_results(outcome.results, tail),
+        notes=all_notes,
+        exit_code=exit_code,
+        log_tail=tail.text(),
+        log_size=tail.size,
+    )
+    return status
+
+
+def _redact_results(results, tail: LogTail):
+    if results is None or not tail.secrets:
+        return results
+    import json
+
+    return json.loads(tail.redact(json.dumps(results)))

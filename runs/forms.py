@@ -1,0 +1,18 @@
+from django import forms
+
+from runs.models import Grading
+
+
+class LaunchForm(forms.Form):
+    attempts = forms.IntegerField(label="Attempts per task", min_value=1, max_value=100, initial=1)
+    grading = forms.ChoiceField(choices=Grading.choices, initial=Grading.PASS_AT_1)
+    model = forms.CharField(label="MODEL", required=False, max_length=200)
+    model_api_base = forms.CharField(label="MODEL_API_BASE", required=False, max_length=500)
+    model_api_key = forms.CharField(
+        label="MODEL_API_KEY", required=False, widget=forms.PasswordInput, max_length=2000
+    )
+    judge_model = forms.CharField(label="JUDGE_MODEL", required=False, max_length=200)
+    judge_api_base = forms.CharField(label="JUDGE_API_BASE", required=False, max_length=500)
+    judge_api_key = forms.CharField(
+        label="JUDGE_API_KEY", required=False, widget=forms.PasswordInput, max_length=2000
+    )

@@ -1,0 +1,35 @@
+"""Upsert the django-q2 schedules in code: the run reaper and the trace task-former."""
+
+from django.core.management.base import BaseCommand
+from django_q.models import Schedule
+
+SCHEDULES = [
+    # (name, func, minutes)
+    ("reap runs", "runs.tasks.reap", 1),
+    ("form trace tasks", "traces.tasks.form_tasks", 1),
+]
+
+
+class Command(BaseCommand):
+    help = "Create or update the platform's periodic jobs."
+
+    def handle(self, *args, **options):
+        import importlib
+
+        for name, func, minutes in SCHEDULES:
+            module, _, attr = func.rpartition(".")
+            try:
+                getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                Schedule.objects.filter(name=name).delete()
+                continue
+            Schedule.objects.update_or_create(
+                name=name,
+                defaults={
+                    "func": func,
+                    "schedule_type": Schedule.MINUTES,
+                    "minutes": minutes,
+                    "repeats": -1,
+                },
+            )
+            self.stdout.write(f"schedule {name!r}: {func} every {minutes} min")

@@ -1,0 +1,66 @@
+"""No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes."""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from runs.models import Run, Status
+from runs.sandbox.base import SandboxError, SandboxHandle, get_backend
+from runs.services import run_enqueue, run_finish
+
+log = logging.getLogger(__name__)
+LOST_NOTE = (
+    "belvedir: the worker running this run stopped responding (no heartbeat for {seconds} s); "
+    "the run was failed and its sandbox removed."
+)
+
+
+def reap() -> dict:
+    """One pass; safe to run at any time and twice at once (every change is conditional)."""
+    now = timezone.now()
+    backend = get_backend()
+    stale = settings.BELVEDIR_HEARTBEAT_STALE
+    failed, requeued, removed = [], [], 0
+
+    for run in Run.objects.filter(
+        status=Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=stale)
+    ):
+        if run_finish(
+            run_id=run.pk,
+            status=Status.FAILED,
+            notes=[*run.notes, LOST_NOTE.format(seconds=stale)],
+            log_tail=(run.log_tail + "\n" + LOST_NOTE.format(seconds=stale) + "\n")[-16384:],
+            log_size=run.log_size,
+        ):
+            failed.append(run.pk)
+
+    queued_stale = now - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
+    for run in Run.objects.filter(status=Status.QUEUED, created_at__lt=queued_stale):
+        run_enqueue(run_id=run.pk)  # the claim is atomic, so a double enqueue runs it once
+        requeued.append(run.pk)
+
+    try:
+        sandboxes = backend.list_by_label()
+    except SandboxError as exc:
+        log.warning("reaper could not list sandboxes: %s", exc)
+        sandboxes = []
+    live = set(
+        Run.objects.filter(pk__in=[s.run_id for s in sandboxes], status=Status.RUNNING).values_list(
+            "pk", flat=True
+        )
+    )
+    for sandbox in sandboxes:
+        if sandbox.run_id in live:
+            continue
+        handle = SandboxHandle(id=sandbox.id, run_id=sandbox.run_id)
+        try:
+            backend.kill(handle)
+            backend.remove(handle)
+            removed += 1
+        except SandboxError as exc:
+            log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
+    if failed or requeued or removed:
+        log.info("reaper: failed %s, requeued %s, removed %d sandboxes", failed, requeued, removed)
+    return {"failed": failed, "requeued": requeued, "removed": removed}

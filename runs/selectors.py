@@ -1,0 +1,29 @@
+"""Run reads."""
+
+from django.db.models import QuerySet
+
+from belvedir.access import Access
+from runs.models import Run, Status
+
+
+def runs_for(
+    *,
+    access: Access,
+    harness: str | None = None,
+    status: str | None = None,
+    model: str | None = None,
+) -> QuerySet[Run]:
+    runs = access.scope(Run.objects.all())
+    if harness:
+        runs = runs.filter(harness_id=harness)
+    if status and status in Status.values:
+        runs = runs.filter(status=status)
+    if model:
+        runs = runs.filter(model=model)
+    return runs
+
+
+def log_since(run: Run, offset: int) -> dict:
+    start = run.log_size - len(run.log_tail)
+    text = run.log_tail[max(0, offset - start) :] if offset < run.log_size else ""
+    return {"text": text, "offset": run.log_size, "status": run.status, "truncated": offset < start}

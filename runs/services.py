@@ -1,0 +1,244 @@
+"""Run writes: launch (checks and caps), cancel, finish. Tasks and views call these."""
+
+import os
+import re
+import subprocess
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from django.utils import timezone
+
+from belvedir import crypto
+from belvedir.errors import DomainError
+from belvedir.models import ApiKey, Organization, Project
+from belvedir.services import api_key_create, api_key_revoke
+from harnesses.models import Compute, Harness
+from harnesses.services import FIELDS as HARNESS_FIELDS
+from runs.models import IN_FLIGHT, Grading, Run, Status
+
+MAX_ATTEMPTS = 100
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def git_env() -> dict[str, str]:
+    """Never prompt for credentials: a repo that needs access we lack fails fast."""
+    return {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "/bin/true",
+        "SSH_ASKPASS": "/bin/true",
+        "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+        "GIT_ALLOW_PROTOCOL": "https:ssh:git:file",
+    }
+
+
+def repo_check(*, repo_url: str, ref: str = "") -> None:
+    """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
+    timeout = settings.BELVEDIR_GIT_TIMEOUT
+    args = ["git", "ls-remote", "--", repo_url]
+    if ref and not _SHA.match(ref):
+        args.append(ref)
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=git_env())
+    except subprocess.TimeoutExpired:
+        raise DomainError(
+            f"The repo {repo_url} did not answer within {timeout} s.", field="harness", code="repo"
+        ) from None
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no answer"])[-1][:300]
+        raise DomainError(
+            f"The repo {repo_url} cannot be read: {reason}", field="harness", code="repo"
+        )
+    if ref and not _SHA.match(ref) and not done.stdout.strip():
+        raise DomainError(
+            f"The repo {repo_url} has no branch or tag {ref!r}.", field="harness", code="repo"
+        )
+
+
+def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
+    if (
+        isinstance(attempts, bool)
+        or not isinstance(attempts, int)
+        or not 1 <= attempts <= MAX_ATTEMPTS
+    ):
+        raise DomainError(
+            f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}.", field="attempts"
+        )
+    if grading not in Grading.values:
+        raise DomainError("grading must be pass@1, pass@k or mean.", field="grading")
+    if harness.compute == Compute.GPU and not settings.BELVEDIR_GPU_WORKERS:
+        raise DomainError(
+            "This platform has no GPU workers, so a GPU harness cannot run here; switch it to CPU.",
+            field="harness",
+            code="gpu",
+        )
+
+
+def run_launch(
+    *,
+    project: Project,
+    harness: Harness,
+    created_by=None,
+    model: str = "",
+    model_api_base: str = "",
+    model_api_key: str = "",
+    judge_model: str = "",
+    judge_api_base: str = "",
+    judge_api_key: str = "",
+    attempts: int = 1,
+    grading: str = Grading.PASS_AT_1,
+) -> Run:
+    """Check, count under a row lock, create the run and its key, enqueue on commit."""
+    _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
+        if value and not re.match(r"^https?://", value):
+            raise DomainError(f"{name} must be an http(s) URL.", field=name)
+    repo_check(repo_url=harness.repo_url, ref=harness.ref)
+    with transaction.atomic():
+        org = Organization.objects.select_for_update().get(pk=project.organization_id)
+        in_flight = Run.objects.filter(project__organization=org, status__in=IN_FLIGHT).count()
+        cap = settings.BELVEDIR_RUNS_IN_FLIGHT_CAP
+        if in_flight >= cap:
+            raise DomainError(
+                f"Your organization already has {in_flight} runs in flight (the limit is {cap}); "
+                "wait for one to finish or cancel one.",
+                code="cap_in_flight",
+            )
+        day_cap = settings.BELVEDIR_RUNS_PER_DAY_CAP
+        since = timezone.now() - timedelta(hours=24)
+        recent = Run.objects.filter(project__organization=org, created_at__gte=since).count()
+        if recent >= day_cap:
+            raise DomainError(
+                f"Your organization launched {recent} runs in the last 24 hours (the limit is {day_cap}); "
+                "try again later.",
+                code="cap_daily",
+            )
+        run = Run.objects.create(
+            project=project,
+            harness=harness,
+            harness_name=harness.name,
+            harness_snapshot={f: getattr(harness, f) for f in HARNESS_FIELDS},
+            model=model.strip(),
+            model_api_base=model_api_base.strip(),
+            model_api_key_encrypted=crypto.encrypt(model_api_key.strip()),
+            judge_model=judge_model.strip(),
+            judge_api_base=judge_api_base.strip(),
+            judge_api_key_encrypted=crypto.encrypt(judge_api_key.strip()),
+            attempts=attempts,
+            grading=grading,
+            created_by=created_by,
+        )
+        _, run_key = api_key_create(
+            project=project,
+            name=f"run {run.pk}",
+            kind=ApiKey.Kind.RUN,
+            run=run,
+            created_by=created_by,
+        )
+        run.run_key_encrypted = crypto.encrypt(run_key)
+        run.save(update_fields=["run_key_encrypted"])
+        transaction.on_commit(lambda: run_enqueue(run_id=run.pk))
+    return run
+
+
+def run_enqueue(*, run_id: str) -> None:
+    from django_q.tasks import async_task
+
+    async_task("runs.tasks.execute_run", run_id, task_name=f"execute {run_id}", group="runs")
+
+
+def run_claim(*, run_id: str, worker: str) -> bool:
+    """Atomically move a queued run to running; False if someone else has it (or it was cancelled)."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker
+    )
+    return claimed == 1
+
+
+def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | None = None) -> None:
+    fields = {"heartbeat_at": timezone.now()}
+    if log_tail is not None:
+        fields["log_tail"] = log_tail
+        fields["log_size"] = log_size
+    Run.objects.filter(pk=run_id).update(**fields)
+
+
+def run_finish(
+    *,
+    run_id: str,
+    status: str,
+    score: float | None = None,
+    results: dict | None = None,
+    notes: list[str] | None = None,
+    exit_code: int | None = None,
+    log_tail: str | None = None,
+    log_size: int | None = None,
+) -> bool:
+    """End a running run (once): store the outcome, revoke its key. False if it had already ended."""
+    fields = {
+        "status": status,
+        "score": score,
+        "results": results,
+        "exit_code": exit_code,
+        "finished_at": timezone.now(),
+        "notes": list(notes or []),
+    }
+    if log_tail is not None:
+        fields["log_tail"] = log_tail
+        fields["log_size"] = log_size
+    with transaction.atomic():
+        done = Run.objects.filter(pk=run_id, status__in=IN_FLIGHT).update(**fields)
+        run_keys_revoke(run_id=run_id)
+    return done == 1
+
+
+def run_keys_revoke(*, run_id: str) -> None:
+    for key in ApiKey.objects.filter(run_id=run_id, revoked_at__isnull=True):
+        api_key_revoke(key=key)
+
+
+def run_add_notes(*, run_id: str, notes: list[str]) -> None:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    run.notes = [*run.notes, *notes]
+    run.save(update_fields=["notes"])
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Cancel a queued or running run: marked at once, its sandbox killed within seconds."""
+    if run.is_terminal:
+        raise DomainError(f"The run has already {run.status}.", field="status")
+    now = timezone.now()
+    note = "belvedir: cancelled by request."
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, status__in=IN_FLIGHT).update(
+            status=Status.CANCELLED, cancel_requested_at=now, finished_at=now
+        )
+        if updated:
+            locked = Run.objects.select_for_update().get(pk=run.pk)
+            locked.notes = [*locked.notes, note]
+            locked.save(update_fields=["notes"])
+            run_keys_revoke(run_id=run.pk)
+    if updated:
+        from runs.sandbox.base import SandboxError, get_backend
+
+        try:
+            get_backend().kill_by_run_id(run.pk)
+        except SandboxError:
+            pass  # the executor and the reaper remove it too
+    run.refresh_from_db()
+    return run
+
+
+def run_model_secrets(run: Run) -> dict[str, str]:
+    return {
+        "model_api_key": crypto.decrypt(run.model_api_key_encrypted),
+        "judge_api_key": crypto.decrypt(run.judge_api_key_encrypted),
+        "run_key": crypto.decrypt(run.run_key_encrypted),
+    }
+
+
+def runs_in_flight_count(*, organization: Organization) -> int:
+    return Run.objects.filter(project__organization=organization, status__in=IN_FLIGHT).count()

@@ -1,0 +1,112 @@
+"""Run pages: My Benchmarks, a run (live log), the New benchmark dialog, cancel."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir.access import access_for_request
+from belvedir.errors import DomainError
+from harnesses.models import Harness
+from runs import selectors, services
+from runs.forms import LaunchForm
+from runs.models import Run, Status
+
+
+@login_required
+def run_list(request):
+    access = access_for_request(request)
+    runs = selectors.runs_for(
+        access=access,
+        harness=request.GET.get("harness"),
+        status=request.GET.get("status"),
+        model=request.GET.get("model"),
+    ).filter(project=access.project)
+    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    context = {
+        "page": page,
+        "harnesses": harnesses,
+        "statuses": Status.choices,
+        "filters": request.GET,
+    }
+    if request.htmx and request.GET.get("fragment") == "table":
+        return render(request, "runs/list.html#run-table", context)
+    return render(request, "runs/list.html", context)
+
+
+@login_required
+def run_detail(request, run_id: str):
+    access = access_for_request(request)
+    run = access.get(Run, pk=run_id)
+    context = {"run": run, **_trace_context(run)}
+    if request.htmx:
+        return render(request, "runs/detail.html#run-live", context)
+    return render(request, "runs/detail.html", context)
+
+
+def _trace_context(run: Run) -> dict:
+    try:
+        from traces.selectors import run_trace_summary
+    except ImportError:
+        return {}
+    return {"trace": run_trace_summary(run)}
+
+
+@login_required
+@require_POST
+def run_cancel(request, run_id: str):
+    access = access_for_request(request)
+    run = access.get(Run, write=True, pk=run_id)
+    try:
+        services.run_cancel(run=run)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.info(request, "Run cancelled.")
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@login_required
+def run_launch(request, harness_id: str):
+    access = access_for_request(request)
+    harness = access.get(Harness, pk=harness_id)
+    form = LaunchForm(request.POST or None)
+    if request.method == "POST":
+        access.require_write()
+        if form.is_valid():
+            try:
+                run = services.run_launch(
+                    project=harness.project,
+                    harness=harness,
+                    created_by=request.user,
+                    **form.cleaned_data,
+                )
+            except DomainError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                messages.success(request, f"Run {run.pk} launched.")
+                if request.htmx:
+                    response = render(
+                        request, "runs/launch.html#launch-form", {"form": form, "harness": harness}
+                    )
+                    response["HX-Redirect"] = run_url(run)
+                    return response
+                return redirect("runs:detail", run_id=run.pk)
+    context = {"form": form, "harness": harness}
+    if request.htmx:
+        return render(request, "runs/launch.html#launch-form", context)
+    return render(request, "runs/launch.html", context)
+
+
+def run_url(run: Run) -> str:
+    from django.urls import reverse
+
+    return reverse("runs:detail", kwargs={"run_id": run.pk})
+
+
+def harness_run_context(request, harness: Harness) -> dict:
+    """Recent runs of a harness and the launch form, for the harness page."""
+    runs = Run.objects.filter(harness=harness).order_by("-created_at")[:10]
+    return {"harness_runs": runs, "launch_form": LaunchForm()}

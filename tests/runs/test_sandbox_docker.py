@@ -1,0 +1,343 @@
+"""The Docker sandbox backend against the real engine and the real sandbox image.
+
+Needs `scripts/ensure-docker.sh` and `python manage.py sandbox_image` first. Sandboxes use
+host networking and talk to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from runs.sandbox.base import (
+    LABEL_RUN_ID,
+    SandboxBackend,
+    SandboxError,
+    SandboxFileTooLarge,
+    SandboxHandle,
+    tar_directory,
+    tar_files,
+)
+from runs.sandbox.docker import DockerBackend
+from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, ImageConfig, build_image
+
+pytestmark = pytest.mark.docker
+
+IMAGE = ImageConfig.from_settings().image
+RUN_PREFIX = "run_pytest_"
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[DockerBackend]:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        pytest.fail(f"Docker is not running ({exc}); run scripts/ensure-docker.sh")
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"{IMAGE} is missing; run `python manage.py sandbox_image`")
+    backend = DockerBackend(client)
+    yield backend
+    for info in backend.list_by_label():
+        if info.run_id.startswith(RUN_PREFIX):
+            backend.remove(SandboxHandle(id=info.id, run_id=info.run_id))
+
+
+Sandbox = Callable[..., SandboxHandle]
+
+
+@pytest.fixture
+def sandbox(backend: DockerBackend) -> Iterator[Sandbox]:
+    """Create sandboxes with test limits; every one is removed after the test."""
+    made: list[SandboxHandle] = []
+
+    def create(command: str | list[str], **overrides: object) -> SandboxHandle:
+        options: dict = {
+            "run_id": f"{RUN_PREFIX}{uuid.uuid4().hex[:12]}",
+            "image": IMAGE,
+            "command": ["sh", "-c", command] if isinstance(command, str) else command,
+            "env": {"BELVEDIR_RUN_ID": "run_test"},
+            "workdir": "/workspace",
+            "network": "host",
+            "cpus": 1.0,
+            "memory": "256m",
+            "pids": 64,
+        }
+        options.update(overrides)
+        handle = backend.create(**options)
+        made.append(handle)
+        return handle
+
+    yield create
+    for handle in made:
+        backend.remove(handle)
+
+
+def run_to_end(backend: DockerBackend, handle: SandboxHandle, timeout: float = 60) -> str:
+    """Start the sandbox, wait for it, return its combined output."""
+    backend.start(handle)
+    code = backend.wait(handle, timeout=timeout)
+    assert code is not None, "the sandbox did not finish in time"
+    output = b"".join(backend.stream_logs(handle)).decode()
+    assert code == 0, f"exit {code}: {output}"
+    return output
+
+
+def inspect(backend: DockerBackend, handle: SandboxHandle) -> dict:
+    return backend.client.api.inspect_container(handle.id)
+
+
+def test_docker_backend_implements_the_sandbox_interface(backend):
+    assert isinstance(backend, SandboxBackend)
+
+
+def test_sandbox_runs_as_uid_1000_with_no_capabilities(backend, sandbox):
+    handle = sandbox("id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status")
+    output = run_to_end(backend, handle)
+    lines = output.split("\n")
+    assert lines[:2] == ["1000", "1000"]
+    caps = dict(re.findall(r"^(Cap\w+):\s+([0-9a-f]+)$", output, re.MULTILINE))
+    assert caps == {"CapEff": "0" * 16, "CapPrm": "0" * 16, "CapBnd": "0" * 16}
+
+
+def test_sandbox_cannot_gain_privileges(backend, sandbox):
+    output = run_to_end(backend, sandbox("grep NoNewPrivs /proc/self/status"))
+    assert re.search(r"NoNewPrivs:\s+1", output)
+
+
+def test_sandbox_host_config_carries_the_limits_and_no_privileges(backend, sandbox):
+    handle = sandbox("true", cpus=0.5, memory="256m", pids=40)
+    host = inspect(backend, handle)["HostConfig"]
+    assert host["Memory"] == 256 * 1024 * 1024
+    assert host["NanoCpus"] == 500_000_000
+    assert host["PidsLimit"] == 40
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Privileged"] is False
+    assert host["AutoRemove"] is False
+    assert host["NetworkMode"] == "host"
+    assert not host.get("Binds"), "nothing from the host may be mounted"
+    assert inspect(backend, handle)["Config"]["User"] == "1000:1000"
+
+
+def test_sandbox_refuses_processes_past_the_pids_limit(backend, sandbox):
+    program = (
+        "import os, time\n"
+        "n = 0\n"
+        "try:\n"
+        "    while n < 200:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(2)\n"
+        "            os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print('forked', n)\n"
+    )
+    output = run_to_end(backend, sandbox(["python3", "-c", program], pids=24))
+    forked = int(re.search(r"forked (\d+)", output).group(1))
+    assert 0 < forked < 24
+
+
+def test_sandbox_is_labelled_with_its_run_id(backend, sandbox):
+    handle = sandbox("true")
+    labels = inspect(backend, handle)["Config"]["Labels"]
+    assert labels[LABEL_RUN_ID] == handle.run_id
+    assert labels["belvedir.managed"] == "1"
+
+
+def test_environment_and_workdir_reach_the_command(backend, sandbox):
+    handle = sandbox('pwd; echo "$BELVEDIR_RUN_ID"', env={"BELVEDIR_RUN_ID": "run_abc"})
+    assert run_to_end(backend, handle) == "/workspace\nrun_abc\n"
+
+
+def test_logs_stream_in_order_as_they_arrive(backend, sandbox):
+    handle = sandbox("for i in 1 2 3; do echo $i; sleep 0.5; done; echo done >&2")
+    backend.start(handle)
+    arrivals: list[tuple[float, bytes]] = []
+    started = time.monotonic()
+    for chunk in backend.stream_logs(handle):
+        arrivals.append((time.monotonic() - started, chunk))
+    assert b"".join(chunk for _, chunk in arrivals) == b"1\n2\n3\ndone\n"
+    first = next(at for at, chunk in arrivals if b"1" in chunk)
+    last = next(at for at, chunk in arrivals if b"3" in chunk)
+    assert last - first >= 0.8, f"output came in one lump: {arrivals}"
+
+
+def test_wait_returns_the_exit_code(backend, sandbox):
+    handle = sandbox("exit 3")
+    backend.start(handle)
+    assert backend.wait(handle, timeout=30) == 3
+
+
+def test_wait_gives_up_after_the_timeout_and_kill_stops_the_sandbox_in_seconds(backend, sandbox):
+    handle = sandbox("sleep 300")
+    backend.start(handle)
+    started = time.monotonic()
+    assert backend.wait(handle, timeout=1) is None
+    assert 0.9 <= time.monotonic() - started < 5
+
+    started = time.monotonic()
+    backend.kill(handle)
+    assert backend.wait(handle, timeout=10) == 137
+    assert time.monotonic() - started < 5
+    backend.kill(handle)  # killing a stopped sandbox is fine
+
+
+def test_read_file_reads_results_json_after_the_sandbox_exited(backend, sandbox):
+    handle = sandbox("""echo '{"score": 0.5}' > /workspace/results.json""")
+    run_to_end(backend, handle)
+    assert backend.read_file(handle, "/workspace/results.json", 256 * 1024) == b'{"score": 0.5}\n'
+
+
+def test_read_file_returns_none_when_the_file_is_missing(backend, sandbox):
+    handle = sandbox("true")
+    run_to_end(backend, handle)
+    assert backend.read_file(handle, "/workspace/results.json", 1024) is None
+
+
+def test_read_file_refuses_a_file_over_max_bytes(backend, sandbox):
+    handle = sandbox("head -c 2000 /dev/zero > /workspace/results.json")
+    run_to_end(backend, handle)
+    with pytest.raises(SandboxFileTooLarge, match="2000 bytes, over the 1000 byte limit"):
+        backend.read_file(handle, "/workspace/results.json", 1000)
+    assert backend.read_file(handle, "/workspace/results.json", 2000) == b"\0" * 2000
+
+
+def test_read_file_refuses_a_directory_or_a_symlink(backend, sandbox):
+    handle = sandbox("mkdir /workspace/dir && ln -s /etc/passwd /workspace/link")
+    run_to_end(backend, handle)
+    with pytest.raises(SandboxError, match="is a directory"):
+        backend.read_file(handle, "/workspace/dir", 1024)
+    with pytest.raises(SandboxError, match="is a symlink"):
+        backend.read_file(handle, "/workspace/link", 1024)
+
+
+def test_put_files_copies_a_directory_owned_by_uid_1000(backend, sandbox, tmp_path: Path):
+    repo = tmp_path / "checkout"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "sub" / "data.txt").write_text("hello\n")
+    (repo / "link").symlink_to("sub/data.txt")
+
+    handle = sandbox(
+        "cd /workspace/repo && find . -exec stat -c '%u:%g %n' {} + | sort"
+        " && ./run.sh && cat link tasks/tasks.jsonl && touch new-file && echo writable"
+    )
+    backend.put_files(handle, "/workspace", tar_directory(repo, "repo"))
+    backend.put_files(handle, "/workspace/repo", tar_files({"tasks/tasks.jsonl": b'{"id": 1}\n'}))
+    output = run_to_end(backend, handle)
+
+    owners = {line.split()[0] for line in output.splitlines() if line.startswith(("0", "1"))}
+    assert owners == {"1000:1000"}
+    for name in ("./run.sh", "./sub/data.txt", "./link", "./tasks/tasks.jsonl"):
+        assert f"1000:1000 {name}" in output
+    assert output.endswith('ran\nhello\n{"id": 1}\nwritable\n')
+
+
+def test_put_files_accepts_a_tar_file_path(backend, sandbox, tmp_path: Path):
+    archive = tmp_path / "files.tar"
+    archive.write_bytes(tar_files({"hello.txt": b"hi\n"}))
+    handle = sandbox("cat /workspace/hello.txt")
+    backend.put_files(handle, "/workspace", archive)
+    assert run_to_end(backend, handle) == "hi\n"
+
+
+def test_list_by_label_finds_the_sandbox_and_its_state(backend, sandbox):
+    handle = sandbox("sleep 30")
+    assert backend.list_by_label({LABEL_RUN_ID: handle.run_id}) == [
+        (handle.run_id, handle.id, "created")
+    ]
+    backend.start(handle)
+    [info] = backend.list_by_label({LABEL_RUN_ID: handle.run_id})
+    assert info.status == "running"
+    assert handle.id in {info.id for info in backend.list_by_label()}
+
+
+def test_kill_by_run_id_kills_the_running_sandbox_of_that_run_only(backend, sandbox):
+    target, bystander = sandbox("sleep 300"), sandbox("sleep 300")
+    backend.start(target)
+    backend.start(bystander)
+    assert backend.kill_by_run_id(target.run_id) == 1
+    assert backend.wait(target, timeout=10) == 137
+    [info] = backend.list_by_label({LABEL_RUN_ID: bystander.run_id})
+    assert info.status == "running"
+    assert backend.kill_by_run_id(target.run_id) == 0
+
+
+def test_remove_leaves_nothing_behind(backend, sandbox):
+    handle = sandbox("sleep 300")
+    backend.start(handle)
+    backend.remove(handle)
+    assert backend.list_by_label({LABEL_RUN_ID: handle.run_id}) == []
+    with pytest.raises(docker.errors.NotFound):
+        backend.client.containers.get(handle.id)
+    backend.remove(handle)  # removing twice is fine
+    with pytest.raises(SandboxError, match="no longer exists"):
+        backend.read_file(handle, "/workspace/results.json", 1024)
+
+
+def test_create_with_a_missing_image_says_how_to_build_it(sandbox):
+    with pytest.raises(SandboxError, match="run `python manage.py sandbox_image`"):
+        sandbox("true", image="belvedir-sandbox:does-not-exist")
+
+
+def test_sandbox_on_the_host_network_reaches_a_server_on_127_0_0_1(backend, sandbox):
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello from the host")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        handle = sandbox(f"curl -sS http://127.0.0.1:{port}/")
+        assert run_to_end(backend, handle) == "hello from the host"
+    finally:
+        server.shutdown()
+
+
+def test_image_has_git_python_node_and_the_host_ca_bundle(backend, sandbox):
+    handle = sandbox(
+        "git --version && python --version && node --version && npm --version"
+        " && pip --version && touch /opt/venv/writable && echo ok"
+    )
+    output = run_to_end(backend, handle)
+    assert output.startswith("git version ")
+    assert "Python 3." in output and "/opt/venv/" in output and output.endswith("ok\n")
+    host_bundle = Path(ImageConfig.from_settings().ca_bundle).read_bytes()
+    image_bundle = backend.read_file(handle, "/etc/ssl/certs/ca-certificates.crt", 4 << 20)
+    assert image_bundle == host_bundle
+
+
+def test_sandbox_image_returns_at_once_when_the_image_exists():
+    lines: list[str] = []
+    result = build_image(say=lines.append)
+    assert result.recipe == "existing"
+    assert result.seconds < 5
+    assert "already exists" in lines[0]
+
+
+def test_dockerfile_sets_the_same_environment_and_packages_as_the_offline_recipe():
+    text = DOCKERFILE.read_text()
+    env = dict(re.findall(r"^ENV (\w+)=(\S+)$", text, re.MULTILINE))
+    assert env == IMAGE_ENV
+    install = re.search(r"--no-install-recommends \\?\s*(.*?)\s*&&", text, re.DOTALL)
+    assert sorted(install.group(1).replace("\\", " ").split()) == sorted(PACKAGES)
