@@ -72,6 +72,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "belvedir.context_processors.tenancy",
             ],
+            # {% partialdef %} in every template without {% load partials %}.
+            "builtins": ["template_partials.templatetags.partials"],
         },
     }
 ]
@@ -167,6 +169,9 @@ BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 BELVEDIR_QUEUED_STALE = envint("BELVEDIR_QUEUED_STALE", 600, minimum=5)
+BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
+BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
+BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
 
 LOGGING = {

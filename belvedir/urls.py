@@ -6,6 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from belvedir import api, views
 from harnesses import api as harness_api
 from runs import api as run_api
+from traces import api as trace_api
+from traces import ingest
 
 api_v1 = [
     path("keys", api.ApiKeyListView.as_view(), name="api-keys"),
@@ -13,6 +15,12 @@ api_v1 = [
     path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
     path("harnesses/<str:harness_id>", harness_api.HarnessDetailView.as_view(), name="api-harness"),
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
+    path("traces", ingest.traces, name="api-traces"),
+    path("outcomes", ingest.outcomes, name="api-outcomes"),
+    path("sessions", trace_api.SessionListView.as_view(), name="api-sessions"),
+    path("sessions/<str:session_id>", trace_api.SessionDetailView.as_view(), name="api-session"),
+    path("task-groups", trace_api.TaskGroupListView.as_view(), name="api-task-groups"),
+    path("task-groups/<str:group_id>", trace_api.TaskGroupDetailView.as_view(), name="api-task-group"),
     path("runs", run_api.RunListView.as_view(), name="api-runs"),
     path("runs/<str:run_id>", run_api.RunDetailView.as_view(), name="api-run"),
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
@@ -31,6 +39,7 @@ urlpatterns = [
     path("settings/organization/", views.organization_settings, name="organization-settings"),
     path("harnesses/", include("harnesses.urls")),
     path("runs/", include("runs.urls")),
+    path("traces/", include("traces.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

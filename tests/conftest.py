@@ -61,3 +61,49 @@ def client_factory():
     from django.test import Client
 
     return Client
+
+
+@pytest.fixture
+def member(db, owner, client_factory) -> Tenant:
+    """A plain member (can write, cannot manage the organization) of the owner's organization."""
+    User = get_user_model()
+    user = User.objects.create_user(
+        username="member@example.com", email="member@example.com", password="correct-horse-9"
+    )
+    Membership.objects.create(user=user, organization=owner.org, role=Role.MEMBER)
+    web = client_factory()
+    web.force_login(user)
+    api = APIClient()
+    api.force_authenticate(user=user)
+    return Tenant(user, owner.org, owner.project, "", api, web)
+
+
+@pytest.fixture
+def superuser(db, client_factory):
+    """A Django admin operator, signed in to the browser."""
+    User = get_user_model()
+    user = User.objects.create_superuser(
+        username="operator@example.com", email="operator@example.com", password="correct-horse-9"
+    )
+    web = client_factory()
+    web.force_login(user)
+    web.user = user
+    return web
+
+
+@pytest.fixture
+def harness(owner):
+    """A harness in the owner's project."""
+    from harnesses import services as harness_services
+
+    return harness_services.harness_create(
+        project=owner.project,
+        data={
+            "name": "Smoke",
+            "repo_url": "https://github.com/example/harness.git",
+            "install_command": "pip install -r requirements.txt",
+            "run_command": "python run.py",
+            "env": {"MODEL": "openai/gpt-4.1-mini"},
+        },
+        created_by=owner.user,
+    )

@@ -81,6 +81,7 @@ MAX_SPANS = 1000
 MAX_VALUE_DEPTH = 16
 MAX_VALUE_CHARS = 1_000_000
 MAX_ERRORS = 20
+MAX_REASON_CHARS = 200
 TRUNCATION_MARKER = "…[truncated]"
 
 _KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
@@ -108,6 +109,7 @@ _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 _RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_MAX_GZIP_MEMBERS = 64
 
 
 class OtlpError(Exception):
@@ -177,7 +179,7 @@ class DecodedBatch:
     def _reject(self, index: int, reason: str, count: int = 1) -> None:
         self.rejected += count
         if len(self.errors) < MAX_ERRORS:
-            self.errors.append(f"span {index}: {reason}")
+            self.errors.append(f"span {index}: {reason[:MAX_REASON_CHARS]}")
 
 
 class _Reject(Exception):
@@ -232,6 +234,8 @@ def _inflate(data: bytes, wbits: int, max_bytes: int) -> bytes:
     size = 0
     try:
         while True:
+            if len(out) >= _MAX_GZIP_MEMBERS:
+                raise OtlpDecodeError(f"more than {_MAX_GZIP_MEMBERS} gzip members")
             inflater = zlib.decompressobj(wbits)
             chunk = inflater.decompress(data, max_bytes - size + 1)
             size += len(chunk)

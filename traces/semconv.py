@@ -117,15 +117,10 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
     if call.total_tokens is None and None not in (call.input_tokens, call.output_tokens):
         call.total_tokens = call.input_tokens + call.output_tokens
 
-    call.input_messages = _system_messages(attributes.get("gen_ai.system_instructions"))
-    call.input_messages += _semconv_messages(attributes.get("gen_ai.input.messages"), "user")
-    call.output_messages = _semconv_messages(
-        attributes.get("gen_ai.output.messages"), "assistant", call.finish_reasons
-    )
-    if not call.input_messages or not call.output_messages:
-        prompts, completions = _indexed_messages(attributes, call.finish_reasons)
-        call.input_messages = call.input_messages or prompts
-        call.output_messages = call.output_messages or completions
+    try:
+        _read_messages(call, attributes)
+    except RecursionError:  # absurdly nested message JSON: keep the call, drop its messages
+        call.input_messages, call.output_messages, call.finish_reasons = [], [], []
     if not call.finish_reasons:
         reasons = attributes.get("gen_ai.response.finish_reasons")
         if isinstance(reasons, list):
@@ -143,6 +138,19 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
 
 
 # -- Helpers ---------------------------------------------------------------------
+
+
+def _read_messages(call: LlmCall, attributes: dict[str, Any]) -> None:
+    """Messages from the current format, else (per side) from the indexed one."""
+    call.input_messages = _system_messages(attributes.get("gen_ai.system_instructions"))
+    call.input_messages += _semconv_messages(attributes.get("gen_ai.input.messages"), "user")
+    call.output_messages = _semconv_messages(
+        attributes.get("gen_ai.output.messages"), "assistant", call.finish_reasons
+    )
+    if not call.input_messages or not call.output_messages:
+        prompts, completions = _indexed_messages(attributes, call.finish_reasons)
+        call.input_messages = call.input_messages or prompts
+        call.output_messages = call.output_messages or completions
 
 
 def _text(attributes: dict[str, Any], *keys: str) -> str:

@@ -13,12 +13,26 @@ CONTRACT = [
 ]
 
 
+def marker() -> str | None:
+    """marker.txt at the repo root, so a test can tell which commit was checked out."""
+    try:
+        with open("marker.txt", encoding="utf-8") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return None
+
+
 def main() -> int:
     env = os.environ
     print(f"run {env.get('BELVEDIR_RUN_ID')} starting in {os.getcwd()} as uid {os.getuid()}", flush=True)
     assert os.path.exists(".installed"), "install.sh did not run first"
     if env.get("ECHO_SECRET") == "1":
         print(f"the model key is {env.get('MODEL_API_KEY')}", flush=True)
+        print(f"the judge key is {env.get('JUDGE_API_KEY')}", file=sys.stderr, flush=True)
+    for i in range(int(env.get("SPAM_KB", "0"))):
+        # Numbered 1024-byte lines (with two-byte characters), so a test can tell which
+        # ones the log tail kept and that it counts bytes, not characters.
+        print(f"spam {i:06d} " + "é" * 20 + "x" * 971, flush=True)
     for i in range(int(env.get("SLEEP", "0"))):
         print(f"tick {i}", flush=True)
         time.sleep(1)
@@ -35,7 +49,7 @@ def main() -> int:
     elif env.get("NO_RESULTS") != "1":
         results = {"passed": 17, "failed": 3, "seen_env": {k: env.get(k) for k in CONTRACT},
                    "has_model_api_key": bool(env.get("MODEL_API_KEY")), "tasks_preview": tasks_preview,
-                   "uid": os.getuid()}
+                   "uid": os.getuid(), "cwd": os.getcwd(), "marker": marker()}
         score = env.get("SCORE", "0.85")
         if score != "omit":
             results["score"] = "__SCORE__"

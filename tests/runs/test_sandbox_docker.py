@@ -33,7 +33,8 @@ from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, ImageConfig, bui
 pytestmark = pytest.mark.docker
 
 IMAGE = ImageConfig.from_settings().image
-RUN_PREFIX = "run_pytest_"
+# Unique per process, so parallel workers only clean up their own sandboxes.
+RUN_PREFIX = f"run_pytest_{uuid.uuid4().hex[:6]}_"
 
 
 @pytest.fixture(scope="module")

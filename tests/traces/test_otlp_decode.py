@@ -231,6 +231,10 @@ def test_concatenated_gzip_members_are_one_body():
 
     two_members = gzip.compress(body[:half]) + gzip.compress(body[half:])
     assert len(decode_request(two_members, JSON, "gzip").spans) == 3
+    with pytest.raises(OtlpDecodeError):
+        decode_request(
+            b"".join(gzip.compress(b" ") for _ in range(100)) + gzip.compress(body), JSON, "gzip"
+        )
 
 
 @pytest.mark.parametrize("encode,content_type", [(encode_json, JSON), (to_protobuf, PROTOBUF)])
@@ -387,6 +391,14 @@ def test_protobuf_spans_with_bad_ids_or_times_are_rejected_too():
     assert batch.rejected == 2
     assert "endTimeUnixNano is before" in batch.errors[0]
     assert "traceId is not 16 bytes" in batch.errors[1]
+
+
+def test_a_rejection_reason_quoting_a_huge_key_stays_short():
+    span = span_doc(attributes=[{"key": "k" * 100_000, "value": {"stringValue": 1}}])
+
+    batch = decode_json(request_doc(span))
+
+    assert batch.rejected == 1 and len(batch.error_message) < 250
 
 
 def test_the_error_list_is_capped_but_the_count_is_not():
@@ -660,6 +672,18 @@ def test_unparseable_message_json_falls_back_to_the_indexed_attributes():
     call = parse_llm_call(attributes)
 
     assert call.input_messages == [{"role": "user", "content": "from the old format"}]
+
+
+def test_absurdly_nested_message_json_keeps_the_call_without_messages():
+    nested = '[{"type": "text", "content": ' * 400 + '"x"' + "}]" * 400
+    attributes = {
+        "gen_ai.request.model": "m",
+        "gen_ai.input.messages": '[{"role": "user", "parts": ' + nested + "}]",
+    }
+
+    call = parse_llm_call(attributes)
+
+    assert call.model == "m" and call.input_messages == []
 
 
 def test_spans_that_are_not_llm_calls_give_none():
@@ -943,6 +967,48 @@ def test_corrupted_protobuf_only_ever_raises_a_refusal(document, flips):
         assert_storable(decode_request(bytes(body), PROTOBUF, None))
     except REFUSALS:
         pass
+
+
+LLM_KEYS = [
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.prompt.0.content",
+    "gen_ai.prompt.1.role",
+    "gen_ai.prompt.x.role",
+    "gen_ai.completion.0.tool_calls.0.name",
+    "gen_ai.completion.0.tool_calls.x.arguments",
+    "gen_ai.completion.0.finish_reason",
+    "gen_ai.usage.input_tokens",
+    "llm.usage.total_tokens",
+    "gen_ai.request.model",
+    "gen_ai.response.finish_reasons",
+    "traceloop.span.kind",
+    "traceloop.entity.name",
+    "session.id",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    attributes=st.dictionaries(
+        st.sampled_from(LLM_KEYS),
+        json_values | json_values.map(json.dumps),
+        max_size=8,
+    )
+)
+def test_attribute_readers_never_raise_on_odd_values(attributes):
+    call = parse_llm_call(attributes)
+    if call is not None:
+        assert all(
+            set(m) == {"role", "content"} for m in call.input_messages + call.output_messages
+        )
+        assert all(
+            isinstance(m["content"], str) for m in call.input_messages + call.output_messages
+        )
+    session_id_of(attributes, attributes)
+    span_kind_of(attributes)
+    assert isinstance(entity_name_of(attributes, "name"), str)
 
 
 def test_every_refusal_is_an_otlp_error():

@@ -1,0 +1,113 @@
+"""The OTLP/HTTP endpoints the belvedir SDK and plain OpenTelemetry exporters talk to.
+
+Plain Django views (not DRF): exact paths without a trailing slash, no redirects, answers in
+the request's content type, and never a 500 for bad input.
+"""
+
+import json
+import logging
+import threading
+
+from django.conf import settings
+from django.db import DatabaseError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from belvedir.authentication import bearer_token
+from belvedir.errors import DomainError
+from belvedir.services import api_key_authenticate
+from traces import otlp
+from traces.models import Session
+from traces.services import outcome_record, spans_ingest
+
+log = logging.getLogger(__name__)
+_in_flight = threading.BoundedSemaphore(settings.BELVEDIR_INGEST_CONCURRENCY)
+
+
+def _error(content_type: str | None, status: int, message: str, **headers) -> HttpResponse:
+    body, ctype = otlp.encode_error(content_type, http_status=status, message=message)
+    response = HttpResponse(body, status=status, content_type=ctype)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _read_body(request, limit: int) -> bytes | None:
+    """At most limit + 1 bytes, without Django's DATA_UPLOAD_MAX_MEMORY_SIZE check."""
+    length = request.META.get("CONTENT_LENGTH") or ""
+    if length.isdigit() and int(length) > limit:
+        return None
+    data = request.read(limit + 1)
+    return None if len(data) > limit else data
+
+
+@csrf_exempt
+@require_POST
+def traces(request):
+    content_type = request.META.get("CONTENT_TYPE")
+    media = otlp.media_type_of(content_type)
+    key = api_key_authenticate(bearer_token(request) or "")
+    if key is None:
+        return _error(content_type, 401, "Unknown or revoked API key.")
+    if media not in (otlp.JSON_CONTENT_TYPE, otlp.PROTOBUF_CONTENT_TYPE, "application/protobuf"):
+        return _error(None, 415, "Send application/json or application/x-protobuf.")
+    if not _in_flight.acquire(blocking=False):
+        return _error(content_type, 503, "Ingest is busy; retry shortly.", Retry_After="1")
+    try:
+        limit = settings.BELVEDIR_INGEST_MAX_BYTES
+        body = _read_body(request, limit)
+        if body is None:
+            return _error(content_type, 413, f"The body is over {limit} bytes.")
+        try:
+            batch = otlp.decode_request(
+                body,
+                content_type,
+                request.META.get("HTTP_CONTENT_ENCODING"),
+                max_bytes=limit,
+                max_spans=settings.BELVEDIR_INGEST_MAX_SPANS,
+            )
+        except (otlp.PayloadTooLarge, otlp.TooManySpans) as exc:
+            return _error(content_type, 413, str(exc))
+        except otlp.UnsupportedMediaType as exc:
+            return _error(content_type, 415, str(exc))
+        except otlp.OtlpDecodeError as exc:
+            return _error(content_type, 400, f"The body cannot be decoded: {exc}")
+        try:
+            spans_ingest(key=key, spans=batch.spans)
+        except OperationalError:
+            log.warning("ingest: database unavailable", exc_info=True)
+            return _error(content_type, 503, "Storage is busy; retry shortly.", Retry_After="2")
+        body, ctype = otlp.encode_response(
+            content_type, rejected=batch.rejected, error_message="; ".join(batch.errors)[:1000]
+        )
+        return HttpResponse(body, status=200, content_type=ctype)
+    except DatabaseError:
+        log.exception("ingest: database error")
+        return _error(content_type, 503, "Storage is busy; retry shortly.", Retry_After="2")
+    finally:
+        _in_flight.release()
+
+
+@csrf_exempt
+@require_POST
+def outcomes(request):
+    key = api_key_authenticate(bearer_token(request) or "")
+    if key is None:
+        return JsonResponse({"detail": "Unknown or revoked API key."}, status=401)
+    body = _read_body(request, 64 * 1024)
+    if body is None:
+        return JsonResponse({"detail": "The body is over 64 KB."}, status=413)
+    try:
+        data = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return JsonResponse({"detail": "The body must be JSON."}, status=400)
+    if not isinstance(data, dict):
+        return JsonResponse({"detail": "The body must be a JSON object."}, status=400)
+    try:
+        session = outcome_record(key=key, session_id=data.get("session_id"), outcome=data.get("outcome"))
+    except DomainError as exc:
+        return JsonResponse(exc.as_dict(), status=400)
+    except Session.DoesNotExist:
+        return JsonResponse({"session_id": ["No session with this id in the project."]}, status=404)
+    return JsonResponse({"session_id": session.external_id, "outcome": session.outcome})

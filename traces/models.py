@@ -1,0 +1,133 @@
+from django.db import models
+from django.utils import timezone
+
+from belvedir import ids
+
+
+class Outcome(models.TextChoices):
+    SUCCESS = "success", "Success"
+    FAIL = "fail", "Fail"
+
+
+class Session(models.Model):
+    """Every span with the same session id (or, lacking one, the same trace) in a project."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=ids.session_id, editable=False)
+    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="trace_sessions")
+    external_id = models.CharField(max_length=255)
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
+    outcome_at = models.DateTimeField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    span_count = models.PositiveIntegerField(default=0)
+    llm_call_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_received_at = models.DateTimeField(default=timezone.now, db_index=True)
+    tasks_formed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_received_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "external_id"], name="session_unique_in_project")
+        ]
+        indexes = [models.Index(fields=["project", "-last_received_at"])]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Span(models.Model):
+    """One stored span. An LLM call's parsed fields live on its span (is_llm)."""
+
+    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="spans")
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.CASCADE, related_name="spans")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="spans")
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    name = models.CharField(max_length=500)
+    kind = models.CharField(max_length=12, blank=True)
+    span_kind = models.CharField(max_length=12, blank=True, help_text="traceloop.span.kind")
+    entity_name = models.CharField(max_length=500, blank=True)
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField()
+    duration_ms = models.FloatField(default=0)
+    status_code = models.CharField(max_length=8, default="unset")
+    status_message = models.TextField(blank=True)
+    attributes = models.JSONField(default=dict)
+    events = models.JSONField(default=list)
+    resource = models.JSONField(default=dict)
+    scope_name = models.CharField(max_length=200, blank=True)
+    is_llm = models.BooleanField(default=False)
+    model = models.CharField(max_length=200, blank=True)
+    input_messages = models.JSONField(default=list)
+    output_messages = models.JSONField(default=list)
+    input_tokens = models.IntegerField(null=True, blank=True)
+    output_tokens = models.IntegerField(null=True, blank=True)
+    total_tokens = models.IntegerField(null=True, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["start_time"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique_in_project")
+        ]
+        indexes = [models.Index(fields=["session", "start_time"]), models.Index(fields=["project", "trace_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.span_id})"
+
+
+class TaskGroup(models.Model):
+    """Tasks of the same normalized name, across sessions."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=ids.task_group_id, editable=False)
+    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="task_groups")
+    normalized_name = models.CharField(max_length=300)
+    name = models.CharField(max_length=500)
+    task_count = models.PositiveIntegerField(default=0)
+    success_count = models.PositiveIntegerField(default=0)
+    fail_count = models.PositiveIntegerField(default=0)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "normalized_name"], name="task_group_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    """A unit of work in a session: a workflow or task span, else the whole session."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=ids.task_id, editable=False)
+    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="tasks")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tasks")
+    group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    span = models.ForeignKey(Span, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=500)
+    normalized_name = models.CharField(max_length=300)
+    kind = models.CharField(max_length=12, help_text="workflow, task or session")
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    llm_call_count = models.PositiveIntegerField(default=0)
+    total_tokens = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=8, default="ok")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["started_at"]
+
+    def __str__(self) -> str:
+        return self.name

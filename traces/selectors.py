@@ -1,0 +1,98 @@
+"""Trace reads, always scoped through the caller's access."""
+
+from datetime import datetime
+
+from django.db.models import QuerySet, Sum
+from django.urls import reverse
+
+from belvedir.access import Access
+from belvedir.errors import DomainError
+from runs.models import Run
+from traces.models import Session, Span, Task, TaskGroup
+
+
+def _parse_time(value: str, field: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise DomainError(f"{field} must be an ISO 8601 date or time.", field=field) from None
+    if parsed.tzinfo is None:
+        from django.utils import timezone
+
+        parsed = timezone.make_aware(parsed)
+    return parsed
+
+
+def sessions_for(
+    *, access: Access, run: str | None = None, outcome: str | None = None, model: str | None = None,
+    since: str | None = None, until: str | None = None,
+) -> QuerySet[Session]:
+    sessions = access.scope(Session.objects.all()).select_related("run")
+    if run:
+        sessions = sessions.filter(run_id=run)
+    if outcome:
+        if outcome not in ("success", "fail", "none"):
+            raise DomainError('outcome must be "success", "fail" or "none".', field="outcome")
+        sessions = sessions.filter(outcome="" if outcome == "none" else outcome)
+    if model:
+        sessions = sessions.filter(model=model)
+    if since:
+        sessions = sessions.filter(last_received_at__gte=_parse_time(since, "since"))
+    if until:
+        sessions = sessions.filter(started_at__lte=_parse_time(until, "until"))
+    return sessions
+
+
+def session_tree(session: Session) -> list[tuple[int, Span]]:
+    """The session's spans depth-first, each with its depth, children by start time."""
+    spans = list(Span.objects.filter(session=session).order_by("start_time"))
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    children: dict = {}
+    roots = []
+    for span in spans:
+        parent = (span.trace_id, span.parent_span_id)
+        if span.parent_span_id and parent in ids:
+            children.setdefault(parent, []).append(span)
+        else:
+            roots.append(span)
+    out: list[tuple[int, Span]] = []
+    stack = [(0, r) for r in reversed(roots)]
+    while stack:
+        depth, span = stack.pop()
+        out.append((depth, span))
+        stack.extend((depth + 1, c) for c in reversed(children.get((span.trace_id, span.span_id), [])))
+    return out
+
+
+def task_groups_for(*, access: Access) -> QuerySet[TaskGroup]:
+    return access.scope(TaskGroup.objects.all())
+
+
+def tasks_for(*, access: Access, group: str | None = None, session: str | None = None) -> QuerySet[Task]:
+    tasks = access.scope(Task.objects.all()).select_related("session", "group").order_by("-started_at")
+    if group:
+        tasks = tasks.filter(group_id=group)
+    if session:
+        tasks = tasks.filter(session_id=session)
+    return tasks
+
+
+def run_trace_summary(run: Run) -> dict | None:
+    """LLM calls and tokens a run's sessions recorded, with a link to its session."""
+    sessions = Session.objects.filter(run=run)
+    if not sessions.exists():
+        return None
+    totals = sessions.aggregate(calls=Sum("llm_call_count"), tin=Sum("input_tokens"), tout=Sum("output_tokens"))
+    first = sessions.order_by("first_seen_at").first()
+    url = (
+        reverse("traces:session", kwargs={"session_id": first.pk})
+        if sessions.count() == 1
+        else reverse("traces:sessions") + f"?run={run.pk}"
+    )
+    return {
+        "llm_calls": totals["calls"] or 0,
+        "tokens": (totals["tin"] or 0) + (totals["tout"] or 0),
+        "sessions": sessions.count(),
+        "session_id": first.pk,
+        "url": url,
+    }

@@ -1,0 +1,264 @@
+"""Trace writes: store a decoded OTLP batch, record outcomes, form tasks and task groups."""
+
+import re
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Count, F, Max, Min, Q, Sum
+from django.utils import timezone
+
+from belvedir.errors import DomainError
+from belvedir.models import ApiKey
+from runs.models import Run
+from traces import otlp
+from traces.models import Outcome, Session, Span, Task, TaskGroup
+
+TRACE_SESSION_PREFIX = "trace:"
+
+
+def _dt(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _resolve_session_ids(project, spans: list[otlp.SpanIn]) -> list[str]:
+    """Each span's session id; spans lacking one take their trace's, else the trace itself."""
+    own = [otlp.session_id_of(s.attributes, s.resource_attributes) for s in spans]
+    by_trace: dict[str, str] = {}
+    for span, sid in zip(spans, own, strict=True):
+        if sid:
+            by_trace.setdefault(span.trace_id, sid)
+    missing = {s.trace_id for s, sid in zip(spans, own, strict=True) if not sid and s.trace_id not in by_trace}
+    if missing:
+        known = (
+            Span.objects.filter(project=project, trace_id__in=missing, session__isnull=False)
+            .values_list("trace_id", "session__external_id")
+            .distinct()
+        )
+        for trace_id, external_id in known:
+            by_trace.setdefault(trace_id, external_id)
+    return [sid or by_trace.get(s.trace_id) or f"{TRACE_SESSION_PREFIX}{s.trace_id}" for s, sid in zip(spans, own, strict=True)]
+
+
+def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str, Session]:
+    now = timezone.now()
+    Session.objects.bulk_create(
+        [Session(project=project, external_id=e, run=run, first_seen_at=now, last_received_at=now) for e in external_ids],
+        ignore_conflicts=True,
+    )
+    sessions = {s.external_id: s for s in Session.objects.filter(project=project, external_id__in=external_ids)}
+    # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
+    run_ids = {e for e in external_ids if e.startswith("run_")}
+    runs_by_id = {r.pk: r for r in Run.objects.filter(project=project, pk__in=run_ids)} if run_ids else {}
+    for external_id, session in sessions.items():
+        owner = run or runs_by_id.get(external_id)
+        if session.run_id is None and owner is not None:
+            session.run = owner
+            Session.objects.filter(pk=session.pk, run__isnull=True).update(run=owner)
+    return sessions
+
+
+def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
+    """Store a batch in one transaction; spans already stored are skipped. Returns the count given."""
+    if not spans:
+        return 0
+    project = key.project
+    run = key.run if key.kind == ApiKey.Kind.RUN else None
+    external_ids = _resolve_session_ids(project, spans)
+    now = timezone.now()
+    with transaction.atomic():
+        sessions = _sessions_for(project, set(external_ids), run)
+        rows = []
+        for span, external_id in zip(spans, external_ids, strict=True):
+            session = sessions[external_id]
+            call = otlp.parse_llm_call(span.attributes)
+            rows.append(
+                Span(
+                    project=project,
+                    session=session,
+                    run=run or session.run,
+                    trace_id=span.trace_id,
+                    span_id=span.span_id,
+                    parent_span_id=span.parent_span_id,
+                    name=span.name[:500],
+                    kind=span.kind[:12],
+                    span_kind=(otlp.span_kind_of(span.attributes) or "")[:12],
+                    entity_name=otlp.entity_name_of(span.attributes, span.name)[:500],
+                    start_time=_dt(span.start_ns),
+                    end_time=_dt(span.end_ns),
+                    duration_ms=(span.end_ns - span.start_ns) / 1e6,
+                    status_code=span.status_code,
+                    status_message=span.status_message,
+                    attributes=span.attributes,
+                    events=span.events,
+                    resource=span.resource_attributes,
+                    scope_name=span.scope_name[:200],
+                    is_llm=call is not None,
+                    model=(call.model if call else "")[:200],
+                    input_messages=call.input_messages if call else [],
+                    output_messages=call.output_messages if call else [],
+                    input_tokens=call.input_tokens if call else None,
+                    output_tokens=call.output_tokens if call else None,
+                    total_tokens=call.total_tokens if call else None,
+                    received_at=now,
+                )
+            )
+        Span.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        _refresh_sessions([s.pk for s in sessions.values()], now)
+    return len(rows)
+
+
+def _refresh_sessions(session_ids: list[str], now) -> None:
+    """Recount from the stored spans, so a retried batch never counts twice."""
+    stats = (
+        Span.objects.filter(session_id__in=session_ids)
+        .values("session_id")
+        .annotate(
+            spans=Count("id"),
+            llm=Count("id", filter=Q(is_llm=True)),
+            tin=Sum("input_tokens"),
+            tout=Sum("output_tokens"),
+            start=Min("start_time"),
+            end=Max("end_time"),
+        )
+    )
+    for row in stats:
+        last_model = (
+            Span.objects.filter(session_id=row["session_id"], is_llm=True)
+            .exclude(model="")
+            .order_by("-start_time")
+            .values_list("model", flat=True)
+            .first()
+        )
+        Session.objects.filter(pk=row["session_id"]).update(
+            span_count=row["spans"],
+            llm_call_count=row["llm"],
+            input_tokens=row["tin"] or 0,
+            output_tokens=row["tout"] or 0,
+            started_at=row["start"],
+            ended_at=row["end"],
+            model=(last_model or "")[:200],
+            last_received_at=now,
+        )
+
+
+def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
+    if not isinstance(session_id, str) or not session_id:
+        raise DomainError("session_id must be a non-empty string.", field="session_id")
+    if outcome not in Outcome.values:
+        raise DomainError('outcome must be "success" or "fail".', field="outcome")
+    session = Session.objects.filter(project=key.project, external_id=session_id).first()
+    if session is None:
+        raise Session.DoesNotExist(session_id)
+    with transaction.atomic():
+        session.outcome = outcome
+        session.outcome_at = timezone.now()
+        session.save(update_fields=["outcome", "outcome_at"])
+        _refresh_groups({t.group_id for t in session.tasks.all() if t.group_id})
+    return session
+
+
+# --- tasks and task groups --------------------------------------------------------------
+
+_IDS = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{12,}\b|\d+", re.IGNORECASE
+)
+
+
+def normalize_task_name(name: str) -> str:
+    """Task names that differ only in ids, numbers, case or separators fall together."""
+    name = _IDS.sub("#", name.lower())
+    name = re.sub(r"[\s_\-.:/]+", " ", name)
+    name = re.sub(r"(# ?)+", "#", name)
+    return name.strip()[:300] or "#"
+
+
+def _task_name(span: Span) -> str:
+    name = span.entity_name or span.name
+    return name.removesuffix(".workflow").removesuffix(".task")
+
+
+def tasks_form(*, session: Session) -> list[Task]:
+    """(Re)form a session's tasks: one per workflow or task span, else the whole session."""
+    spans = list(Span.objects.filter(session=session).order_by("start_time"))
+    children: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        if span.parent_span_id:
+            children[(span.trace_id, span.parent_span_id)].append(span)
+
+    def subtree(root: Span) -> list[Span]:
+        out, stack = [], [root]
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack.extend(children.get((node.trace_id, node.span_id), []))
+        return out
+
+    roots = [s for s in spans if s.span_kind in ("workflow", "task")]
+    now = timezone.now()
+    with transaction.atomic():
+        old_groups = set(session.tasks.exclude(group=None).values_list("group_id", flat=True))
+        session.tasks.all().delete()
+        tasks = []
+        if roots:
+            for root in roots:
+                members = subtree(root)
+                tasks.append(_task(session, root, _task_name(root), root.span_kind, members))
+        else:
+            first = next((s for s in spans if not s.parent_span_id), spans[0] if spans else None)
+            name = _task_name(first) if first else session.external_id
+            tasks.append(_task(session, None, name, "session", spans))
+        for task in tasks:
+            group, _ = TaskGroup.objects.get_or_create(
+                project=session.project, normalized_name=task.normalized_name, defaults={"name": task.name}
+            )
+            task.group = group
+        Task.objects.bulk_create(tasks)
+        Session.objects.filter(pk=session.pk).update(tasks_formed_at=now)
+        _refresh_groups(old_groups | {t.group_id for t in tasks})
+    return tasks
+
+
+def _task(session: Session, root: Span | None, name: str, kind: str, members: list[Span]) -> Task:
+    llm = [s for s in members if s.is_llm]
+    return Task(
+        project_id=session.project_id,
+        session=session,
+        span=root,
+        name=name[:500],
+        normalized_name=normalize_task_name(name),
+        kind=kind,
+        started_at=min((s.start_time for s in members), default=None),
+        ended_at=max((s.end_time for s in members), default=None),
+        llm_call_count=len(llm),
+        total_tokens=sum((s.total_tokens or (s.input_tokens or 0) + (s.output_tokens or 0)) for s in llm),
+        status="error" if any(s.status_code == "error" for s in ([root] if root else members)) else "ok",
+    )
+
+
+def _refresh_groups(group_ids: set[str]) -> None:
+    for group_id in group_ids:
+        stats = Task.objects.filter(group_id=group_id).aggregate(
+            n=Count("id"),
+            ok=Count("id", filter=Q(session__outcome=Outcome.SUCCESS)),
+            bad=Count("id", filter=Q(session__outcome=Outcome.FAIL)),
+            last=Max("ended_at"),
+        )
+        TaskGroup.objects.filter(pk=group_id).update(
+            task_count=stats["n"], success_count=stats["ok"], fail_count=stats["bad"],
+            last_seen_at=stats["last"] or timezone.now(),
+        )
+
+
+def quiet_sessions_form(*, quiet_seconds: int, limit: int = 200) -> int:
+    """Form tasks for sessions quiet for `quiet_seconds` whose spans changed since last time."""
+    cutoff = timezone.now() - timedelta(seconds=quiet_seconds)
+    due = Session.objects.filter(last_received_at__lte=cutoff).filter(
+        Q(tasks_formed_at__isnull=True) | Q(tasks_formed_at__lt=F("last_received_at"))
+    )[:limit]
+    count = 0
+    for session in due:
+        tasks_form(session=session)
+        count += 1
+    return count
+

@@ -1,0 +1,66 @@
+"""Trace pages: sessions, a session as a span tree, tasks, task groups."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import render
+
+from belvedir.access import access_for_request
+from belvedir.errors import DomainError
+from traces import selectors
+from traces.models import Session, TaskGroup
+
+
+@login_required
+def session_list(request):
+    access = access_for_request(request)
+    q = request.GET
+    try:
+        sessions = selectors.sessions_for(
+            access=access, run=q.get("run"), outcome=q.get("outcome"), model=q.get("model"),
+            since=q.get("since"), until=q.get("until"),
+        ).filter(project=access.project)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        sessions = selectors.sessions_for(access=access).filter(project=access.project)
+    page = Paginator(sessions, 25).get_page(q.get("page"))
+    context = {"page": page, "filters": q}
+    if request.htmx and q.get("fragment") == "table":
+        return render(request, "traces/sessions.html#session-table", context)
+    return render(request, "traces/sessions.html", context)
+
+
+@login_required
+def session_detail(request, session_id: str):
+    access = access_for_request(request)
+    session = access.get(Session.objects.select_related("run"), pk=session_id)
+    tree = selectors.session_tree(session)
+    return render(
+        request,
+        "traces/session.html",
+        {"session": session, "tree": tree, "tasks": session.tasks.select_related("group")},
+    )
+
+
+@login_required
+def task_group_list(request):
+    access = access_for_request(request)
+    groups = selectors.task_groups_for(access=access).filter(project=access.project)
+    page = Paginator(groups, 25).get_page(request.GET.get("page"))
+    return render(request, "traces/task_groups.html", {"page": page})
+
+
+@login_required
+def task_group_detail(request, group_id: str):
+    access = access_for_request(request)
+    group = access.get(TaskGroup, pk=group_id)
+    page = Paginator(selectors.tasks_for(access=access, group=group.pk), 25).get_page(request.GET.get("page"))
+    return render(request, "traces/task_group.html", {"group": group, "page": page})
+
+
+@login_required
+def task_list(request):
+    access = access_for_request(request)
+    tasks = selectors.tasks_for(access=access).filter(project=access.project)
+    page = Paginator(tasks, 25).get_page(request.GET.get("page"))
+    return render(request, "traces/tasks.html", {"page": page})
