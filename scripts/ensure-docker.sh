@@ -18,6 +18,9 @@ die() {
 
 docker_ok() { docker info >/dev/null 2>&1; }
 
+# The pid of a live dockerd (zombies left by a killed daemon do not count), or nothing.
+dockerd_pid() { { ps -C dockerd -o pid=,stat= 2>/dev/null || true; } | awk '$2 !~ /^Z/ {print $1; exit}'; }
+
 apt_updated=0
 apt_install() {
     if [ "$apt_updated" = 0 ]; then
@@ -45,8 +48,9 @@ if ! command -v dockerd >/dev/null 2>&1; then
     apt_install docker.io
 fi
 
-if pgrep -x dockerd >/dev/null 2>&1; then
-    say "dockerd is already running (pid $(pgrep -x dockerd | head -1)); waiting for it"
+pid=$(dockerd_pid)
+if [ -n "$pid" ]; then
+    say "dockerd is already running (pid $pid); waiting for it"
 else
     # A stale pid file from a killed daemon stops a new one from starting.
     if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
