@@ -1,4 +1,5 @@
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 
 
 class SignupForm(forms.Form):
@@ -20,3 +21,10 @@ class InviteForm(forms.Form):
 
 class ProjectForm(forms.Form):
     name = forms.CharField(max_length=120)
+
+
+class EmailLoginForm(AuthenticationForm):
+    """Log in with the email address in any case; accounts are stored lowercased."""
+
+    def clean_username(self):
+        return (self.cleaned_data.get("username") or "").strip().lower()

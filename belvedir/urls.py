@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from belvedir import api, views
+from belvedir.forms import EmailLoginForm
 from harnesses import api as harness_api
 from runs import api as run_api
 from traces import api as trace_api
@@ -31,7 +32,7 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("signup/", views.signup, name="signup"),
-    path("login/", auth_views.LoginView.as_view(template_name="belvedir/login.html"), name="login"),
+    path("login/", auth_views.LoginView.as_view(template_name="belvedir/login.html", authentication_form=EmailLoginForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch/", views.switch, name="switch"),
     path("settings/project/", views.project_settings, name="project-settings"),

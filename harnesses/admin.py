@@ -12,7 +12,7 @@ class HarnessAdminForm(forms.ModelForm):
 
     class Meta:
         model = Harness
-        fields = "__all__"
+        exclude = ["created_at", "updated_at"]
 
     def clean(self):
         cleaned = super().clean()
@@ -41,7 +41,16 @@ class HarnessAdminForm(forms.ModelForm):
 @admin.register(Harness)
 class HarnessAdmin(admin.ModelAdmin):
     form = HarnessAdminForm
-    list_display = ["name", "project", "repo_url", "ref", "compute", "gpu_type", "preset", "created_at"]
+    list_display = [
+        "name",
+        "project",
+        "repo_url",
+        "ref",
+        "compute",
+        "gpu_type",
+        "preset",
+        "created_at",
+    ]
     list_filter = ["compute", "preset", "project__organization"]
     search_fields = ["name", "repo_url", "id", "project__name"]
     readonly_fields = ["id", "created_at", "updated_at"]

@@ -32,7 +32,11 @@ class HarnessForm(forms.Form):
         required=False,
     )
     compute = forms.ChoiceField(choices=[("cpu", "CPU"), ("gpu", "GPU")], initial="cpu")
-    gpu_type = forms.ChoiceField(choices=[("", "—")] + [(g, g) for g in GPU_TYPES], required=False)
+    gpu_type = forms.ChoiceField(
+        label="GPU type (GPU harnesses; A10G by default)",
+        choices=[("", "—")] + [(g, g) for g in GPU_TYPES],
+        required=False,
+    )
     tasks = forms.CharField(label="Tasks", widget=forms.Textarea(attrs={"rows": 6}), required=False)
     preset = forms.CharField(widget=forms.HiddenInput, required=False)
 

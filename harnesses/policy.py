@@ -9,6 +9,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TASKS_MAX_BYTES = 512 * 1024
 ENV_MAX_KEYS = 200
 ENV_VALUE_MAX_CHARS = 32 * 1024
+REPO_URL_MAX_CHARS = 500  # Harness.repo_url
+REF_MAX_CHARS = 200  # Harness.ref
 
 # Keys that change how the sandbox itself installs or runs.
 _REFUSED_EXACT = {"PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME"}
@@ -69,6 +71,10 @@ def validate_repo_url(url: str | None) -> str:
     url = (url or "").strip()
     if not url:
         raise DomainError("repo_url is required.", field="repo_url")
+    if len(url) > REPO_URL_MAX_CHARS:
+        raise DomainError(
+            f"repo_url must be at most {REPO_URL_MAX_CHARS} characters.", field="repo_url"
+        )
     if any(c.isspace() for c in url) or url.startswith("-"):
         raise DomainError("repo_url must be a git URL without spaces.", field="repo_url")
     if _SCP_LIKE.match(url):  # git@github.com:org/repo.git
@@ -98,6 +104,8 @@ _REF = re.compile(r"^[A-Za-z0-9._/@+-]*$")
 
 def validate_ref(ref: str | None) -> str:
     ref = (ref or "").strip()
+    if len(ref) > REF_MAX_CHARS:
+        raise DomainError(f"ref must be at most {REF_MAX_CHARS} characters.", field="ref")
     if ref.startswith("-") or not _REF.match(ref) or ".." in ref:
         raise DomainError("ref must be a branch, tag or commit name.", field="ref")
     return ref

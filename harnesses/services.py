@@ -87,7 +87,9 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
         raise DomainError(f"A harness named {name!r} already exists in this project.", field="name")
 
 
-def harness_validate(*, data: dict, project: Project | None = None, exclude_id: str | None = None) -> dict:
+def harness_validate(
+    *, data: dict, project: Project | None = None, exclude_id: str | None = None
+) -> dict:
     """The cleaned fields for `data`, or a DomainError naming the field (used by the admin)."""
     clean = _clean(data)
     if project is not None:

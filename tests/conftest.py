@@ -107,3 +107,9 @@ def harness(owner):
         },
         created_by=owner.user,
     )
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Tests sign users up by the dozen; a slow hasher only slows them down."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,4 +1,4 @@
-"""The catalog: every preset from the docs, grouped, prefilling every field; unavailable cards refused."""
+"""The catalog: every preset from the docs, grouped, prefilling every field; unavailable refused."""
 
 import pytest
 
@@ -20,8 +20,12 @@ NOT_YET_AVAILABLE = {
     "mastra": "Agent scaffolds",
 }
 UNAVAILABLE_NAMES = {
-    "lm-eval": "lm-eval", "mt-bench": "MT-Bench", "hermes-agent": "Hermes Agent",
-    "prime-agent": "Prime Agent", "qm": "QM", "mastra": "Mastra",
+    "lm-eval": "lm-eval",
+    "mt-bench": "MT-Bench",
+    "hermes-agent": "Hermes Agent",
+    "prime-agent": "Prime Agent",
+    "qm": "QM",
+    "mastra": "Mastra",
 }
 
 
@@ -39,7 +43,12 @@ def test_catalog_lists_every_available_preset_from_the_docs_in_its_group(owner):
 
 
 def test_catalog_groups_come_in_the_order_of_the_docs(owner):
-    assert list(_catalog(owner.api)) == ["Suites", "Belvedir Runners", "Agent scaffolds", "GPU-served"]
+    assert list(_catalog(owner.api)) == [
+        "Suites",
+        "Belvedir Runners",
+        "Agent scaffolds",
+        "GPU-served",
+    ]
 
 
 @pytest.mark.parametrize("slug,group", NOT_YET_AVAILABLE.items())
@@ -76,16 +85,33 @@ def test_every_available_card_creates_a_valid_harness_with_every_field_prefilled
     response = owner.api.post("/api/v1/harnesses", {"preset": preset.slug}, format="json")
     assert response.status_code == 201, response.json()
     body = response.json()
-    for field in ["name", "repo_url", "ref", "install_command", "run_command", "env", "compute", "gpu_type", "tasks"]:
+    for field in [
+        "name",
+        "repo_url",
+        "ref",
+        "install_command",
+        "run_command",
+        "env",
+        "compute",
+        "gpu_type",
+        "tasks",
+    ]:
         assert body[field] == getattr(preset, field), field
     assert body["preset"] == preset.slug
 
 
 def test_every_card_field_is_editable_before_create(owner):
     body = {
-        "preset": "openclaw", "name": "Mine", "ref": "v2", "install_command": "make",
-        "run_command": "make run", "env": {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2"},
-        "tasks": "[]", "compute": "gpu", "gpu_type": "L4", "repo_url": "git@example.com:me/h.git",
+        "preset": "openclaw",
+        "name": "Mine",
+        "ref": "v2",
+        "install_command": "make",
+        "run_command": "make run",
+        "env": {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2"},
+        "tasks": "[]",
+        "compute": "gpu",
+        "gpu_type": "L4",
+        "repo_url": "git@example.com:me/h.git",
     }
     response = owner.api.post("/api/v1/harnesses", body, format="json")
     assert response.status_code == 201, response.json()
@@ -94,7 +120,9 @@ def test_every_card_field_is_editable_before_create(owner):
 
 def test_a_field_given_blank_stays_blank_instead_of_taking_the_cards_value(owner):
     response = owner.api.post(
-        "/api/v1/harnesses", {"preset": "openclaw", "tasks": "", "install_command": ""}, format="json"
+        "/api/v1/harnesses",
+        {"preset": "openclaw", "tasks": "", "install_command": ""},
+        format="json",
     )
     assert response.status_code == 201, response.json()
     assert response.json()["tasks"] == "" and response.json()["install_command"] == ""

@@ -1,4 +1,4 @@
-"""/api/v1/harnesses and /api/v1/harnesses/{id}: normal case, outsider 404, read-only 403, bad input 400."""
+"""/api/v1/harnesses[/{id}]: owner, outsider 404, read-only 403, bad input 400 naming the field."""
 
 import pytest
 from rest_framework.test import APIClient
@@ -13,8 +13,19 @@ HARNESS = {
     "env": {"MODEL": "openai/gpt-4.1-mini"},
 }
 
-API_FIELDS = {"id", "name", "repo_url", "ref", "install_command", "run_command", "env", "compute",
-              "gpu_type", "tasks", "preset"}
+API_FIELDS = {
+    "id",
+    "name",
+    "repo_url",
+    "ref",
+    "install_command",
+    "run_command",
+    "env",
+    "compute",
+    "gpu_type",
+    "tasks",
+    "preset",
+}
 
 
 def test_api_answers_with_the_documented_json_fields(owner, harness):
@@ -42,9 +53,22 @@ def test_read_only_member_can_list_and_read(readonly, harness):
 
 
 def test_read_only_member_cannot_create_edit_or_delete(readonly, harness):
-    assert readonly.api.post("/api/v1/harnesses", {**HARNESS, "name": "New"}, format="json").status_code == 403
-    assert readonly.api.patch(f"/api/v1/harnesses/{harness.pk}", {"name": "x"}, format="json").status_code == 403
-    assert readonly.api.put(f"/api/v1/harnesses/{harness.pk}", HARNESS, format="json").status_code == 403
+    assert (
+        readonly.api.post(
+            "/api/v1/harnesses", {**HARNESS, "name": "New"}, format="json"
+        ).status_code
+        == 403
+    )
+    assert (
+        readonly.api.patch(
+            f"/api/v1/harnesses/{harness.pk}", {"name": "x"}, format="json"
+        ).status_code
+        == 403
+    )
+    assert (
+        readonly.api.put(f"/api/v1/harnesses/{harness.pk}", HARNESS, format="json").status_code
+        == 403
+    )
     assert readonly.api.delete(f"/api/v1/harnesses/{harness.pk}").status_code == 403
     harness.refresh_from_db()
     assert harness.name == "Smoke"
@@ -103,6 +127,8 @@ def test_cpu_harness_drops_a_gpu_type(owner):
         ({"repo_url": "http://example.com/h.git"}, "repo_url"),
         ({"repo_url": None}, "repo_url"),
         ({"ref": "--upload-pack=evil"}, "ref"),
+        ({"ref": "v" * 201}, "ref"),
+        ({"repo_url": "https://github.com/example/" + "h" * 500}, "repo_url"),
         ({"run_command": ""}, "run_command"),
         ({"install_command": "x" * 10_001}, "install_command"),
         ({"env": {"PATH": "/x"}}, "env"),
@@ -123,8 +149,12 @@ def test_bad_input_is_400_naming_the_field(owner, change, field):
 
 @pytest.mark.parametrize(
     "change,field",
-    [({"name": ""}, "name"), ({"repo_url": "ftp://x/y"}, "repo_url"), ({"env": {"HOME": "/"}}, "env"),
-     ({"compute": "tpu"}, "compute")],
+    [
+        ({"name": ""}, "name"),
+        ({"repo_url": "ftp://x/y"}, "repo_url"),
+        ({"env": {"HOME": "/"}}, "env"),
+        ({"compute": "tpu"}, "compute"),
+    ],
 )
 def test_bad_edits_are_400_naming_the_field_and_change_nothing(owner, harness, change, field):
     response = owner.api.patch(f"/api/v1/harnesses/{harness.pk}", change, format="json")

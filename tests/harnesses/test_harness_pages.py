@@ -102,7 +102,9 @@ def test_opening_a_card_without_htmx_renders_the_whole_page_prefilled(owner):
 def test_opening_an_unavailable_card_says_so_naming_it(owner):
     response = owner.web.get("/harnesses/new/?preset=mastra", **HX)
     assert response.status_code == 400
-    assert "Mastra" in response.content.decode() and "not yet available" in response.content.decode()
+    assert (
+        "Mastra" in response.content.decode() and "not yet available" in response.content.decode()
+    )
 
 
 def test_owner_creates_a_harness_from_the_form_and_lands_on_its_page(owner):
@@ -142,7 +144,9 @@ def test_a_card_submitted_with_a_cleared_field_keeps_it_cleared(owner):
         ({"preset": "mastra"}, "preset", "Mastra"),
     ],
 )
-def test_bad_input_on_the_new_form_is_400_with_the_error_inline_under_its_field(owner, change, field, words):
+def test_bad_input_on_the_new_form_is_400_with_the_error_inline_under_its_field(
+    owner, change, field, words
+):
     response = owner.web.post("/harnesses/new/", {**FORM, **change}, **HX)
     assert response.status_code == 400
     html = response.content.decode()
@@ -191,7 +195,9 @@ def test_editing_with_htmx_returns_only_the_form_marked_saved(owner, harness):
 
 
 def test_bad_edit_with_htmx_is_400_with_the_error_inline_and_nothing_saved(owner, harness):
-    response = owner.web.post(f"/harnesses/{harness.pk}/", {**FORM, "env": "LD_PRELOAD=/x.so"}, **HX)
+    response = owner.web.post(
+        f"/harnesses/{harness.pk}/", {**FORM, "env": "LD_PRELOAD=/x.so"}, **HX
+    )
     assert response.status_code == 400
     html = response.content.decode()
     assert _is_fragment(html) and "LD_PRELOAD" in _field_errors(html, "env")

@@ -1,4 +1,4 @@
-"""The harness policy as tables: env keys, the Tasks cap, repo URLs — directly and through the API."""
+"""The harness policy as tables: env keys, the Tasks cap, repo URLs; directly and via the API."""
 
 import pytest
 
@@ -14,22 +14,59 @@ HARNESS = {
 
 REFUSED_ENV_KEYS = [
     # build and loader variables that change how the sandbox installs or runs
-    "PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME",
+    "PATH",
+    "HOME",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "PYTHONHOME",
     # proxy settings, in any case
-    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "No_Proxy",
-    "ALL_PROXY", "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "No_Proxy",
+    "ALL_PROXY",
+    "all_proxy",
     # the contract's own names
-    "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL", "BELVEDIR_RUN_ID", "BELVEDIR_TASKS_FILE",
-    "BELVEDIR_TASK_ATTEMPTS", "BELVEDIR_GRADING", "belvedir_run_id",
-    "FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "FRACTAL_TASKS_FILE", "FRACTAL_ANYTHING",
+    "BELVEDIR_API_KEY",
+    "BELVEDIR_BASE_URL",
+    "BELVEDIR_RUN_ID",
+    "BELVEDIR_TASKS_FILE",
+    "BELVEDIR_TASK_ATTEMPTS",
+    "BELVEDIR_GRADING",
+    "belvedir_run_id",
+    "FRACTAL_API_KEY",
+    "FRACTAL_BASE_URL",
+    "FRACTAL_RUN_ID",
+    "FRACTAL_TASKS_FILE",
+    "FRACTAL_ANYTHING",
     # not valid env names
-    "1BAD", "BAD-NAME", "WITH SPACE", "", "A=B", "ÉTÉ",
+    "1BAD",
+    "BAD-NAME",
+    "WITH SPACE",
+    "",
+    "A=B",
+    "ÉTÉ",
 ]
 
 ACCEPTED_ENV_KEYS = [
-    "MODEL", "MODEL_API_KEY", "MODEL_API_BASE", "JUDGE_MODEL", "HARBOR_AGENT", "HARBOR_N_TASKS",
-    "PYTHONPATH", "path_extra", "MY_HOME_DIR", "HTTP_PROXY_HELPER", "OPENAI_API_KEY", "_PRIVATE",
-    "x", "BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN",
+    "MODEL",
+    "MODEL_API_KEY",
+    "MODEL_API_BASE",
+    "JUDGE_MODEL",
+    "HARBOR_AGENT",
+    "HARBOR_N_TASKS",
+    "PYTHONPATH",
+    "path_extra",
+    "MY_HOME_DIR",
+    "HTTP_PROXY_HELPER",
+    "OPENAI_API_KEY",
+    "_PRIVATE",
+    "x",
+    "BELVEDIR_AGENT_URL",
+    "BELVEDIR_AGENT_TOKEN",
 ]
 
 

@@ -1,0 +1,179 @@
+"""The `belvedir` CLI against a live server: catalog, benchmarks add/list, readable errors."""
+
+import json
+
+import pytest
+
+from belvedir.cli import main
+from harnesses.models import Harness
+
+TASKS = '[{"id": "t1", "prompt": "Say hi", "rubric": "Says hi."}]\n'
+
+
+@pytest.fixture
+def cli(live_server, owner, monkeypatch, capsys):
+    """Run `belvedir ARGS...` as the owner's project key; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("BELVEDIR_API_KEY", owner.key)
+    monkeypatch.setenv("BELVEDIR_URL", live_server.url)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_catalog_lists_every_card_and_marks_the_unavailable_ones(cli):
+    code, out, _ = cli("catalog")
+    assert code == 0
+    assert "Suites:" in out and "Agent scaffolds:" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "not yet available" not in lines["openclaw"]
+    assert "(not yet available)" in lines["mastra"]
+    assert "harbor-runner" in lines
+
+
+def test_catalog_as_json_for_scripts(cli):
+    code, out, _ = cli("catalog", "--json")
+    assert code == 0
+    groups = json.loads(out)["groups"]
+    assert [g["group"] for g in groups][0] == "Suites"
+
+
+def test_benchmarks_add_from_a_preset_with_env_and_a_tasks_file(cli, owner, tmp_path):
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(TASKS)
+    code, out, err = cli(
+        "benchmarks",
+        "add",
+        "--preset",
+        "openclaw",
+        "--env",
+        "HARBOR_N_TASKS=2",
+        "--tasks-file",
+        str(tasks),
+    )
+    assert code == 0, err
+    harness = Harness.objects.get(project=owner.project)
+    assert out.strip() == f"created {harness.pk}  OpenClaw"
+    assert harness.preset == "openclaw"
+    assert harness.env == {
+        "HARBOR_AGENT": "openclaw",
+        "HARBOR_N_TASKS": "2",
+    }  # the card's env, overridden
+    assert harness.tasks == TASKS
+
+
+def test_benchmarks_add_from_flags(cli, owner):
+    code, out, err = cli(
+        "benchmarks",
+        "add",
+        "--name",
+        "Flags",
+        "--repo",
+        "git@github.com:example/h.git",
+        "--ref",
+        "v1",
+        "--install",
+        "pip install .",
+        "--run",
+        "python -m h",
+        "--compute",
+        "gpu",
+        "--env",
+        "MODEL=meta-llama/Llama-3.1-8B",
+        "--env",
+        "EXTRA=a=b",
+    )
+    assert code == 0, err
+    harness = Harness.objects.get(name="Flags")
+    assert (harness.repo_url, harness.ref, harness.compute, harness.gpu_type) == (
+        "git@github.com:example/h.git",
+        "v1",
+        "gpu",
+        "A10G",
+    )
+    assert harness.env == {"MODEL": "meta-llama/Llama-3.1-8B", "EXTRA": "a=b"}
+    assert harness.preset == ""
+
+
+def test_benchmarks_list_json_lists_the_projects_harnesses(cli, owner, harness):
+    code, out, _ = cli("benchmarks", "list", "--json")
+    assert code == 0
+    body = json.loads(out)
+    assert [h["id"] for h in body["results"]] == [harness.pk]
+    assert body["results"][0]["env"] == {"MODEL": "openai/gpt-4.1-mini"}
+    code, out_before, _ = cli("--json", "benchmarks", "list")
+    assert json.loads(out_before) == body
+
+
+def test_benchmarks_list_as_text(cli, harness):
+    code, out, _ = cli("benchmarks", "list")
+    assert code == 0 and harness.pk in out and "Smoke" in out
+
+
+def test_an_unavailable_preset_exits_non_zero_naming_the_card(cli, owner):
+    code, out, err = cli("benchmarks", "add", "--preset", "mastra")
+    assert code != 0
+    assert "Mastra" in err and "not yet available" in err
+    assert "Traceback" not in err and out == ""
+    assert not Harness.objects.exists()
+
+
+def test_an_unavailable_preset_with_env_is_refused_too(cli):
+    code, _, err = cli("benchmarks", "add", "--preset", "lm-eval", "--env", "X=1")
+    assert code != 0 and "lm-eval" in err
+
+
+def test_a_refused_env_key_exits_non_zero_naming_the_key(cli):
+    code, _, err = cli("benchmarks", "add", "--preset", "pi", "--env", "PATH=/opt/bin")
+    assert code != 0
+    assert "PATH" in err and "env" in err
+    assert not Harness.objects.exists()
+
+
+def test_a_malformed_env_pair_is_refused_before_calling_the_server(cli):
+    code, _, err = cli("benchmarks", "add", "--preset", "pi", "--env", "NOEQUALS")
+    assert code != 0 and "KEY=VALUE" in err
+
+
+def test_a_missing_tasks_file_is_a_readable_error(cli, tmp_path):
+    code, _, err = cli(
+        "benchmarks", "add", "--preset", "pi", "--tasks-file", str(tmp_path / "nope.json")
+    )
+    assert code != 0 and "nope.json" in err and "Traceback" not in err
+
+
+def test_missing_fields_from_flags_name_the_field(cli):
+    code, _, err = cli("benchmarks", "add", "--name", "Half")
+    assert code != 0 and "repo_url" in err
+
+
+def test_a_revoked_key_is_a_readable_401(cli, owner):
+    owner.api.delete(f"/api/v1/keys/{owner.project.api_keys.get().pk}")
+    code, _, err = cli("benchmarks", "list")
+    assert code != 0 and "401" in err
+
+
+def test_without_a_key_the_cli_says_how_to_configure_it(monkeypatch, capsys):
+    monkeypatch.delenv("BELVEDIR_API_KEY", raising=False)
+    assert main(["catalog"]) == 2
+    assert "BELVEDIR_API_KEY" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_a_readable_error(monkeypatch, capsys):
+    monkeypatch.setenv("BELVEDIR_API_KEY", "bv_live_whatever")
+    monkeypatch.setenv("BELVEDIR_URL", "http://127.0.0.1:9")
+    assert main(["catalog"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach http://127.0.0.1:9" in err
+
+
+def test_the_console_script_is_declared():
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["belvedir"] == "belvedir.cli:main"

@@ -1,0 +1,102 @@
+"""Settings fail loudly on bad values instead of guessing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from belvedir.env import envbool, envfloat, envint, envlist, envstr
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("1", True),
+        ("true", True),
+        ("TRUE", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("off", False),
+        ("", False),
+    ],
+)
+def test_envbool_reads_the_plain_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("BV_TEST_FLAG", raw)
+    assert envbool("BV_TEST_FLAG", not expected) is expected
+
+
+@pytest.mark.parametrize("raw", ["yes", "no", "y", "enabled", "2"])
+def test_envbool_refuses_yes_ish_strings_naming_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("BV_TEST_FLAG", raw)
+    with pytest.raises(ImproperlyConfigured, match="BV_TEST_FLAG"):
+        envbool("BV_TEST_FLAG", False)
+
+
+def test_envbool_uses_the_default_when_unset(monkeypatch):
+    monkeypatch.delenv("BV_TEST_FLAG", raising=False)
+    assert envbool("BV_TEST_FLAG", True) is True
+
+
+def test_envint_refuses_a_non_number_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("BV_TEST_INT", "abc")
+    with pytest.raises(ImproperlyConfigured, match="BV_TEST_INT.*'abc'"):
+        envint("BV_TEST_INT", 4)
+
+
+def test_envint_refuses_a_value_below_its_minimum(monkeypatch):
+    monkeypatch.setenv("BV_TEST_INT", "0")
+    with pytest.raises(ImproperlyConfigured, match="at least 1"):
+        envint("BV_TEST_INT", 4, minimum=1)
+
+
+def test_envint_reads_a_number_and_defaults_when_blank(monkeypatch):
+    monkeypatch.setenv("BV_TEST_INT", " 12 ")
+    assert envint("BV_TEST_INT", 4) == 12
+    monkeypatch.setenv("BV_TEST_INT", "")
+    assert envint("BV_TEST_INT", 4) == 4
+
+
+def test_envfloat_refuses_a_non_number(monkeypatch):
+    monkeypatch.setenv("BV_TEST_FLOAT", "two")
+    with pytest.raises(ImproperlyConfigured, match="BV_TEST_FLOAT"):
+        envfloat("BV_TEST_FLOAT", 2.0)
+
+
+def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
+    monkeypatch.setenv("BV_TEST_LIST", "a.example, b.example,,")
+    assert envlist("BV_TEST_LIST", []) == ["a.example", "b.example"]
+    monkeypatch.delenv("BV_TEST_LIST")
+    assert envstr("BV_TEST_LIST", "x") == "x"
+
+
+def _load_settings(**env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "belvedir.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "env,named",
+    [
+        ({"DEBUG": "yes"}, "DEBUG"),
+        ({"Q_WORKERS": "abc"}, "Q_WORKERS"),
+        ({"Q_TIMEOUT": "5000", "Q_RETRY": "4000"}, "Q_TIMEOUT"),
+        ({"DATABASE_URL": "nonsense://"}, "DATABASE_URL"),
+        ({"BELVEDIR_DEV": "0", "SECRET_KEY": ""}, "SECRET_KEY"),
+    ],
+)
+def test_the_settings_module_refuses_to_start_with_a_bad_value(env, named):
+    result = _load_settings(**env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and named in result.stderr

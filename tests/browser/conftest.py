@@ -1,0 +1,50 @@
+"""Playwright against Debian's chromium and pytest-django's live server."""
+
+import os
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# (fixtures, assertions) are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("BELVEDIR_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def signed_in_page(page, owner):
+    """The owner fixture's user, logged in through the login page."""
+    page.goto("/login/")
+    page.fill("#id_username", "owner@example.com")
+    page.fill("#id_password", "correct-horse-9")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/harnesses/")
+    return page
