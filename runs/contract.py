@@ -51,6 +51,14 @@ sys.exit(97)
 """
 
 
+def clip_log_tail(text: str, limit: int = LOG_TAIL_BYTES) -> str:
+    """The end of `text` that fits in `limit` UTF-8 bytes (never half a character)."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    return data[-limit:].decode("utf-8", errors="ignore")
+
+
 def tasks_filename(tasks: str) -> str:
     try:
         json.loads(tasks)

@@ -1,5 +1,6 @@
 """Execute one run in a sandbox: clone, copy in, start, stream the log, wait, judge, clean up."""
 
+import codecs
 import logging
 import os
 import shutil
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from runs import contract
 from runs.models import Run, Status
@@ -24,7 +25,14 @@ from runs.sandbox.base import (
     tar_directory,
     tar_files,
 )
-from runs.services import git_env, run_claim, run_finish, run_heartbeat, run_model_secrets
+from runs.services import (
+    git_env,
+    git_error_reason,
+    run_claim,
+    run_finish,
+    run_heartbeat,
+    run_model_secrets,
+)
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
@@ -32,29 +40,52 @@ REDACTED = "[redacted]"
 
 
 class LogTail:
-    """The last 16 KB of output, with secrets redacted, and the count of bytes ever written."""
+    """The last 16 KB of output with secrets redacted, and the count of characters ever output.
+
+    Secrets are redacted as the output arrives, so `size` counts the redacted stream and the
+    log API's offsets stay true. The end of a chunk that could be the start of a secret is
+    held back until the next chunk shows whether it is one, so half a secret split across
+    two chunks never shows either.
+    """
 
     def __init__(self, secrets: list[str], limit: int = contract.LOG_TAIL_BYTES):
-        self.secrets = [s for s in secrets if s and len(s) >= 4]
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
         self.limit = limit
-        self._keep = limit + max((len(s) for s in self.secrets), default=0)
-        self._raw = ""
+        self._text = ""  # redacted output, the last 2 x limit characters of it
+        self._pending = ""  # the end of the output that may be the start of a secret
         self.size = 0
         self.lock = threading.Lock()
         self.dirty = False
 
+    def _held(self, text: str) -> int:
+        """How many characters at the end of `text` begin some secret."""
+        longest = max((len(s) for s in self.secrets), default=1) - 1
+        for n in range(min(longest, len(text)), 0, -1):
+            if any(secret.startswith(text[-n:]) for secret in self.secrets):
+                return n
+        return 0
+
+    def _add(self, text: str) -> None:
+        self._text = (self._text + text)[-self.limit * 2 :]
+        self.size += len(text)
+
     def write(self, chunk: str) -> None:
         with self.lock:
-            self._raw = (self._raw + chunk)[-self._keep * 2 :]
-            self.size += len(chunk)
+            text = self.redact(self._pending + chunk)
+            held = self._held(text)
+            self._pending = text[len(text) - held :] if held else ""
+            self._add(text[: len(text) - held])
             self.dirty = True
+
+    def close(self) -> None:
+        """The output ended: what was held back is just text."""
+        with self.lock:
+            self._add(self._pending)
+            self._pending = ""
 
     def text(self) -> str:
         with self.lock:
-            raw = self._raw
-        for secret in self.secrets:
-            raw = raw.replace(secret, REDACTED)
-        return raw[-self.limit :]
+            return contract.clip_log_tail(self._text, self.limit)
 
     def redact(self, text: str) -> str:
         for secret in self.secrets:
@@ -71,7 +102,7 @@ def _git(args: list[str], cwd: Path, timeout: float) -> None:
         ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=git_env()
     )
     if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
+        reason = git_error_reason(done.stderr, "failed")
         raise SandboxError(f"git {args[0]} failed: {reason}")
 
 
@@ -113,6 +144,7 @@ def execute_run(run_id: str) -> str:
     notes: list[str] = []
 
     def fail(note: str, exit_code: int | None = None) -> str:
+        note = tail.redact(note)
         tail.write(f"\n{note}\n")
         run_finish(
             run_id=run_id,
@@ -195,11 +227,15 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
     stop = threading.Event()
 
     def pump() -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         try:
             for chunk in backend.stream_logs(handle):
-                tail.write(chunk.decode("utf-8", errors="replace"))
+                tail.write(decoder.decode(chunk))  # a character split across chunks stays whole
         except SandboxError:
             pass
+        finally:
+            tail.write(decoder.decode(b"", final=True))
+            tail.close()
 
     def beat() -> None:
         try:
@@ -210,7 +246,7 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
                 else:
                     run_heartbeat(run_id=run.pk)
         finally:
-            close_old_connections()
+            connection.close()  # this thread's own connection; it would leak otherwise
 
     pumper = threading.Thread(target=pump, daemon=True, name=f"log {run.pk}")
     beater = threading.Thread(target=beat, daemon=True, name=f"beat {run.pk}")
@@ -263,7 +299,8 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
     outcome = contract.judge_results(raw, exit_code=exit_code, launch_model=run.model)
     if exit_code != 0:
         outcome.notes.append(f"belvedir: the run command exited with code {exit_code}.")
-    all_notes = [*notes, *outcome.notes]
+    # A note may quote the harness (the model it reported): secrets are redacted there too.
+    all_notes = [tail.redact(note) for note in (*notes, *outcome.notes)]
     for note in all_notes:
         tail.write(f"\n{note}")
     if all_notes:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.sandbox.base import SandboxError, SandboxHandle, get_backend
 from runs.services import run_enqueue, run_finish
@@ -27,12 +28,13 @@ def reap() -> dict:
     for run in Run.objects.filter(
         status=Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=stale)
     ):
+        note = LOST_NOTE.format(seconds=stale)
         if run_finish(
             run_id=run.pk,
             status=Status.FAILED,
-            notes=[*run.notes, LOST_NOTE.format(seconds=stale)],
-            log_tail=(run.log_tail + "\n" + LOST_NOTE.format(seconds=stale) + "\n")[-16384:],
-            log_size=run.log_size,
+            notes=[*run.notes, note],
+            log_tail=clip_log_tail(f"{run.log_tail}\n{note}\n"),
+            log_size=run.log_size + len(note) + 2,  # the log API's offsets see the note too
         ):
             failed.append(run.pk)
 

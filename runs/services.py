@@ -34,6 +34,13 @@ def git_env() -> dict[str, str]:
     }
 
 
+def git_error_reason(stderr: str, default: str = "no answer") -> str:
+    """The line of git's stderr that says why: the first `fatal:` line, else the last line."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    fatal = [line.removeprefix("fatal:").strip() for line in lines if line.startswith("fatal:")]
+    return (fatal or lines or [default])[0 if fatal else -1][:300]
+
+
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
     timeout = settings.BELVEDIR_GIT_TIMEOUT
@@ -47,7 +54,7 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
             f"The repo {repo_url} did not answer within {timeout} s.", field="harness", code="repo"
         ) from None
     if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["no answer"])[-1][:300]
+        reason = git_error_reason(done.stderr)
         raise DomainError(
             f"The repo {repo_url} cannot be read: {reason}", field="harness", code="repo"
         )

@@ -6,10 +6,21 @@ import sys
 import time
 
 CONTRACT = [
-    "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL", "BELVEDIR_RUN_ID", "BELVEDIR_TASKS_FILE",
-    "BELVEDIR_TASK_ATTEMPTS", "BELVEDIR_GRADING", "FRACTAL_API_KEY", "FRACTAL_BASE_URL",
-    "FRACTAL_RUN_ID", "FRACTAL_TASKS_FILE", "MODEL", "MODEL_API_BASE", "JUDGE_MODEL",
-    "JUDGE_API_BASE", "HARNESS_OWN",
+    "BELVEDIR_API_KEY",
+    "BELVEDIR_BASE_URL",
+    "BELVEDIR_RUN_ID",
+    "BELVEDIR_TASKS_FILE",
+    "BELVEDIR_TASK_ATTEMPTS",
+    "BELVEDIR_GRADING",
+    "FRACTAL_API_KEY",
+    "FRACTAL_BASE_URL",
+    "FRACTAL_RUN_ID",
+    "FRACTAL_TASKS_FILE",
+    "MODEL",
+    "MODEL_API_BASE",
+    "JUDGE_MODEL",
+    "JUDGE_API_BASE",
+    "HARNESS_OWN",
 ]
 
 
@@ -24,7 +35,10 @@ def marker() -> str | None:
 
 def main() -> int:
     env = os.environ
-    print(f"run {env.get('BELVEDIR_RUN_ID')} starting in {os.getcwd()} as uid {os.getuid()}", flush=True)
+    print(
+        f"run {env.get('BELVEDIR_RUN_ID')} starting in {os.getcwd()} as uid {os.getuid()}",
+        flush=True,
+    )
     assert os.path.exists(".installed"), "install.sh did not run first"
     if env.get("ECHO_SECRET") == "1":
         print(f"the model key is {env.get('MODEL_API_KEY')}", flush=True)
@@ -47,14 +61,23 @@ def main() -> int:
         with open("results.json", "w", encoding="utf-8") as f:
             json.dump({"score": 0.5, "padding": "x" * (300 * 1024)}, f)
     elif env.get("NO_RESULTS") != "1":
-        results = {"passed": 17, "failed": 3, "seen_env": {k: env.get(k) for k in CONTRACT},
-                   "has_model_api_key": bool(env.get("MODEL_API_KEY")), "tasks_preview": tasks_preview,
-                   "uid": os.getuid(), "cwd": os.getcwd(), "marker": marker()}
+        results = {
+            "passed": 17,
+            "failed": 3,
+            "seen_env": {k: env.get(k) for k in CONTRACT},
+            "has_model_api_key": bool(env.get("MODEL_API_KEY")),
+            "tasks_preview": tasks_preview,
+            "uid": os.getuid(),
+            "cwd": os.getcwd(),
+            "marker": marker(),
+        }
         score = env.get("SCORE", "0.85")
         if score != "omit":
             results["score"] = "__SCORE__"
         if env.get("REPORT_MODEL"):
-            results["model"] = env["REPORT_MODEL"]
+            reported = env["REPORT_MODEL"]
+            # "$NAME" reports the value of env var NAME (a test writes a secret this way).
+            results["model"] = env.get(reported[1:]) if reported.startswith("$") else reported
         text = json.dumps(results).replace('"__SCORE__"', score)
         with open("results.json", "w", encoding="utf-8") as f:
             f.write(text)

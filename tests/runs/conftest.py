@@ -69,7 +69,6 @@ def subprocess_database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-
 class Background:
     """execute_run in a thread, as a worker would; closes its DB connection at the end."""
 
@@ -94,6 +93,12 @@ class Background:
         if self.error:
             raise self.error
         return self.result
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """The shared fixtures sign users up; a slow hasher would dominate these tests' setup."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
@@ -144,3 +149,16 @@ def launch(owner, make_harness, django_capture_on_commit_callbacks):
             )
 
     return do
+
+
+@pytest.fixture
+def make_run(owner):
+    """A Run row written directly (no launch, no sandbox), for pages, lists and caps."""
+    from runs.models import Run
+
+    def make(project=None, harness=None, **fields):
+        project = project or owner.project
+        values = {"harness_name": harness.name if harness else "contract", **fields}
+        return Run.objects.create(project=project, harness=harness, **values)
+
+    return make

@@ -280,7 +280,9 @@ def test_model_and_judge_keys_are_redacted_everywhere_but_stored_encrypted(
 ):
     run = run_it(
         launch(
-            env={"ECHO_SECRET": "1"},
+            # The harness prints both keys, and writes the model key into results.json as the
+            # model it ran, which the platform quotes in a note.
+            env={"ECHO_SECRET": "1", "REPORT_MODEL": "$MODEL_API_KEY"},
             model="acme/model-1",
             model_api_key=MODEL_KEY,
             judge_api_key=JUDGE_KEY,
@@ -290,6 +292,11 @@ def test_model_and_judge_keys_are_redacted_everywhere_but_stored_encrypted(
     assert run.results["has_model_api_key"] is True  # it did reach the sandbox
     assert "the model key is [redacted]" in run.log_tail
     assert "the judge key is [redacted]" in run.log_tail
+    assert run.results["model_reported"] == "[redacted]"
+    assert any("reported model '[redacted]'" in n for n in run.notes), run.notes
+    log = owner.api.get(f"/api/v1/runs/{run.pk}/log", {"offset": 0}).json()
+    # Offsets count the redacted log, so the whole log reads back from offset 0.
+    assert log["truncated"] is False and log["offset"] == len(log["text"]) == run.log_size
 
     responses = [
         owner.api.get(f"/api/v1/runs/{run.pk}"),

@@ -1,0 +1,131 @@
+"""The run page and My Benchmarks: what people look at."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def finished(make_run):
+    now = timezone.now()
+    return make_run(
+        status="failed",
+        score=None,
+        model="acme/model-1",
+        notes=["belvedir: the run command exited with code 3."],
+        log_tail="installing contract-harness\nboom <script>alert(1)</script>\n",
+        log_size=60,
+        exit_code=3,
+        created_at=now - timedelta(minutes=2),
+        started_at=now - timedelta(minutes=2),
+        finished_at=now - timedelta(minutes=1),
+    )
+
+
+def test_the_run_page_shows_status_score_notes_and_log(owner, finished, make_run):
+    html = owner.web.get(f"/runs/{finished.pk}/").content.decode()
+    assert "<html" in html
+    assert 'id="run-status">failed<' in html
+    assert "belvedir: the run command exited with code 3." in html
+    assert "installing contract-harness" in html
+    assert "<script>alert(1)</script>" not in html  # the log is escaped
+    assert "&lt;script&gt;" in html
+    assert "acme/model-1" in html
+
+    scored = make_run(status="succeeded", score=0.85, results={"score": 0.85, "passed": 17})
+    html = owner.web.get(f"/runs/{scored.pk}/").content.decode()
+    assert 'id="run-score">0.8500<' in html
+    assert "passed" in html
+
+
+def test_the_run_page_answers_htmx_with_only_the_live_fragment(owner, finished):
+    response = owner.web.get(f"/runs/{finished.pk}/", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<div id="run-live"')
+    assert "<html" not in html and "<h1>" not in html
+    assert 'id="run-status">failed<' in html and "installing contract-harness" in html
+
+
+def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
+    owner, readonly, outsider, make_run
+):
+    run = make_run(status="running")
+    assert outsider.web.get(f"/runs/{run.pk}/").status_code == 404
+    assert "Cancel</button>" in owner.web.get(f"/runs/{run.pk}/").content.decode()
+    page = readonly.web.get(f"/runs/{run.pk}/")
+    assert page.status_code == 200
+    assert "Cancel</button>" not in page.content.decode()
+    assert readonly.web.post(f"/runs/{run.pk}/cancel/").status_code == 403
+    assert outsider.web.post(f"/runs/{run.pk}/cancel/").status_code == 404
+    run.refresh_from_db()
+    assert run.status == "running"
+
+
+def test_cancelling_from_the_page_marks_the_run_cancelled(owner, make_run):
+    run = make_run(status="queued")
+    response = owner.web.post(f"/runs/{run.pk}/cancel/")
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_my_benchmarks_lists_runs_with_status_badges_and_scores(owner, outsider, make_run):
+    make_run(status="succeeded", score=0.85, model="acme/model-1")
+    make_run(status="failed", model="acme/model-2")
+    make_run(status="running")
+    theirs = make_run(project=outsider.project, status="succeeded")
+    html = owner.web.get("/runs/").content.decode()
+    assert '<span class="badge succeeded">succeeded</span>' in html
+    assert '<span class="badge failed">failed</span>' in html
+    assert '<span class="badge running">running</span>' in html
+    assert "0.850" in html and "acme/model-2" in html
+    assert theirs.pk not in html
+
+
+def test_my_benchmarks_filters_by_harness_status_and_model(owner, make_harness, make_run):
+    a, b = make_harness(name="alpha"), make_harness(name="beta")
+    r1 = make_run(harness=a, status="succeeded", model="m1")
+    r2 = make_run(harness=a, status="failed", model="m2")
+    r3 = make_run(harness=b, status="succeeded", model="m1")
+
+    def listed(**params):
+        html = owner.web.get("/runs/", params).content.decode()
+        return {r.pk for r in (r1, r2, r3) if r.pk in html}
+
+    assert listed() == {r1.pk, r2.pk, r3.pk}
+    assert listed(harness=a.pk) == {r1.pk, r2.pk}
+    assert listed(status="failed") == {r2.pk}
+    assert listed(model="m1") == {r1.pk, r3.pk}
+    assert listed(harness=b.pk, status="failed") == set()
+    assert listed(status="nonsense") == {r1.pk, r2.pk, r3.pk}
+
+
+def test_my_benchmarks_answers_its_filter_form_with_the_table_fragment(owner, make_run):
+    run = make_run(status="failed")
+    response = owner.web.get(
+        "/runs/", {"status": "failed", "fragment": "table"}, HTTP_HX_REQUEST="true"
+    )
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="run-table">')
+    assert "<html" not in html and run.pk in html
+
+
+def test_my_benchmarks_shows_25_runs_a_page(owner, make_run):
+    now = timezone.now()
+    runs = [make_run(status="succeeded", created_at=now - timedelta(minutes=i)) for i in range(30)]
+    first = owner.web.get("/runs/").content.decode()
+    second = owner.web.get("/runs/", {"page": 2}).content.decode()
+    assert sum(r.pk in first for r in runs) == 25
+    assert sum(r.pk in second for r in runs) == 5
+    assert all(r.pk in first for r in runs[:25])  # newest first
+    assert "Page 1 of 2" in first and "page=2" in first
+    assert "Page 2 of 2" in second
+
+
+def test_my_benchmarks_needs_a_sign_in(client):
+    response = client.get("/runs/")
+    assert response.status_code == 302 and "/login/" in response["Location"]

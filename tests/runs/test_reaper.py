@@ -1,0 +1,170 @@
+"""The reaper, with a real worker process killed mid-run: no run stays "running" forever.
+
+Other test sessions share this Docker engine, and reap() removes every managed sandbox that
+has no running run *in this database*. So these tests hand reap() a backend that only lists
+this test's own sandboxes; what reap() does with them is the real thing.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from belvedir.models import ApiKey
+from runs import reaper
+from runs.models import Run
+from runs.sandbox.base import SandboxHandle, SandboxSettings, get_backend
+from tests.runs.conftest import Background, containers_of, subprocess_database_url, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class OwnSandboxes:
+    """The real backend, listing only the sandboxes of the given run ids."""
+
+    def __init__(self, run_ids: set[str]):
+        self.real = get_backend()
+        self.run_ids = run_ids
+
+    def list_by_label(self, label_filter=None):
+        return [s for s in self.real.list_by_label(label_filter) if s.run_id in self.run_ids]
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def own_sandboxes(monkeypatch):
+    run_ids: set[str] = set()
+    monkeypatch.setattr(reaper, "get_backend", lambda: OwnSandboxes(run_ids))
+    yield run_ids
+    backend = get_backend()
+    for run_id in run_ids:  # whatever a failed test left behind
+        for info in backend.list_by_label({"belvedir.run_id": run_id}):
+            backend.remove(SandboxHandle(id=info.id, run_id=run_id))
+
+
+def worker_process(run_id: str, live_server) -> subprocess.Popen:
+    """A separate OS process running execute_run, as a django-q2 worker would."""
+    code = (
+        "import os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'belvedir.settings'); "
+        "django.setup(); from runs.executor import execute_run; "
+        f"execute_run({run_id!r})"
+    )
+    env = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
+        "BELVEDIR_SANDBOX_NETWORK": "host",
+        "BELVEDIR_SANDBOX_MEMORY": "1g",
+        "BELVEDIR_SANDBOX_CPUS": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
+    sandbox_settings, launch, live_server, own_sandboxes
+):
+    run = launch(env={"SLEEP": "60"})
+    own_sandboxes.add(run.pk)
+    worker = worker_process(run.pk, live_server)
+    try:
+        wait_for(
+            lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,
+            30,
+            "the worker process to start the run",
+        )
+        assert [c.status for c in containers_of(run.pk)] == ["running"]
+        os.kill(worker.pid, signal.SIGKILL)
+        assert worker.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for leftover in Path("/tmp").glob(f"belvedir-{run.pk}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    # The sandbox outlives its worker; the run still says "running".
+    assert [c.status for c in containers_of(run.pk)] == ["running"]
+    sandbox_settings.BELVEDIR_HEARTBEAT_STALE = 2
+    assert reaper.reap()["failed"] == []  # the last heartbeat is still fresh
+    time.sleep(2.5)
+
+    result = reaper.reap()
+    assert result["failed"] == [run.pk] and result["removed"] == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.finished_at is not None
+    note = run.notes[-1]
+    assert note.startswith("belvedir: the worker running this run stopped responding")
+    assert note in run.log_tail and "tick 0" in run.log_tail
+    assert containers_of(run.pk) == []
+    assert ApiKey.objects.get(run=run).revoked_at is not None
+
+    assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0}  # nothing left to do
+
+
+def test_the_reaper_removes_orphan_sandboxes_and_leaves_healthy_runs_alone(
+    sandbox_settings, launch, make_run, own_sandboxes
+):
+    sandbox_settings.BELVEDIR_HEARTBEAT_STALE = 5
+    healthy = launch(env={"SLEEP": "4"})
+    finished = make_run(status="failed")
+    unknown = f"run_orphan{uuid.uuid4().hex[:10]}"
+    own_sandboxes.update({healthy.pk, finished.pk, unknown})
+
+    backend = get_backend()
+    for run_id in (finished.pk, unknown):
+        handle = backend.create(
+            run_id=run_id,
+            command=["sleep", "60"],
+            env={},
+            workdir="/",
+            **SandboxSettings.from_settings().create_kwargs(),
+        )
+        backend.start(handle)
+    worker = Background(healthy.pk)
+    wait_for(
+        lambda: Run.objects.get(pk=healthy.pk).status == "running" and containers_of(healthy.pk),
+        30,
+        "the healthy run to be running in its sandbox",
+    )
+
+    result = reaper.reap()
+    assert result["removed"] == 2 and result["failed"] == []
+    assert containers_of(finished.pk) == [] and containers_of(unknown) == []
+    assert len(containers_of(healthy.pk)) == 1
+
+    assert worker.join() == "succeeded"
+    healthy.refresh_from_db()
+    assert healthy.status == "succeeded" and healthy.score == pytest.approx(0.85)
+
+
+def test_a_queued_run_that_waited_too_long_is_enqueued_again(launch, settings):
+    settings.BELVEDIR_QUEUED_STALE = 60
+    stale = launch()
+    fresh = launch()
+    Run.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(minutes=2))
+    OrmQ.objects.all().delete()
+
+    result = reaper.reap()
+    assert result["requeued"] == [stale.pk]
+    (task,) = [q.task for q in OrmQ.objects.all()]
+    assert task["func"] == "runs.tasks.execute_run" and tuple(task["args"]) == (stale.pk,)
+    fresh.refresh_from_db()
+    assert fresh.status == "queued"
