@@ -25,9 +25,8 @@ def reap() -> dict:
     stale = settings.BELVEDIR_HEARTBEAT_STALE
     failed, requeued, removed = [], [], 0
 
-    for run in Run.objects.filter(
-        status=Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=stale)
-    ):
+    cutoff = now - timedelta(seconds=stale)
+    for run in Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff):
         note = LOST_NOTE.format(seconds=stale)
         if run_finish(
             run_id=run.pk,
@@ -35,11 +34,13 @@ def reap() -> dict:
             notes=[*run.notes, note],
             log_tail=clip_log_tail(f"{run.log_tail}\n{note}\n"),
             log_size=run.log_size + len(note) + 2,  # the log API's offsets see the note too
+            heartbeat_before=cutoff,
         ):
             failed.append(run.pk)
 
     queued_stale = now - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
-    for run in Run.objects.filter(status=Status.QUEUED, created_at__lt=queued_stale):
+    # Queued runs whose task was lost; each is enqueued again at most once per stale period.
+    for run in Run.objects.filter(status=Status.QUEUED, enqueued_at__lt=queued_stale):
         run_enqueue(run_id=run.pk)  # the claim is atomic, so a double enqueue runs it once
         requeued.append(run.pk)
 

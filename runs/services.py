@@ -127,7 +127,8 @@ def run_launch(
             harness=harness,
             harness_name=harness.name,
             harness_snapshot={f: getattr(harness, f) for f in HARNESS_FIELDS},
-            model=model.strip(),
+            enqueued_at=timezone.now(),
+            model=model.strip() or str((harness.env or {}).get("MODEL", "")),
             model_api_base=model_api_base.strip(),
             model_api_key_encrypted=crypto.encrypt(model_api_key.strip()),
             judge_model=judge_model.strip(),
@@ -153,6 +154,7 @@ def run_launch(
 def run_enqueue(*, run_id: str) -> None:
     from django_q.tasks import async_task
 
+    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
     async_task("runs.tasks.execute_run", run_id, task_name=f"execute {run_id}", group="runs")
 
 
@@ -183,8 +185,13 @@ def run_finish(
     exit_code: int | None = None,
     log_tail: str | None = None,
     log_size: int | None = None,
+    heartbeat_before=None,
 ) -> bool:
-    """End a running run (once): store the outcome, revoke its key. False if it had already ended."""
+    """End a running run (once): store the outcome, revoke its key. False if it had already ended.
+
+    `heartbeat_before`: only if its last heartbeat is older (the reaper's condition, re-checked
+    in the update itself, so a worker that beats again in between keeps its run).
+    """
     fields = {
         "status": status,
         "score": score,
@@ -196,9 +203,13 @@ def run_finish(
     if log_tail is not None:
         fields["log_tail"] = log_tail
         fields["log_size"] = log_size
+    runs = Run.objects.filter(pk=run_id, status__in=IN_FLIGHT)
+    if heartbeat_before is not None:
+        runs = runs.filter(heartbeat_at__lt=heartbeat_before)
     with transaction.atomic():
-        done = Run.objects.filter(pk=run_id, status__in=IN_FLIGHT).update(**fields)
-        run_keys_revoke(run_id=run_id)
+        done = runs.update(**fields)
+        if done or heartbeat_before is None:
+            run_keys_revoke(run_id=run_id)
     return done == 1
 
 

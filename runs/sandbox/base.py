@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 LABEL_RUN_ID = "belvedir.run_id"
 LABEL_MANAGED = "belvedir.managed"
+LABEL_INSTANCE = "belvedir.instance"
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -151,6 +152,25 @@ class SandboxSettings:
             "memory": self.memory,
             "pids": self.pids,
         }
+
+
+def instance_id() -> str:
+    """Which platform a sandbox belongs to: BELVEDIR_INSTANCE, else derived from the database.
+
+    Two platforms (or a dev server and a test session) on one Docker engine have different
+    databases, so neither reaps the other's live sandboxes.
+    """
+    import hashlib
+
+    from django.conf import settings
+    from django.db import connection
+
+    configured = getattr(settings, "BELVEDIR_INSTANCE", "")
+    if configured:
+        return configured
+    db = connection.settings_dict
+    key = f"{db.get('ENGINE')}|{db.get('HOST')}|{db.get('PORT')}|{db.get('NAME')}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def get_backend() -> SandboxBackend:

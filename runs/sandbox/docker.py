@@ -23,6 +23,7 @@ from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
 from runs.sandbox.base import (
+    LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
     SANDBOX_GID,
@@ -31,6 +32,7 @@ from runs.sandbox.base import (
     SandboxFileTooLarge,
     SandboxHandle,
     SandboxInfo,
+    instance_id,
 )
 
 # Go's os.FileMode bits, as in the X-Docker-Container-Path-Stat header of get_archive.
@@ -43,18 +45,30 @@ class DockerBackend:
     """Runs sandboxes as containers on one Docker engine."""
 
     def __init__(
-        self, client: docker.DockerClient | None = None, *, ca_bundle_mount: str | None = None
+        self,
+        client: docker.DockerClient | None = None,
+        *,
+        ca_bundle_mount: str | None = None,
+        instance: str | None = None,
     ) -> None:
-        """`ca_bundle_mount`: a host CA bundle to mount read-only over the image's one."""
+        """`ca_bundle_mount`: a host CA bundle to mount read-only over the image's one.
+
+        `instance`: labels this platform's sandboxes, so that several platforms (or test
+        sessions) sharing one engine only ever list, and reap, their own.
+        """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
+        self.instance = instance
 
     @classmethod
     def from_settings(cls) -> DockerBackend:
         """A backend configured from settings (BELVEDIR_SANDBOX_CA_MOUNT: a host path)."""
         from django.conf import settings
 
-        return cls(ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None)
+        return cls(
+            ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
+            instance=instance_id(),
+        )
 
     @property
     def client(self) -> docker.DockerClient:
@@ -104,7 +118,7 @@ class DockerBackend:
                 environment=env,
                 working_dir=workdir,
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                labels={LABEL_MANAGED: "1", LABEL_RUN_ID: run_id},
+                labels=self._labels({LABEL_MANAGED: "1", LABEL_RUN_ID: run_id}),
                 network_mode=network,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
@@ -224,7 +238,7 @@ class DockerBackend:
 
     def list_by_label(self, label_filter: Mapping[str, str] | None = None) -> list[SandboxInfo]:
         """Managed containers (any state), narrowed by extra `label: value` pairs."""
-        labels = {LABEL_MANAGED: "1", **(label_filter or {})}
+        labels = self._labels({LABEL_MANAGED: "1", **(label_filter or {})})
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         with _docker_errors("list sandboxes"):
             containers = self.client.api.containers(all=True, filters=filters)
@@ -236,6 +250,9 @@ class DockerBackend:
             )
             for item in containers
         ]
+
+    def _labels(self, labels: dict[str, str]) -> dict[str, str]:
+        return {**labels, LABEL_INSTANCE: self.instance} if self.instance else labels
 
     def kill_by_run_id(self, run_id: str) -> int:
         """SIGKILL every running sandbox of `run_id`; return how many there were."""

@@ -41,15 +41,23 @@ def git_repo_of(source: Path, dest: Path) -> str:
     return f"file://{dest}"
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.1):
-    """Poll until `predicate()` is truthy; its value. Fails the test after `timeout` s."""
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float,
+    what: str,
+    every: float = 0.1,
+    on_timeout: Callable[[], object] | None = None,
+):
+    """Poll until `predicate()` is truthy; its value. Fails the test after `timeout` s,
+    with what `on_timeout()` returns (e.g. a subprocess's stderr) in the message."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            detail = f"\n{on_timeout()}" if on_timeout else ""
+            pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}")
         time.sleep(every)
 
 

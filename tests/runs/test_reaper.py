@@ -89,6 +89,7 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
             lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,
             30,
             "the worker process to start the run",
+            on_timeout=lambda: worker.kill() or worker.stderr.read().decode()[-3000:],
         )
         assert [c.status for c in containers_of(run.pk)] == ["running"]
         os.kill(worker.pid, signal.SIGKILL)
@@ -159,12 +160,56 @@ def test_a_queued_run_that_waited_too_long_is_enqueued_again(launch, settings):
     settings.BELVEDIR_QUEUED_STALE = 60
     stale = launch()
     fresh = launch()
-    Run.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(minutes=2))
+    Run.objects.filter(pk=stale.pk).update(enqueued_at=timezone.now() - timedelta(minutes=2))
     OrmQ.objects.all().delete()
 
     result = reaper.reap()
     assert result["requeued"] == [stale.pk]
     (task,) = [q.task for q in OrmQ.objects.all()]
     assert task["func"] == "runs.tasks.execute_run" and tuple(task["args"]) == (stale.pk,)
+    # Enqueued again just now: the next pass leaves it alone, so the queue does not grow.
+    assert reaper.reap()["requeued"] == []
+    assert OrmQ.objects.count() == 1
     fresh.refresh_from_db()
     assert fresh.status == "queued"
+
+
+def test_the_reaper_leaves_a_run_whose_worker_beats_again_before_the_update(launch, settings):
+    from runs.services import run_claim, run_finish
+
+    run = launch()
+    assert run_claim(run_id=run.pk, worker="w:1")
+    cutoff = timezone.now() - timedelta(seconds=30)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())  # it beat after the scan
+    assert run_finish(run_id=run.pk, status="failed", heartbeat_before=cutoff) is False
+    run.refresh_from_db()
+    assert run.status == "running"
+    assert run.api_keys.get().revoked_at is None
+
+
+def test_a_run_launched_without_a_model_records_the_harness_model(launch):
+    run = launch(env={"MODEL": "org/harness-model"})
+    assert run.model == "org/harness-model"
+
+
+@pytest.mark.docker
+def test_the_reaper_never_touches_another_platforms_sandboxes(db, settings):
+    """Two platforms (or test sessions) on one engine: each reaps only its own sandboxes."""
+    from runs.sandbox.docker import DockerBackend
+
+    other = DockerBackend(instance="another-platform")
+    handle = other.create(
+        run_id=f"run_other_{uuid.uuid4().hex[:8]}",
+        command=["sleep", "30"],
+        env={},
+        workdir="/workspace",
+        **{**SandboxSettings.from_settings().create_kwargs(), "network": "none"},
+    )
+    try:
+        other.start(handle)
+        assert all(info.id != handle.id for info in get_backend().list_by_label())
+        reaper.reap()
+        assert [info.id for info in other.list_by_label()] == [handle.id]
+    finally:
+        other.kill(handle)
+        other.remove(handle)
