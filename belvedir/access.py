@@ -9,7 +9,15 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
-from belvedir.models import MANAGE_ROLES, WRITE_ROLES, ApiKey, Membership, Organization, Project, Role
+from belvedir.models import (
+    MANAGE_ROLES,
+    WRITE_ROLES,
+    ApiKey,
+    Membership,
+    Organization,
+    Project,
+    Role,
+)
 
 SESSION_PROJECT = "belvedir_project_id"
 
@@ -53,7 +61,14 @@ class Access:
             return queryset.filter(**{project_field: self.project})
         return queryset.filter(**{f"{project_field}__organization": self.organization})
 
-    def get(self, queryset: QuerySet | type[Model], *, write: bool = False, project_field: str = "project", **lookup):
+    def get(
+        self,
+        queryset: QuerySet | type[Model],
+        *,
+        write: bool = False,
+        project_field: str = "project",
+        **lookup,
+    ):
         """One object in scope, else 404; a write by a read-only member is 403."""
         if isinstance(queryset, type):
             queryset = queryset.objects.all()

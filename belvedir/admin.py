@@ -45,7 +45,16 @@ def revoke_keys(modeladmin, request, queryset):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "prefix", "kind", "project", "run", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "prefix",
+        "kind",
+        "project",
+        "run",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["kind", ("revoked_at", admin.EmptyFieldListFilter), "project__organization"]
     search_fields = ["name", "prefix", "project__name", "run__id"]
     readonly_fields = ["prefix", "hashed", "created_at", "last_used_at", "run"]

@@ -17,7 +17,11 @@ class Pagination(pagination.LimitOffsetPagination):
 
 def exception_handler(exc, context):
     if isinstance(exc, DomainError):
-        code = status.HTTP_429_TOO_MANY_REQUESTS if exc.code.startswith("cap_") else status.HTTP_400_BAD_REQUEST
+        code = (
+            status.HTTP_429_TOO_MANY_REQUESTS
+            if exc.code.startswith("cap_")
+            else status.HTTP_400_BAD_REQUEST
+        )
         return Response(exc.as_dict(), status=code)
     if isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
@@ -80,6 +84,8 @@ class ApiKeyDetailView(AccessMixin, APIView):
         return Response(ApiKeySerializer(key).data)
 
     def delete(self, request, key_id: str):
-        key = self.access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id)
+        key = self.access.get(
+            ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id
+        )
         services.api_key_revoke(key=key)
         return Response(ApiKeySerializer(key).data)

@@ -90,7 +90,16 @@ def cmd_catalog(client: Client, args) -> int:
 
 def cmd_benchmarks_add(client: Client, args) -> int:
     body = {"env": _parse_env(args.env)} if args.env else {}
-    for field in ("name", "repo_url", "ref", "install_command", "run_command", "compute", "gpu_type", "preset"):
+    for field in (
+        "name",
+        "repo_url",
+        "ref",
+        "install_command",
+        "run_command",
+        "compute",
+        "gpu_type",
+        "preset",
+    ):
         value = getattr(args, field)
         if value is not None:
             body[field] = value
@@ -121,7 +130,14 @@ def cmd_benchmarks_list(client: Client, args) -> int:
 
 def cmd_runs_launch(client: Client, args) -> int:
     body = {"harness": args.harness, "attempts": args.attempts, "grading": args.grading}
-    for field in ("model", "model_api_base", "model_api_key", "judge_model", "judge_api_base", "judge_api_key"):
+    for field in (
+        "model",
+        "model_api_base",
+        "model_api_key",
+        "judge_model",
+        "judge_api_base",
+        "judge_api_key",
+    ):
         value = getattr(args, field)
         if value is not None:
             body[field] = value
@@ -189,7 +205,9 @@ def _json_flag_on_every_command(parser: argparse.ArgumentParser) -> argparse.Arg
             for sub in action.choices.values():
                 if not any("--json" in a.option_strings for a in sub._actions):
                     sub.add_argument(
-                        "--json", action="store_true", default=argparse.SUPPRESS,
+                        "--json",
+                        action="store_true",
+                        default=argparse.SUPPRESS,
                         help="machine-readable output",
                     )
                 _json_flag_on_every_command(sub)
@@ -204,7 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("catalog", help="list the catalog's presets").set_defaults(func=cmd_catalog)
 
-    bench = sub.add_parser("benchmarks", help="harnesses").add_subparsers(dest="action", required=True)
+    bench = sub.add_parser("benchmarks", help="harnesses").add_subparsers(
+        dest="action", required=True
+    )
     add = bench.add_parser("add", help="register a harness, from --preset or from flags")
     add.add_argument("--preset")
     add.add_argument("--name")
@@ -221,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=100)
     ls.set_defaults(func=cmd_benchmarks_list)
 
-    runs = sub.add_parser("runs", help="benchmark runs").add_subparsers(dest="action", required=True)
+    runs = sub.add_parser("runs", help="benchmark runs").add_subparsers(
+        dest="action", required=True
+    )
     launch = runs.add_parser("launch", help="launch a run of a harness")
     launch.add_argument("harness", help="harness id")
     launch.add_argument("--model")

@@ -19,14 +19,18 @@ class Organization(models.Model):
 
 class Project(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=ids.project_id, editable=False)
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="projects"
+    )
     name = models.CharField(max_length=120)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["organization", "name"], name="project_name_unique_in_org")
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="project_name_unique_in_org"
+            )
         ]
 
     def __str__(self) -> str:
@@ -45,8 +49,12 @@ MANAGE_ROLES = {Role.OWNER, Role.ADMIN}
 
 
 class Membership(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships"
+    )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(default=timezone.now)
 

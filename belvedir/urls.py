@@ -21,7 +21,9 @@ api_v1 = [
     path("sessions", trace_api.SessionListView.as_view(), name="api-sessions"),
     path("sessions/<str:session_id>", trace_api.SessionDetailView.as_view(), name="api-session"),
     path("task-groups", trace_api.TaskGroupListView.as_view(), name="api-task-groups"),
-    path("task-groups/<str:group_id>", trace_api.TaskGroupDetailView.as_view(), name="api-task-group"),
+    path(
+        "task-groups/<str:group_id>", trace_api.TaskGroupDetailView.as_view(), name="api-task-group"
+    ),
     path("runs", run_api.RunListView.as_view(), name="api-runs"),
     path("runs/<str:run_id>", run_api.RunDetailView.as_view(), name="api-run"),
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
@@ -32,7 +34,13 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("signup/", views.signup, name="signup"),
-    path("login/", auth_views.LoginView.as_view(template_name="belvedir/login.html", authentication_form=EmailLoginForm), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="belvedir/login.html", authentication_form=EmailLoginForm
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch/", views.switch, name="switch"),
     path("settings/project/", views.project_settings, name="project-settings"),

@@ -67,7 +67,9 @@ def project_settings(request):
         if key_form.is_valid():
             try:
                 key, new_key = services.api_key_create(
-                    project=access.project, name=key_form.cleaned_data["name"], created_by=request.user
+                    project=access.project,
+                    name=key_form.cleaned_data["name"],
+                    created_by=request.user,
                 )
             except DomainError as exc:
                 _form_error(key_form, exc)

@@ -16,8 +16,19 @@ class HarnessSerializer(serializers.ModelSerializer):
     class Meta:
         model = Harness
         fields = [
-            "id", "name", "repo_url", "ref", "install_command", "run_command", "env",
-            "compute", "gpu_type", "tasks", "preset", "created_at", "updated_at",
+            "id",
+            "name",
+            "repo_url",
+            "ref",
+            "install_command",
+            "run_command",
+            "env",
+            "compute",
+            "gpu_type",
+            "tasks",
+            "preset",
+            "created_at",
+            "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
 
@@ -53,7 +64,9 @@ class HarnessListView(AccessMixin, APIView):
     def post(self, request):
         self.access.require_write()
         user = request.user if getattr(request.user, "pk", None) else None
-        harness = services.harness_create(project=self.access.project, data=_input(request), created_by=user)
+        harness = services.harness_create(
+            project=self.access.project, data=_input(request), created_by=user
+        )
         return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
 
 

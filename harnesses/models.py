@@ -15,7 +15,9 @@ GPU_TYPES = ["A10G", "L4", "A100", "H100"]
 
 class Harness(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=ids.harness_id, editable=False)
-    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="harnesses")
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="harnesses"
+    )
     name = models.CharField(max_length=120)
     repo_url = models.CharField(max_length=500)
     ref = models.CharField(max_length=200, blank=True)
@@ -36,7 +38,9 @@ class Harness(models.Model):
         ordering = ["-created_at"]
         verbose_name_plural = "harnesses"
         constraints = [
-            models.UniqueConstraint(fields=["project", "name"], name="harness_name_unique_in_project"),
+            models.UniqueConstraint(
+                fields=["project", "name"], name="harness_name_unique_in_project"
+            ),
             models.CheckConstraint(
                 condition=models.Q(compute__in=["cpu", "gpu"]), name="harness_compute_valid"
             ),

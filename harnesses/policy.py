@@ -47,7 +47,10 @@ def validate_env(env) -> dict[str, str]:
             raise DomainError(f"env key {key}: the value must be a string.", field="env")
         value = str(value)
         if len(value) > ENV_VALUE_MAX_CHARS:
-            raise DomainError(f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.", field="env")
+            raise DomainError(
+                f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.",
+                field="env",
+            )
         if "\x00" in value:
             raise DomainError(f"env key {key}: the value contains a NUL byte.", field="env")
         clean[key] = value

@@ -9,7 +9,18 @@ from harnesses import policy
 from harnesses.catalog import preset_get
 from harnesses.models import GPU_TYPES, Compute, Harness
 
-FIELDS = ["name", "repo_url", "ref", "install_command", "run_command", "env", "compute", "gpu_type", "tasks", "preset"]
+FIELDS = [
+    "name",
+    "repo_url",
+    "ref",
+    "install_command",
+    "run_command",
+    "env",
+    "compute",
+    "gpu_type",
+    "tasks",
+    "preset",
+]
 
 
 def _check_preset(slug: str) -> str:

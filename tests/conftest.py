@@ -47,7 +47,9 @@ def outsider(db, client_factory) -> Tenant:
 def readonly(db, owner, client_factory) -> Tenant:
     """A read-only member of the owner's organization, signed in to the browser and the API."""
     User = get_user_model()
-    user = User.objects.create_user(username="ro@example.com", email="ro@example.com", password="correct-horse-9")
+    user = User.objects.create_user(
+        username="ro@example.com", email="ro@example.com", password="correct-horse-9"
+    )
     Membership.objects.create(user=user, organization=owner.org, role=Role.READONLY)
     web = client_factory()
     web.force_login(user)

@@ -253,7 +253,11 @@ def test_read_only_member_cannot_create_a_project(readonly):
 def test_login_accepts_the_email_in_any_case(db, client):
     from belvedir import services
 
-    services.user_signup(email="Mixed@Example.com", password="correct-horse-9", organization_name="M")
-    response = client.post("/login/", {"username": "MIXED@example.COM", "password": "correct-horse-9"})
+    services.user_signup(
+        email="Mixed@Example.com", password="correct-horse-9", organization_name="M"
+    )
+    response = client.post(
+        "/login/", {"username": "MIXED@example.COM", "password": "correct-horse-9"}
+    )
     assert response.status_code == 302
     assert client.get("/harnesses/").status_code == 200

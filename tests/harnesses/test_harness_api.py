@@ -28,14 +28,32 @@ def test_outsider_gets_404_for_another_organizations_harness(owner, outsider):
 def test_read_only_member_can_read_but_not_write(owner, readonly):
     harness_id = owner.api.post("/api/v1/harnesses", HARNESS, format="json").json()["id"]
     assert readonly.api.get(f"/api/v1/harnesses/{harness_id}").status_code == 200
-    assert readonly.api.patch(f"/api/v1/harnesses/{harness_id}", {"name": "x"}, format="json").status_code == 403
+    assert (
+        readonly.api.patch(
+            f"/api/v1/harnesses/{harness_id}", {"name": "x"}, format="json"
+        ).status_code
+        == 403
+    )
     assert readonly.api.post("/api/v1/harnesses", HARNESS, format="json").status_code == 403
 
 
 @pytest.mark.parametrize(
     "key",
-    ["PATH", "HOME", "http_proxy", "HTTPS_PROXY", "No_Proxy", "ALL_PROXY", "LD_PRELOAD",
-     "LD_LIBRARY_PATH", "PYTHONHOME", "BELVEDIR_RUN_ID", "FRACTAL_API_KEY", "1BAD", "BAD-NAME"],
+    [
+        "PATH",
+        "HOME",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "No_Proxy",
+        "ALL_PROXY",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PYTHONHOME",
+        "BELVEDIR_RUN_ID",
+        "FRACTAL_API_KEY",
+        "1BAD",
+        "BAD-NAME",
+    ],
 )
 def test_refused_env_keys_are_named_in_the_error(owner, key):
     response = owner.api.post("/api/v1/harnesses", {**HARNESS, "env": {key: "x"}}, format="json")
@@ -43,7 +61,10 @@ def test_refused_env_keys_are_named_in_the_error(owner, key):
     assert key in response.json()["env"][0]
 
 
-@pytest.mark.parametrize("key", ["MODEL", "MODEL_API_KEY", "HARBOR_AGENT", "PYTHONPATH", "path_extra", "BELVEDIR_AGENT_URL"])
+@pytest.mark.parametrize(
+    "key",
+    ["MODEL", "MODEL_API_KEY", "HARBOR_AGENT", "PYTHONPATH", "path_extra", "BELVEDIR_AGENT_URL"],
+)
 def test_ordinary_env_keys_are_accepted(owner, key):
     response = owner.api.post("/api/v1/harnesses", {**HARNESS, "env": {key: "x"}}, format="json")
     assert response.status_code == 201, response.json()
@@ -56,7 +77,9 @@ def test_creating_from_an_unavailable_card_is_refused_naming_the_card(owner):
 
 
 def test_creating_from_a_card_prefills_every_field(owner):
-    body = owner.api.post("/api/v1/harnesses", {"preset": "swe-bench-verified"}, format="json").json()
+    body = owner.api.post(
+        "/api/v1/harnesses", {"preset": "swe-bench-verified"}, format="json"
+    ).json()
     assert body["env"]["HARBOR_AGENT"] == "terminus-2"
     assert body["env"]["HARBOR_N_TASKS"] == "5"
     assert body["preset"] == "swe-bench-verified"

@@ -17,7 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--email", required=True)
         parser.add_argument("--password", required=True)
         parser.add_argument("--key-name", default="bootstrap")
-        parser.add_argument("--superuser", action="store_true", help="also make the owner a Django admin")
+        parser.add_argument(
+            "--superuser", action="store_true", help="also make the owner a Django admin"
+        )
 
     @transaction.atomic
     def handle(self, *args, **opts):
@@ -36,11 +38,13 @@ class Command(BaseCommand):
         user.save()
         org = Organization.objects.filter(name=opts["org"], memberships__user=user).first()
         if org is None:
-            org = Organization.objects.filter(name=opts["org"]).first() or Organization.objects.create(
+            org = Organization.objects.filter(
                 name=opts["org"]
-            )
+            ).first() or Organization.objects.create(name=opts["org"])
             self.stderr.write(f"organization {org.name} ({org.pk})")
         Membership.objects.get_or_create(user=user, organization=org, defaults={"role": Role.OWNER})
         project, _ = Project.objects.get_or_create(organization=org, name=opts["project"])
-        _, plaintext = services.api_key_create(project=project, name=opts["key_name"], created_by=user)
+        _, plaintext = services.api_key_create(
+            project=project, name=opts["key_name"], created_by=user
+        )
         self.stdout.write(plaintext)
