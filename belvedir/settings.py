@@ -73,7 +73,10 @@ TEMPLATES = [
                 "belvedir.context_processors.tenancy",
             ],
             # {% partialdef %} in every template without {% load partials %}.
-            "builtins": ["template_partials.templatetags.partials"],
+            "builtins": [
+                    "template_partials.templatetags.partials",
+                    "belvedir.templatetags.belvedir_tags",
+                ],
         },
     }
 ]

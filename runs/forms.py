@@ -4,6 +4,13 @@ from runs.models import Grading
 
 
 class LaunchForm(forms.Form):
+    """The New benchmark dialog; `harness_choices` adds a harness picker (My Benchmarks)."""
+
+    def __init__(self, *args, harness_choices=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if harness_choices is not None:
+            self.fields = {"harness": forms.ChoiceField(choices=harness_choices), **self.fields}
+
     attempts = forms.IntegerField(label="Attempts per task", min_value=1, max_value=100, initial=1)
     grading = forms.ChoiceField(choices=Grading.choices, initial=Grading.PASS_AT_1)
     model = forms.CharField(label="MODEL", required=False, max_length=200)

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -69,35 +70,38 @@ def run_cancel(request, run_id: str):
 
 
 @login_required
-def run_launch(request, harness_id: str):
+def run_launch(request, harness_id: str | None = None):
+    """The New benchmark dialog: on a harness page, or from My Benchmarks with a harness picker."""
     access = access_for_request(request)
-    harness = access.get(Harness, pk=harness_id)
-    form = LaunchForm(request.POST or None)
+    harness = access.get(Harness, pk=harness_id) if harness_id else None
+    choices = None
+    if harness is None:
+        harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+        choices = [(h.pk, h.name) for h in harnesses]
+    form = LaunchForm(request.POST or None, harness_choices=choices)
     if request.method == "POST":
         access.require_write()
         if form.is_valid():
+            values = dict(form.cleaned_data)
+            target = harness or access.get(Harness, pk=values.pop("harness"))
             try:
                 run = services.run_launch(
-                    project=harness.project,
-                    harness=harness,
-                    created_by=request.user,
-                    **form.cleaned_data,
+                    project=target.project, harness=target, created_by=request.user, **values
                 )
             except DomainError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
                 messages.success(request, f"Run {run.pk} launched.")
                 if request.htmx:
-                    response = render(
-                        request, "runs/launch.html#launch-form", {"form": form, "harness": harness}
-                    )
+                    response = HttpResponse(status=204)
                     response["HX-Redirect"] = run_url(run)
                     return response
                 return redirect("runs:detail", run_id=run.pk)
     context = {"form": form, "harness": harness}
+    status = 400 if form.errors else 200
     if request.htmx:
-        return render(request, "runs/launch.html#launch-form", context)
-    return render(request, "runs/launch.html", context)
+        return render(request, "runs/launch.html#launch-form", context, status=status)
+    return render(request, "runs/launch.html", context, status=status)
 
 
 def run_url(run: Run) -> str:

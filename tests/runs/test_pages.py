@@ -5,6 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.models import Run
+
 pytestmark = pytest.mark.django_db
 
 
@@ -129,3 +131,29 @@ def test_my_benchmarks_shows_25_runs_a_page(owner, make_run):
 def test_my_benchmarks_needs_a_sign_in(client):
     response = client.get("/runs/")
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_my_benchmarks_new_benchmark_picks_a_harness_and_launches(
+    owner, make_harness, django_capture_on_commit_callbacks
+):
+    harness = make_harness(name="picked")
+    page = owner.web.get("/runs/new/")
+    assert page.status_code == 200 and b"picked" in page.content
+    with django_capture_on_commit_callbacks(execute=False):
+        response = owner.web.post(
+            "/runs/new/", {"harness": harness.pk, "attempts": 2, "grading": "mean"}
+        )
+    run = Run.objects.get(harness=harness)
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert (run.attempts, run.grading) == (2, "mean")
+
+
+def test_my_benchmarks_new_benchmark_refuses_another_organizations_harness(
+    owner, outsider, make_harness
+):
+    harness = make_harness(name="theirs")
+    response = outsider.web.post(
+        "/runs/new/", {"harness": harness.pk, "attempts": 1, "grading": "pass@1"}
+    )
+    assert response.status_code == 400
+    assert not Run.objects.exists()
