@@ -23,7 +23,6 @@ from runs.sandbox.base import (
     SandboxSettings,
     get_backend,
     tar_directory,
-    tar_files,
 )
 from runs.services import (
     git_env,
@@ -191,20 +190,14 @@ def execute_run(run_id: str) -> str:
             **sandbox.create_kwargs(),
         )
         Run.objects.filter(pk=run_id).update(container_id=handle.id)
-        backend.put_files(handle, contract.WORKSPACE, tar_directory(workdir / "repo", "repo"))
-        backend.put_files(
-            handle,
-            contract.WORKSPACE,
-            tar_files(
-                {
-                    ".belvedir/install.sh": (snap.get("install_command") or "true").encode()
-                    + b"\n",
-                    ".belvedir/run.sh": snap["run_command"].encode() + b"\n",
-                    ".belvedir/fetch_tasks.py": contract.FETCH_TASKS.encode(),
-                    ".belvedir/stage": b"start",
-                }
-            ),
-        )
+        # The repo and the control files go in with one copy.
+        control = workdir / ".belvedir"
+        control.mkdir()
+        (control / "install.sh").write_text((snap.get("install_command") or "true") + "\n")
+        (control / "run.sh").write_text(snap["run_command"] + "\n")
+        (control / "fetch_tasks.py").write_text(contract.FETCH_TASKS)
+        (control / "stage").write_text("start")
+        backend.put_files(handle, contract.WORKSPACE, tar_directory(workdir, "."))
         backend.start(handle)
         return _follow(run, backend, handle, tail, notes, fail)
     except SandboxError as exc:
@@ -279,9 +272,10 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
     if exit_code is None:
         return fail(f"belvedir: the run took longer than its {timeout} s limit and was stopped.")
 
-    stage = (
-        (backend.read_file(handle, contract.STAGE_FILE, 64) or b"").decode(errors="replace").strip()
-    )
+    stage = ""  # which step failed: only asked when something did
+    if exit_code != 0:
+        raw_stage = backend.read_file(handle, contract.STAGE_FILE, 64) or b""
+        stage = raw_stage.decode(errors="replace").strip()
     if stage == "tasks":
         return fail(
             "belvedir: the Tasks file could not be downloaded, so the run did not start.", exit_code
