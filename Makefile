@@ -33,6 +33,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 bench: venv machine sandbox-image
+	$(PIP) install -q -e ".[test,bench]"
 	$(PY) bench/run_overhead.py
 	$(PY) bench/ingest.py
 

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-
 from django.utils import timezone
 
 from belvedir import crypto

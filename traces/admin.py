@@ -13,7 +13,16 @@ def form_tasks_now(modeladmin, request, queryset):
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ["external_id", "project", "run", "outcome", "model", "span_count", "llm_call_count", "last_received_at"]
+    list_display = [
+        "external_id",
+        "project",
+        "run",
+        "outcome",
+        "model",
+        "span_count",
+        "llm_call_count",
+        "last_received_at",
+    ]
     list_filter = ["outcome", "project__organization"]
     search_fields = ["external_id", "id", "run__id", "model"]
     readonly_fields = [f.name for f in Session._meta.fields]
@@ -22,7 +31,16 @@ class SessionAdmin(admin.ModelAdmin):
 
 @admin.register(Span)
 class SpanAdmin(admin.ModelAdmin):
-    list_display = ["name", "span_kind", "is_llm", "model", "session", "start_time", "duration_ms", "status_code"]
+    list_display = [
+        "name",
+        "span_kind",
+        "is_llm",
+        "model",
+        "session",
+        "start_time",
+        "duration_ms",
+        "status_code",
+    ]
     list_filter = ["is_llm", "span_kind", "status_code"]
     search_fields = ["name", "trace_id", "span_id", "session__external_id", "model"]
     readonly_fields = [f.name for f in Span._meta.fields]
@@ -31,7 +49,16 @@ class SpanAdmin(admin.ModelAdmin):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "group", "session", "llm_call_count", "total_tokens", "status", "started_at"]
+    list_display = [
+        "name",
+        "kind",
+        "group",
+        "session",
+        "llm_call_count",
+        "total_tokens",
+        "status",
+        "started_at",
+    ]
     list_filter = ["kind", "status"]
     search_fields = ["name", "normalized_name", "session__external_id"]
     readonly_fields = [f.name for f in Task._meta.fields]
@@ -39,6 +66,14 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(TaskGroup)
 class TaskGroupAdmin(admin.ModelAdmin):
-    list_display = ["name", "normalized_name", "project", "task_count", "success_count", "fail_count", "last_seen_at"]
+    list_display = [
+        "name",
+        "normalized_name",
+        "project",
+        "task_count",
+        "success_count",
+        "fail_count",
+        "last_seen_at",
+    ]
     search_fields = ["name", "normalized_name"]
     readonly_fields = [f.name for f in TaskGroup._meta.fields]

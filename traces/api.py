@@ -16,8 +16,19 @@ class SessionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Session
         fields = [
-            "id", "session_id", "run", "outcome", "model", "span_count", "llm_call_count",
-            "input_tokens", "output_tokens", "total_tokens", "started_at", "ended_at", "last_received_at",
+            "id",
+            "session_id",
+            "run",
+            "outcome",
+            "model",
+            "span_count",
+            "llm_call_count",
+            "input_tokens",
+            "output_tokens",
+            "total_tokens",
+            "started_at",
+            "ended_at",
+            "last_received_at",
         ]
 
 
@@ -25,9 +36,21 @@ class SpanSerializer(serializers.ModelSerializer):
     class Meta:
         model = Span
         fields = [
-            "trace_id", "span_id", "parent_span_id", "name", "kind", "span_kind", "entity_name",
-            "start_time", "end_time", "duration_ms", "status_code", "status_message", "attributes",
-            "events", "is_llm",
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "name",
+            "kind",
+            "span_kind",
+            "entity_name",
+            "start_time",
+            "end_time",
+            "duration_ms",
+            "status_code",
+            "status_message",
+            "attributes",
+            "events",
+            "is_llm",
         ]
 
 
@@ -35,8 +58,18 @@ class LlmCallSerializer(serializers.ModelSerializer):
     class Meta:
         model = Span
         fields = [
-            "span_id", "trace_id", "name", "model", "input_messages", "output_messages",
-            "input_tokens", "output_tokens", "total_tokens", "duration_ms", "start_time", "status_code",
+            "span_id",
+            "trace_id",
+            "name",
+            "model",
+            "input_messages",
+            "output_messages",
+            "input_tokens",
+            "output_tokens",
+            "total_tokens",
+            "duration_ms",
+            "start_time",
+            "status_code",
         ]
 
 
@@ -44,23 +77,44 @@ class TaskSerializer(serializers.ModelSerializer):
     class Meta:
         model = Task
         fields = [
-            "id", "name", "normalized_name", "kind", "group", "session", "started_at", "ended_at",
-            "llm_call_count", "total_tokens", "status",
+            "id",
+            "name",
+            "normalized_name",
+            "kind",
+            "group",
+            "session",
+            "started_at",
+            "ended_at",
+            "llm_call_count",
+            "total_tokens",
+            "status",
         ]
 
 
 class TaskGroupSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskGroup
-        fields = ["id", "name", "normalized_name", "task_count", "success_count", "fail_count", "last_seen_at"]
+        fields = [
+            "id",
+            "name",
+            "normalized_name",
+            "task_count",
+            "success_count",
+            "fail_count",
+            "last_seen_at",
+        ]
 
 
 class SessionListView(AccessMixin, APIView):
     def get(self, request):
         q = request.query_params
         sessions = selectors.sessions_for(
-            access=self.access, run=q.get("run"), outcome=q.get("outcome"), model=q.get("model"),
-            since=q.get("since"), until=q.get("until"),
+            access=self.access,
+            run=q.get("run"),
+            outcome=q.get("outcome"),
+            model=q.get("model"),
+            since=q.get("since"),
+            until=q.get("until"),
         )
         page = Pagination()
         rows = page.paginate_queryset(sessions, request, view=self)
@@ -84,7 +138,9 @@ class SessionDetailView(AccessMixin, APIView):
 class TaskGroupListView(AccessMixin, APIView):
     def get(self, request):
         page = Pagination()
-        rows = page.paginate_queryset(selectors.task_groups_for(access=self.access), request, view=self)
+        rows = page.paginate_queryset(
+            selectors.task_groups_for(access=self.access), request, view=self
+        )
         return page.get_paginated_response(TaskGroupSerializer(rows, many=True).data)
 
 
@@ -92,4 +148,6 @@ class TaskGroupDetailView(AccessMixin, APIView):
     def get(self, request, group_id: str):
         group = self.access.get(TaskGroup, pk=group_id)
         tasks = selectors.tasks_for(access=self.access, group=group.pk)[:200]
-        return Response(TaskGroupSerializer(group).data | {"tasks": TaskSerializer(tasks, many=True).data})
+        return Response(
+            TaskGroupSerializer(group).data | {"tasks": TaskSerializer(tasks, many=True).data}
+        )

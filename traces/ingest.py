@@ -10,7 +10,7 @@ import threading
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, UnreadablePostError
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -33,12 +33,19 @@ def _error(content_type: str | None, status: int, message: str, **headers) -> Ht
     return response
 
 
+class BodyUnreadable(Exception):
+    pass
+
+
 def _read_body(request, limit: int) -> bytes | None:
     """At most limit + 1 bytes, without Django's DATA_UPLOAD_MAX_MEMORY_SIZE check."""
     length = request.META.get("CONTENT_LENGTH") or ""
     if length.isdigit() and int(length) > limit:
         return None
-    data = request.read(limit + 1)
+    try:
+        data = request.read(limit + 1)
+    except (OSError, UnreadablePostError):  # the client went away mid-body
+        raise BodyUnreadable from None
     return None if len(data) > limit else data
 
 
@@ -56,7 +63,10 @@ def traces(request):
         return _error(content_type, 503, "Ingest is busy; retry shortly.", Retry_After="1")
     try:
         limit = settings.BELVEDIR_INGEST_MAX_BYTES
-        body = _read_body(request, limit)
+        try:
+            body = _read_body(request, limit)
+        except BodyUnreadable:
+            return _error(content_type, 400, "The body could not be read.")
         if body is None:
             return _error(content_type, 413, f"The body is over {limit} bytes.")
         try:
@@ -95,7 +105,10 @@ def outcomes(request):
     key = api_key_authenticate(bearer_token(request) or "")
     if key is None:
         return JsonResponse({"detail": "Unknown or revoked API key."}, status=401)
-    body = _read_body(request, 64 * 1024)
+    try:
+        body = _read_body(request, 64 * 1024)
+    except BodyUnreadable:
+        return JsonResponse({"detail": "The body could not be read."}, status=400)
     if body is None:
         return JsonResponse({"detail": "The body is over 64 KB."}, status=413)
     try:
@@ -105,7 +118,9 @@ def outcomes(request):
     if not isinstance(data, dict):
         return JsonResponse({"detail": "The body must be a JSON object."}, status=400)
     try:
-        session = outcome_record(key=key, session_id=data.get("session_id"), outcome=data.get("outcome"))
+        session = outcome_record(
+            key=key, session_id=data.get("session_id"), outcome=data.get("outcome")
+        )
     except DomainError as exc:
         return JsonResponse(exc.as_dict(), status=400)
     except Session.DoesNotExist:

@@ -13,9 +13,13 @@ class Session(models.Model):
     """Every span with the same session id (or, lacking one, the same trace) in a project."""
 
     id = models.CharField(primary_key=True, max_length=32, default=ids.session_id, editable=False)
-    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="trace_sessions")
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="trace_sessions"
+    )
     external_id = models.CharField(max_length=255)
-    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
     outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
     outcome_at = models.DateTimeField(null=True, blank=True)
     model = models.CharField(max_length=200, blank=True)
@@ -32,7 +36,9 @@ class Session(models.Model):
     class Meta:
         ordering = ["-last_received_at"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "external_id"], name="session_unique_in_project")
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="session_unique_in_project"
+            )
         ]
         indexes = [models.Index(fields=["project", "-last_received_at"])]
 
@@ -48,8 +54,12 @@ class Span(models.Model):
     """One stored span. An LLM call's parsed fields live on its span (is_llm)."""
 
     project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="spans")
-    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.CASCADE, related_name="spans")
-    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="spans")
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
+    )
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="spans"
+    )
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)
@@ -78,9 +88,14 @@ class Span(models.Model):
     class Meta:
         ordering = ["start_time"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique_in_project")
+            models.UniqueConstraint(
+                fields=["project", "trace_id", "span_id"], name="span_unique_in_project"
+            )
         ]
-        indexes = [models.Index(fields=["session", "start_time"]), models.Index(fields=["project", "trace_id"])]
+        indexes = [
+            models.Index(fields=["session", "start_time"]),
+            models.Index(fields=["project", "trace_id"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.span_id})"
@@ -89,8 +104,12 @@ class Span(models.Model):
 class TaskGroup(models.Model):
     """Tasks of the same normalized name, across sessions."""
 
-    id = models.CharField(primary_key=True, max_length=32, default=ids.task_group_id, editable=False)
-    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="task_groups")
+    id = models.CharField(
+        primary_key=True, max_length=32, default=ids.task_group_id, editable=False
+    )
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="task_groups"
+    )
     normalized_name = models.CharField(max_length=300)
     name = models.CharField(max_length=500)
     task_count = models.PositiveIntegerField(default=0)
@@ -101,7 +120,9 @@ class TaskGroup(models.Model):
     class Meta:
         ordering = ["-last_seen_at"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "normalized_name"], name="task_group_unique_name")
+            models.UniqueConstraint(
+                fields=["project", "normalized_name"], name="task_group_unique_name"
+            )
         ]
 
     def __str__(self) -> str:
@@ -114,8 +135,12 @@ class Task(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=ids.task_id, editable=False)
     project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="tasks")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tasks")
-    group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
-    span = models.ForeignKey(Span, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    group = models.ForeignKey(
+        TaskGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    span = models.ForeignKey(
+        Span, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     name = models.CharField(max_length=500)
     normalized_name = models.CharField(max_length=300)
     kind = models.CharField(max_length=12, help_text="workflow, task or session")

@@ -24,8 +24,13 @@ def _parse_time(value: str, field: str) -> datetime:
 
 
 def sessions_for(
-    *, access: Access, run: str | None = None, outcome: str | None = None, model: str | None = None,
-    since: str | None = None, until: str | None = None,
+    *,
+    access: Access,
+    run: str | None = None,
+    outcome: str | None = None,
+    model: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> QuerySet[Session]:
     sessions = access.scope(Session.objects.all()).select_related("run")
     if run:
@@ -60,7 +65,9 @@ def session_tree(session: Session) -> list[tuple[int, Span]]:
     while stack:
         depth, span = stack.pop()
         out.append((depth, span))
-        stack.extend((depth + 1, c) for c in reversed(children.get((span.trace_id, span.span_id), [])))
+        stack.extend(
+            (depth + 1, c) for c in reversed(children.get((span.trace_id, span.span_id), []))
+        )
     return out
 
 
@@ -68,8 +75,12 @@ def task_groups_for(*, access: Access) -> QuerySet[TaskGroup]:
     return access.scope(TaskGroup.objects.all())
 
 
-def tasks_for(*, access: Access, group: str | None = None, session: str | None = None) -> QuerySet[Task]:
-    tasks = access.scope(Task.objects.all()).select_related("session", "group").order_by("-started_at")
+def tasks_for(
+    *, access: Access, group: str | None = None, session: str | None = None
+) -> QuerySet[Task]:
+    tasks = (
+        access.scope(Task.objects.all()).select_related("session", "group").order_by("-started_at")
+    )
     if group:
         tasks = tasks.filter(group_id=group)
     if session:
@@ -82,7 +93,9 @@ def run_trace_summary(run: Run) -> dict | None:
     sessions = Session.objects.filter(run=run)
     if not sessions.exists():
         return None
-    totals = sessions.aggregate(calls=Sum("llm_call_count"), tin=Sum("input_tokens"), tout=Sum("output_tokens"))
+    totals = sessions.aggregate(
+        calls=Sum("llm_call_count"), tin=Sum("input_tokens"), tout=Sum("output_tokens")
+    )
     first = sessions.order_by("first_seen_at").first()
     url = (
         reverse("traces:session", kwargs={"session_id": first.pk})

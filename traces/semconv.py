@@ -21,6 +21,7 @@ name(arguments)`` lines, the form the SDK's importers already send.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ SESSION_ID_KEYS = (
     "gen_ai.conversation.id",
 )
 MAX_SESSION_ID_CHARS = 255
+MAX_TOKEN_COUNT = 2**31 - 1
 SPAN_KINDS = frozenset({"workflow", "task", "agent", "tool", "llm"})
 
 _INPUT_TOKEN_KEYS = (
@@ -115,7 +117,8 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
     )
     call.model = call.response_model or call.request_model
     if call.total_tokens is None and None not in (call.input_tokens, call.output_tokens):
-        call.total_tokens = call.input_tokens + call.output_tokens
+        total = call.input_tokens + call.output_tokens
+        call.total_tokens = total if total <= MAX_TOKEN_COUNT else None
 
     try:
         _read_messages(call, attributes)
@@ -126,6 +129,9 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
         if isinstance(reasons, list):
             call.finish_reasons = [r for r in reasons if isinstance(r, str)]
 
+    # Message text came out of JSON strings: it may hold what PostgreSQL cannot store.
+    call.input_messages = [_storable(m) for m in call.input_messages]
+    call.output_messages = [_storable(m) for m in call.output_messages]
     is_llm = (
         call.model
         or call.operation
@@ -138,6 +144,15 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
 
 
 # -- Helpers ---------------------------------------------------------------------
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(message: dict[str, str]) -> dict[str, str]:
+    """NUL and lone surrogates (refused by PostgreSQL text and jsonb) become U+FFFD."""
+    return {
+        k: _UNSTORABLE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in message.items()
+    }
 
 
 def _read_messages(call: LlmCall, attributes: dict[str, Any]) -> None:
@@ -162,17 +177,21 @@ def _text(attributes: dict[str, Any], *keys: str) -> str:
 
 
 def _count(attributes: dict[str, Any], keys: tuple[str, ...]) -> int | None:
-    """A token count: int, integral float (the importers send doubles) or digit string."""
+    """A token count: int, integral float (the importers send doubles) or digit string.
+
+    Past ``MAX_TOKEN_COUNT`` it is no real count (and would not fit the span's integer
+    columns, failing the whole batch): such a value is skipped like a missing one.
+    """
     for key in keys:
         value = attributes.get(key)
         if isinstance(value, bool):
             continue
-        if isinstance(value, int) and value >= 0:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
+            value = int(value)
+        if isinstance(value, int) and 0 <= value <= MAX_TOKEN_COUNT:
             return value
-        if isinstance(value, float) and value.is_integer() and value >= 0:
-            return int(value)
-        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
-            return int(value)
     return None
 
 

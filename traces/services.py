@@ -1,10 +1,11 @@
 """Trace writes: store a decoded OTLP batch, record outcomes, form tasks and task groups."""
 
+import json
 import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ from belvedir.models import ApiKey
 from runs.models import Run
 from traces import otlp
 from traces.models import Outcome, Session, Span, Task, TaskGroup
+from traces.semconv import MAX_SESSION_ID_CHARS
 
 TRACE_SESSION_PREFIX = "trace:"
 
@@ -28,7 +30,11 @@ def _resolve_session_ids(project, spans: list[otlp.SpanIn]) -> list[str]:
     for span, sid in zip(spans, own, strict=True):
         if sid:
             by_trace.setdefault(span.trace_id, sid)
-    missing = {s.trace_id for s, sid in zip(spans, own, strict=True) if not sid and s.trace_id not in by_trace}
+    missing = {
+        s.trace_id
+        for s, sid in zip(spans, own, strict=True)
+        if not sid and s.trace_id not in by_trace
+    }
     if missing:
         known = (
             Span.objects.filter(project=project, trace_id__in=missing, session__isnull=False)
@@ -37,20 +43,39 @@ def _resolve_session_ids(project, spans: list[otlp.SpanIn]) -> list[str]:
         )
         for trace_id, external_id in known:
             by_trace.setdefault(trace_id, external_id)
-    return [sid or by_trace.get(s.trace_id) or f"{TRACE_SESSION_PREFIX}{s.trace_id}" for s, sid in zip(spans, own, strict=True)]
+    return [
+        sid or by_trace.get(s.trace_id) or f"{TRACE_SESSION_PREFIX}{s.trace_id}"
+        for s, sid in zip(spans, own, strict=True)
+    ]
 
 
 def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str, Session]:
-    now = timezone.now()
-    Session.objects.bulk_create(
-        [Session(project=project, external_id=e, run=run, first_seen_at=now, last_received_at=now) for e in external_ids],
-        ignore_conflicts=True,
-    )
-    sessions = {s.external_id: s for s in Session.objects.filter(project=project, external_id__in=external_ids)}
+    sessions = {
+        s.external_id: s
+        for s in Session.objects.filter(project=project, external_id__in=external_ids)
+    }
+    missing = sorted(external_ids - sessions.keys())
+    if missing:  # sorted, like every row lock below, so concurrent batches never deadlock
+        now = timezone.now()
+        Session.objects.bulk_create(
+            [
+                Session(
+                    project=project, external_id=e, run=run, first_seen_at=now, last_received_at=now
+                )
+                for e in missing
+            ],
+            ignore_conflicts=True,
+        )
+        sessions.update(
+            (s.external_id, s)
+            for s in Session.objects.filter(project=project, external_id__in=missing)
+        )
     # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
     run_ids = {e for e in external_ids if e.startswith("run_")}
-    runs_by_id = {r.pk: r for r in Run.objects.filter(project=project, pk__in=run_ids)} if run_ids else {}
-    for external_id, session in sessions.items():
+    runs_by_id = (
+        {r.pk: r for r in Run.objects.filter(project=project, pk__in=run_ids)} if run_ids else {}
+    )
+    for external_id, session in sorted(sessions.items(), key=lambda item: item[1].pk):
         owner = run or runs_by_id.get(external_id)
         if session.run_id is None and owner is not None:
             session.run = owner
@@ -59,7 +84,14 @@ def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str,
 
 
 def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
-    """Store a batch in one transaction; spans already stored are skipped. Returns the count given."""
+    """Store a batch in one transaction; spans already stored are skipped. Returns the count given.
+
+    On PostgreSQL the batch goes in as one `INSERT … SELECT FROM jsonb_populate_recordset`
+    whose RETURNING says which spans were new, and each session's counters grow by exactly
+    those (under row locks taken in id order): no per-row model objects, no client-side
+    array quoting, and no recount of the whole session per batch. Elsewhere (SQLite in
+    development) bulk_create and a recount do the same.
+    """
     if not spans:
         return 0
     project = key.project
@@ -73,43 +105,120 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
             session = sessions[external_id]
             call = otlp.parse_llm_call(span.attributes)
             rows.append(
-                Span(
-                    project=project,
-                    session=session,
-                    run=run or session.run,
-                    trace_id=span.trace_id,
-                    span_id=span.span_id,
-                    parent_span_id=span.parent_span_id,
-                    name=span.name[:500],
-                    kind=span.kind[:12],
-                    span_kind=(otlp.span_kind_of(span.attributes) or "")[:12],
-                    entity_name=otlp.entity_name_of(span.attributes, span.name)[:500],
-                    start_time=_dt(span.start_ns),
-                    end_time=_dt(span.end_ns),
-                    duration_ms=(span.end_ns - span.start_ns) / 1e6,
-                    status_code=span.status_code,
-                    status_message=span.status_message,
-                    attributes=span.attributes,
-                    events=span.events,
-                    resource=span.resource_attributes,
-                    scope_name=span.scope_name[:200],
-                    is_llm=call is not None,
-                    model=(call.model if call else "")[:200],
-                    input_messages=call.input_messages if call else [],
-                    output_messages=call.output_messages if call else [],
-                    input_tokens=call.input_tokens if call else None,
-                    output_tokens=call.output_tokens if call else None,
-                    total_tokens=call.total_tokens if call else None,
-                    received_at=now,
-                )
+                {
+                    "project_id": project.pk,
+                    "session_id": session.pk,
+                    "run_id": run.pk if run else session.run_id,
+                    "trace_id": span.trace_id,
+                    "span_id": span.span_id,
+                    "parent_span_id": span.parent_span_id,
+                    "name": span.name[:500],
+                    "kind": span.kind[:12],
+                    "span_kind": (otlp.span_kind_of(span.attributes) or "")[:12],
+                    "entity_name": otlp.entity_name_of(span.attributes, span.name)[:500],
+                    "start_time": _dt(span.start_ns),
+                    "end_time": _dt(span.end_ns),
+                    "duration_ms": (span.end_ns - span.start_ns) / 1e6,
+                    "status_code": span.status_code,
+                    "status_message": span.status_message,
+                    "attributes": span.attributes,
+                    "events": span.events,
+                    "resource": span.resource_attributes,
+                    "scope_name": span.scope_name[:200],
+                    "is_llm": call is not None,
+                    "model": (call.model if call else "")[:200],
+                    "input_messages": call.input_messages if call else [],
+                    "output_messages": call.output_messages if call else [],
+                    "input_tokens": call.input_tokens if call else None,
+                    "output_tokens": call.output_tokens if call else None,
+                    "total_tokens": call.total_tokens if call else None,
+                    "received_at": now,
+                }
             )
-        Span.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-        _refresh_sessions([s.pk for s in sessions.values()], now)
+        session_ids = sorted(s.pk for s in sessions.values())
+        if connection.vendor == "postgresql":
+            _add_to_sessions(session_ids, _insert_spans(rows), now)
+        else:
+            Span.objects.bulk_create(
+                [Span(**row) for row in rows], ignore_conflicts=True, batch_size=500
+            )
+            _refresh_sessions(session_ids, now)
     return len(rows)
 
 
+def _json_default(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _insert_spans(rows: list[dict]) -> list[tuple]:
+    """Insert the rows, skipping stored (project, trace id, span id); per session, what was new:
+    (session id, spans, LLM spans, input tokens, output tokens, first start, last end,
+    whether an LLM span with a model came).
+
+    The rows' keys are the columns filled (a Span field added later needs its key there:
+    no model defaults apply on this path).
+    """
+    qn = connection.ops.quote_name
+    table = qn(Span._meta.db_table)
+    columns = ", ".join(qn(c) for c in rows[0])
+    sql = (
+        f"WITH new AS (INSERT INTO {table} ({columns}) "
+        f"SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
+        "ON CONFLICT DO NOTHING "
+        "RETURNING session_id, is_llm, input_tokens, output_tokens, start_time, end_time, model) "
+        "SELECT session_id, count(*), count(*) FILTER (WHERE is_llm), "
+        "coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
+        "min(start_time), max(end_time), coalesce(bool_or(is_llm AND model <> ''), false) "
+        "FROM new GROUP BY session_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [json.dumps(rows, default=_json_default)])
+        return cursor.fetchall()
+
+
+_SESSIONS_ADD_SQL = f"""
+UPDATE {Session._meta.db_table} AS s SET
+    span_count = s.span_count + d.spans,
+    llm_call_count = s.llm_call_count + d.llm,
+    input_tokens = s.input_tokens + d.tokens_in,
+    output_tokens = s.output_tokens + d.tokens_out,
+    started_at = LEAST(s.started_at, d.started_at),
+    ended_at = GREATEST(s.ended_at, d.ended_at),
+    model = CASE WHEN d.new_model THEN COALESCE(
+        (SELECT x.model FROM {Span._meta.db_table} AS x
+         WHERE x.session_id = s.id AND x.is_llm AND x.model <> ''
+         ORDER BY x.start_time DESC LIMIT 1),
+        s.model) ELSE s.model END,
+    last_received_at = %s
+FROM jsonb_to_recordset(%s::jsonb) AS d(
+    id text, spans integer, llm integer, tokens_in bigint, tokens_out bigint,
+    started_at timestamptz, ended_at timestamptz, new_model boolean)
+WHERE s.id = d.id
+"""
+
+
+def _add_to_sessions(session_ids: list[str], new: list[tuple], now) -> None:
+    """Grow each session's counters by what this batch inserted (a retry adds nothing).
+
+    The rows are locked in id order first, so concurrent batches neither deadlock nor lose
+    each other's counts; the last model is read again once a session has a new LLM span.
+    """
+    keys = ("spans", "llm", "tokens_in", "tokens_out", "started_at", "ended_at", "new_model")
+    added = {row[0]: dict(zip(keys, row[1:], strict=True)) for row in new}
+    nothing = dict.fromkeys(keys, 0) | {"started_at": None, "ended_at": None, "new_model": False}
+    deltas = [{"id": pk, **added.get(pk, nothing)} for pk in session_ids]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {Session._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+            [session_ids],
+        )
+        cursor.execute(_SESSIONS_ADD_SQL, [now, json.dumps(deltas, default=_json_default)])
+
+
 def _refresh_sessions(session_ids: list[str], now) -> None:
-    """Recount from the stored spans, so a retried batch never counts twice."""
+    """Recount from the stored spans, so a retried batch never counts twice (non-PostgreSQL)."""
     stats = (
         Span.objects.filter(session_id__in=session_ids)
         .values("session_id")
@@ -142,12 +251,22 @@ def _refresh_sessions(session_ids: list[str], now) -> None:
         )
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _stored_session_id(session_id: str) -> str:
+    """The id as ingest stores it: NUL and lone surrogates (which PostgreSQL refuses) replaced
+    like the decoder does, then stripped and cut like ``session_id_of``."""
+    return _UNSTORABLE.sub("\ufffd", session_id).strip()[:MAX_SESSION_ID_CHARS]
+
+
 def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
-    if not isinstance(session_id, str) or not session_id:
+    if not isinstance(session_id, str) or not session_id.strip():
         raise DomainError("session_id must be a non-empty string.", field="session_id")
     if outcome not in Outcome.values:
         raise DomainError('outcome must be "success" or "fail".', field="outcome")
-    session = Session.objects.filter(project=key.project, external_id=session_id).first()
+    external_id = _stored_session_id(session_id)
+    session = Session.objects.filter(project=key.project, external_id=external_id).first()
     if session is None:
         raise Session.DoesNotExist(session_id)
     with transaction.atomic():
@@ -161,7 +280,8 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
 # --- tasks and task groups --------------------------------------------------------------
 
 _IDS = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{12,}\b|\d+", re.IGNORECASE
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{12,}\b|\d+",
+    re.IGNORECASE,
 )
 
 
@@ -210,7 +330,9 @@ def tasks_form(*, session: Session) -> list[Task]:
             tasks.append(_task(session, None, name, "session", spans))
         for task in tasks:
             group, _ = TaskGroup.objects.get_or_create(
-                project=session.project, normalized_name=task.normalized_name, defaults={"name": task.name}
+                project=session.project,
+                normalized_name=task.normalized_name,
+                defaults={"name": task.name},
             )
             task.group = group
         Task.objects.bulk_create(tasks)
@@ -231,8 +353,12 @@ def _task(session: Session, root: Span | None, name: str, kind: str, members: li
         started_at=min((s.start_time for s in members), default=None),
         ended_at=max((s.end_time for s in members), default=None),
         llm_call_count=len(llm),
-        total_tokens=sum((s.total_tokens or (s.input_tokens or 0) + (s.output_tokens or 0)) for s in llm),
-        status="error" if any(s.status_code == "error" for s in ([root] if root else members)) else "ok",
+        total_tokens=sum(
+            (s.total_tokens or (s.input_tokens or 0) + (s.output_tokens or 0)) for s in llm
+        ),
+        status="error"
+        if any(s.status_code == "error" for s in ([root] if root else members))
+        else "ok",
     )
 
 
@@ -245,7 +371,9 @@ def _refresh_groups(group_ids: set[str]) -> None:
             last=Max("ended_at"),
         )
         TaskGroup.objects.filter(pk=group_id).update(
-            task_count=stats["n"], success_count=stats["ok"], fail_count=stats["bad"],
+            task_count=stats["n"],
+            success_count=stats["ok"],
+            fail_count=stats["bad"],
             last_seen_at=stats["last"] or timezone.now(),
         )
 
@@ -261,4 +389,3 @@ def quiet_sessions_form(*, quiet_seconds: int, limit: int = 200) -> int:
         tasks_form(session=session)
         count += 1
     return count
-

@@ -1,6 +1,5 @@
 """Trace pages: sessions, a session as a span tree, tasks, task groups."""
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
@@ -15,19 +14,25 @@ from traces.models import Session, TaskGroup
 def session_list(request):
     access = access_for_request(request)
     q = request.GET
+    error, status = None, 200
     try:
         sessions = selectors.sessions_for(
-            access=access, run=q.get("run"), outcome=q.get("outcome"), model=q.get("model"),
-            since=q.get("since"), until=q.get("until"),
+            access=access,
+            run=q.get("run"),
+            outcome=q.get("outcome"),
+            model=q.get("model"),
+            since=q.get("since"),
+            until=q.get("until"),
         ).filter(project=access.project)
     except DomainError as exc:
-        messages.error(request, exc.message)
-        sessions = selectors.sessions_for(access=access).filter(project=access.project)
+        # A filter that cannot be applied shows no rows rather than every session unfiltered.
+        error, status = exc.message, 400
+        sessions = Session.objects.none()
     page = Paginator(sessions, 25).get_page(q.get("page"))
-    context = {"page": page, "filters": q}
+    context = {"page": page, "filters": q, "filter_error": error}
     if request.htmx and q.get("fragment") == "table":
-        return render(request, "traces/sessions.html#session-table", context)
-    return render(request, "traces/sessions.html", context)
+        return render(request, "traces/sessions.html#session-table", context, status=status)
+    return render(request, "traces/sessions.html", context, status=status)
 
 
 @login_required
@@ -54,7 +59,9 @@ def task_group_list(request):
 def task_group_detail(request, group_id: str):
     access = access_for_request(request)
     group = access.get(TaskGroup, pk=group_id)
-    page = Paginator(selectors.tasks_for(access=access, group=group.pk), 25).get_page(request.GET.get("page"))
+    page = Paginator(selectors.tasks_for(access=access, group=group.pk), 25).get_page(
+        request.GET.get("page")
+    )
     return render(request, "traces/task_group.html", {"group": group, "page": page})
 
 

@@ -686,6 +686,28 @@ def test_absurdly_nested_message_json_keeps_the_call_without_messages():
     assert call.model == "m" and call.input_messages == []
 
 
+def test_token_counts_no_integer_column_can_hold_are_skipped_like_missing_ones():
+    call = parse_llm_call(
+        {
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 2**31,  # past int32: skipped, the older key is read
+            "gen_ai.usage.prompt_tokens": 7,
+            "gen_ai.usage.output_tokens": 2**31 - 1,
+            "llm.usage.total_tokens": "9" * 18,
+        }
+    )
+    assert (call.input_tokens, call.output_tokens, call.total_tokens) == (7, 2**31 - 1, None)
+
+    call = parse_llm_call(
+        {
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 2**31 - 1,
+            "gen_ai.usage.output_tokens": 1,
+        }
+    )
+    assert (call.input_tokens, call.output_tokens, call.total_tokens) == (2**31 - 1, 1, None)
+
+
 def test_spans_that_are_not_llm_calls_give_none():
     spans = spans_by_name("sdk_batch.json")
 

@@ -1,0 +1,564 @@
+"""Trace ingest throughput: spans/s stored through POST /api/v1/traces by one web process.
+
+    .venv/bin/python bench/ingest.py [--batches 200] [--sessions 10] [--clients 4]
+                                     [--threads 4] [--profile] [--keep-db] [--app-dir DIR]
+
+* Payloads: the SDK-captured body tests/traces/fixtures/sdk_batch.json (docs/sdk-wire-format.md),
+  its 8 spans (4 LLM calls: 2 current-format openai.chat with messages, 2 indexed-format raw
+  HTTP chats; 3 workflow spans; 1 requests http span) replicated into OTLP/JSON batches of 100
+  spans with fresh unique hex trace/span ids (parents remapped), current timestamps, one
+  resource and one scope entry per instrumentation library, as the SDK's exporter sends them,
+  spread round-robin over --sessions sessions (10 by default, so each session accumulates
+  thousands of spans during the run).
+* Parse-only rate: `traces.otlp.decode_request` + `parse_llm_call` + `session_id_of` per span
+  over the same payloads, in this process, before the server starts.
+* Stored rate: gunicorn serving belvedir.wsgi with ONE worker process (gthread, --threads)
+  on 127.0.0.1, DEBUG off, PostgreSQL database `belvedir_bench_ingest` (dropped and created at
+  start, dropped at the end); --clients threads POST the batches over keep-alive
+  requests.Sessions with a project key. 10 warm-up batches first, then --batches timed ones
+  (a 120 s cap). Afterwards the database must hold exactly the spans sent (else it is an
+  error); whether the sessions' span counts add up to it is reported (a product check).
+
+Prints stored spans/s, parse-only spans/s, their ratio, PASS/MISS against 5,000 spans/s, the
+rate per quarter of the run (does it slow down as sessions grow?), CPU use of the worker, its
+PostgreSQL backends and everything else (this machine is often shared, which lowers the rate),
+and the CPU cost per batch with the ceiling it implies on an idle machine. --profile runs
+py-spy (GIL-holding samples) on the worker during the timed phase and prints where the time
+goes. --app-dir serves another checkout with the same schema (e.g. `git archive HEAD | tar -x
+-C /tmp/head`) to compare before/after. Exits 0 unless something errored (a non-200 answer
+after retries, a wrong span count, the server not starting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import _common
+from _common import table
+
+DB_NAME = "belvedir_bench_ingest"
+FIXTURE = _common.ROOT / "tests" / "traces" / "fixtures" / "sdk_batch.json"
+SESSION_KEY = "traceloop.association.properties.session_id"
+TARGET = 5000
+SPANS_PER_BATCH = 100
+WARMUP_BATCHES = 10
+TIME_CAP_S = 120
+VENV_BIN = Path(sys.executable).parent
+
+
+# --- payloads ------------------------------------------------------------------------------
+
+
+def make_payloads(count: int, sessions: int, seed: int = 7) -> list[bytes]:
+    """`count` OTLP/JSON bodies of SPANS_PER_BATCH spans each, shaped like the SDK's."""
+    fixture = json.loads(FIXTURE.read_text())
+    resource_spans = fixture["resourceSpans"][0]
+    scopes = [s["scope"] for s in resource_spans["scopeSpans"]]
+    templates = [
+        (index, span)
+        for index, scope_spans in enumerate(resource_spans["scopeSpans"])
+        for span in scope_spans["spans"]
+    ]
+    first_ns = min(int(span["startTimeUnixNano"]) for _, span in templates)
+    salt = random.Random(seed).getrandbits(32)
+    base_ns = time.time_ns() - 3600 * 10**9
+    ids = itertools.count(1)
+    payloads = []
+    span_no = 0
+    trace_map: dict[str, str] = {}
+    span_map: dict[str, str] = {}
+    session = ""
+    offset = 0
+    for _ in range(count):
+        by_scope: dict[int, list] = {}
+        for _ in range(SPANS_PER_BATCH):
+            k = span_no % len(templates)
+            if k == 0:  # a new replica of the fixture: new traces, new ids, next session
+                replica = span_no // len(templates)
+                trace_map, span_map = {}, {}
+                session = f"bench-session-{replica % sessions}"
+                offset = replica * 10**8  # 0.1 s apart
+            span_no += 1
+            scope_index, template = templates[k]
+            span = copy.deepcopy(template)
+            if span["traceId"] not in trace_map:
+                trace_map[span["traceId"]] = f"{salt:08x}{next(ids):024x}"
+            span["traceId"] = trace_map[span["traceId"]]
+            for field in ("spanId", "parentSpanId"):
+                if span.get(field):
+                    if span[field] not in span_map:
+                        span_map[span[field]] = f"{salt:08x}{next(ids):08x}"
+                    span[field] = span_map[span[field]]
+            for field in ("startTimeUnixNano", "endTimeUnixNano"):
+                span[field] = str(int(span[field]) - first_ns + base_ns + offset)
+            for event in span.get("events", []):
+                event["timeUnixNano"] = str(
+                    int(event["timeUnixNano"]) - first_ns + base_ns + offset
+                )
+            for attribute in span["attributes"]:
+                if attribute["key"] == SESSION_KEY:
+                    attribute["value"] = {"stringValue": session}
+            by_scope.setdefault(scope_index, []).append(span)
+        body = {
+            "resourceSpans": [
+                {
+                    "resource": resource_spans["resource"],
+                    "scopeSpans": [
+                        {"scope": scopes[i], "spans": spans}
+                        for i, spans in sorted(by_scope.items())
+                    ],
+                }
+            ]
+        }
+        payloads.append(json.dumps(body).encode())  # ASCII, like the SDK's json.dumps
+    return payloads
+
+
+def mix_of(payload: bytes) -> dict[str, int]:
+    from traces import otlp
+
+    mix = {"llm": 0, "workflow": 0, "other": 0}
+    for span in otlp.decode_request(payload, "application/json").spans:
+        if otlp.parse_llm_call(span.attributes):
+            mix["llm"] += 1
+        elif otlp.span_kind_of(span.attributes) == "workflow":
+            mix["workflow"] += 1
+        else:
+            mix["other"] += 1
+    return mix
+
+
+def parse_only(payloads: list[bytes]) -> tuple[float, int]:
+    """Spans per second through decode_request + parse_llm_call + session_id_of."""
+    from traces import otlp
+
+    spans = 0
+    started = time.perf_counter()
+    for payload in payloads:
+        batch = otlp.decode_request(payload, "application/json")
+        for span in batch.spans:
+            otlp.parse_llm_call(span.attributes)
+            otlp.session_id_of(span.attributes, span.resource_attributes)
+        spans += len(batch.spans)
+    return spans / (time.perf_counter() - started), spans
+
+
+# --- server --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """gunicorn with one worker process, in its own process group."""
+
+    def __init__(
+        self, database_url: str, threads: int, log_path: Path, app_dir: Path = _common.ROOT
+    ):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DEBUG": "0",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "belvedir.settings",
+        }
+        self.log = open(log_path, "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [
+                str(VENV_BIN / "gunicorn"), "belvedir.wsgi", "--workers", "1",
+                "--threads", str(threads), "--bind", f"127.0.0.1:{self.port}",
+                "--log-level", "warning", "--timeout", "60",
+            ],
+            cwd=app_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        self.log_path = log_path
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                requests.get(f"{self.url}/api/v1/traces", timeout=2)  # 405: it answers
+                return
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        raise RuntimeError("gunicorn did not answer within 30 s")
+
+    def worker_pid(self) -> int | None:
+        try:
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+            return int(children.split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=15)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=5)
+        self.log.close()
+
+
+def cpu_seconds(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies over all CPUs since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def postgres_backends() -> list[int]:
+    """Process ids of the PostgreSQL backends serving the bench database (the web worker's)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [DB_NAME],
+        )
+        pids = [row[0] for row in cursor.fetchall()]
+    connection.close()
+    return pids
+
+
+# --- load ----------------------------------------------------------------------------------
+
+
+class Load:
+    def __init__(self, url: str, key: str, clients: int):
+        self.url = f"{url}/api/v1/traces"
+        self.headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        self.clients = clients
+        self.local = threading.local()
+        self.retries = 0
+        self.lock = threading.Lock()
+
+    def session(self):
+        import requests
+
+        if not hasattr(self.local, "session"):
+            self.local.session = requests.Session()
+        return self.local.session
+
+    def post(self, payload: bytes) -> float:
+        """POST one batch; the time it was answered. Raises on anything but a clean 200."""
+        import requests
+
+        for attempt in range(5):
+            try:
+                response = self.session().post(
+                    self.url, data=payload, headers=self.headers, timeout=60
+                )
+            except requests.ConnectionError:
+                # A keep-alive connection the server closed (gunicorn's keepalive is 2 s,
+                # e.g. while this thread slept on a Retry-After): once more on a new one.
+                self.session().close()
+                if attempt == 4:
+                    raise
+                continue
+            if response.status_code == 503 and attempt < 4:
+                with self.lock:
+                    self.retries += 1
+                self.session().close()  # the sleep below outlasts gunicorn's keep-alive
+                time.sleep(float(response.headers.get("Retry-After", "1")))
+                continue
+            break
+        done = time.perf_counter()
+        if response.status_code != 200:
+            raise RuntimeError(f"ingest answered {response.status_code}: {response.text[:300]}")
+        partial = (response.json() or {}).get("partialSuccess") or {}
+        if int(partial.get("rejectedSpans") or 0):
+            raise RuntimeError(f"ingest rejected spans: {partial}")
+        return done
+
+    def run(self, payloads: list[bytes], cap_s: float) -> tuple[float, list[float], int]:
+        """(elapsed, answer times relative to the start, batches sent) under a time cap."""
+        started = time.perf_counter()
+        deadline = started + cap_s
+        answered: list[float] = []
+        feed = iter(payloads)
+        feed_lock = threading.Lock()
+
+        def worker() -> None:
+            while time.perf_counter() < deadline:
+                with feed_lock:
+                    payload = next(feed, None)
+                if payload is None:
+                    return
+                at = self.post(payload)
+                with feed_lock:
+                    answered.append(at - started)
+
+        with ThreadPoolExecutor(self.clients) as pool:
+            for future in [pool.submit(worker) for _ in range(self.clients)]:
+                future.result()
+        return time.perf_counter() - started, sorted(answered), len(answered)
+
+
+def py_spy(pid: int, seconds: int, out: Path) -> subprocess.Popen | None:
+    exe = shutil.which("py-spy") or str(VENV_BIN / "py-spy")
+    if not Path(exe).exists():
+        print("(py-spy is not installed: pip install py-spy to profile)", file=sys.stderr)
+        return None
+    return subprocess.Popen(
+        [exe, "record", "--pid", str(pid), "--duration", str(seconds), "--format", "raw",
+         "--rate", "200", "--gil", "--output", str(out), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def print_profile(raw: Path, top: int = 25) -> None:
+    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
+    if not raw.exists():
+        print("(no profile written)")
+        return
+    total = 0
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        # Idle worker threads wait in the gthread poller / queue: skip those stacks.
+        if any(
+            f.startswith(("wait (threading", "select (selectors", "_worker (concurrent"))
+            for f in frames[-2:]
+        ):
+            continue
+        total += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+    if not total:
+        print("(empty profile)")
+        return
+    print(f"\npy-spy, web worker during the timed phase ({total} busy samples):")
+    rows = [
+        [f[:90], f"{100 * n / total:5.1f}%"]
+        for f, n in sorted(own.items(), key=lambda x: -x[1])[:top]
+    ]
+    print(table(rows, ["function (self time)", "share"]))
+    interesting = ("spans_ingest", "_refresh_sessions", "_sessions_for", "_resolve_session_ids",
+                   "decode_request", "parse_llm_call", "bulk_create", "api_key_authenticate",
+                   "execute (psycopg", "encode_response", "__init__ (django/db/models/base.py")  # fmt: skip
+    rows = []
+    for frame, n in sorted(inclusive.items(), key=lambda x: -x[1]):
+        if any(word in frame for word in interesting):
+            rows.append([frame[:90], f"{100 * n / total:5.1f}%"])
+    print(table(rows[:top], ["function (inclusive)", "share"]))
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", type=int, default=200, help="timed batches (default 200)")
+    parser.add_argument("--sessions", type=int, default=10, help="sessions the spans go to")
+    parser.add_argument("--clients", type=int, default=4, help="client threads (default 4)")
+    parser.add_argument("--threads", type=int, default=4, help="gunicorn worker threads")
+    parser.add_argument("--profile", action="store_true", help="py-spy the worker")
+    parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
+    parser.add_argument(
+        "--app-dir",
+        type=Path,
+        default=_common.ROOT,
+        help="serve another checkout of the project (same schema), e.g. to compare before/after",
+    )
+    args = parser.parse_args()
+    if not (VENV_BIN / "gunicorn").exists():
+        print(
+            f"gunicorn is not installed in {VENV_BIN.parent}: {VENV_BIN / 'pip'} install gunicorn",
+            file=sys.stderr,
+        )
+        return 1
+
+    tmp = Path(tempfile.mkdtemp(prefix="belvedir-bench-ingest-"))
+    server: Server | None = None
+    url = _common.database_recreate(DB_NAME)
+    try:
+        _common.django_setup(url)
+        from django.db import connection
+        from django.db.models import Sum
+
+        from belvedir.models import Membership
+        from belvedir.services import api_key_create, user_signup
+        from traces.models import Session, Span
+
+        user = user_signup(
+            email="bench@example.com", password="bench-password-1", organization_name="Bench"
+        )
+        project = Membership.objects.get(user=user).organization.projects.get()
+        _, key = api_key_create(project=project, name="bench", created_by=user)
+        connection.close()
+
+        payloads = make_payloads(WARMUP_BATCHES + args.batches, args.sessions)
+        warmup, timed = payloads[:WARMUP_BATCHES], payloads[WARMUP_BATCHES:]
+        mix = mix_of(timed[0])
+        size = sum(map(len, timed)) / len(timed)
+        print(
+            f"payloads: {len(timed)} batches of {SPANS_PER_BATCH} spans "
+            f"({mix['llm']} LLM, {mix['workflow']} workflow, {mix['other']} http per batch), "
+            f"{size / 1024:.0f} KB each, over {args.sessions} sessions; +{WARMUP_BATCHES} warm-up"
+        )
+        parse_only(warmup)  # imports and caches
+        parse_rate, _ = parse_only(timed)
+        print(f"parse-only: {parse_rate:,.0f} spans/s (one thread, this process)", flush=True)
+
+        server = Server(url, args.threads, tmp / "gunicorn.log", args.app_dir.resolve())
+        server.wait_ready()
+        load = Load(server.url, key, args.clients)
+        load.run(warmup, TIME_CAP_S)
+        worker = server.worker_pid()
+        profiler = None
+        if args.profile and worker:
+            profiler = py_spy(worker, TIME_CAP_S, tmp / "profile.txt")
+            time.sleep(1.0)  # let py-spy attach
+        backends = postgres_backends()
+        cpu0, busy0, own0 = cpu_seconds(worker), machine_busy(), os.times()
+        pg0 = sum(cpu_seconds(pid) for pid in backends)
+        elapsed, answered, sent = load.run(timed, TIME_CAP_S)
+        cpu1, busy1, own1 = cpu_seconds(worker), machine_busy(), os.times()
+        pg1 = sum(cpu_seconds(pid) for pid in backends)
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+            try:
+                profiler.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                profiler.kill()
+
+        expected = (WARMUP_BATCHES + sent) * SPANS_PER_BATCH
+        stored = Span.objects.count()
+        counted = Session.objects.aggregate(n=Sum("span_count"))["n"] or 0
+        sessions = Session.objects.count()
+        connection.close()
+        if stored != expected or sessions != args.sessions:
+            print(
+                f"ERROR: expected {expected} spans in {args.sessions} sessions; the database holds "
+                f"{stored} spans in {sessions} sessions",
+                file=sys.stderr,
+            )
+            return 1
+        # Session.span_count is the platform's own tally; a mismatch is a product bug to report
+        # (not a benchmark error): concurrent batches of one session overwrite each other's count.
+        count_note = (
+            "session span counts add up"
+            if counted == expected
+            else f"BUT Session.span_count adds up to {counted:,}, not {expected:,} (lost update)"
+        )
+
+        rate = sent * SPANS_PER_BATCH / elapsed
+        print()
+        if sent < len(timed):
+            print(f"time cap of {TIME_CAP_S} s reached: {sent} of {len(timed)} batches sent")
+        rows = [
+            ["stored through POST /api/v1/traces", f"{rate:,.0f}"],
+            ["parse-only (decode + parse_llm_call + session_id_of)", f"{parse_rate:,.0f}"],
+        ]
+        print(table(rows, ["spans per second", "rate"]))
+        print()
+        print(
+            f"{sent * SPANS_PER_BATCH:,} spans in {elapsed:.1f} s by 1 gunicorn worker "
+            f"({args.threads} threads), {args.clients} client threads, keep-alive; "
+            f"DB verified: {stored:,} spans (incl. warm-up) as sent; {count_note}"
+        )
+        print(f"ratio stored/parse-only: {rate / parse_rate:.2f}")
+        print(
+            f"target: at least {TARGET:,} spans/s stored -> {'PASS' if rate >= TARGET else 'MISS'}"
+        )
+        quarters = []
+        for q in range(4):
+            lo, hi = int(len(answered) * q / 4), int(len(answered) * (q + 1) / 4)
+            if hi - lo >= 2:
+                start = answered[lo - 1] if lo else 0.0
+                quarters.append(f"{(hi - lo) * SPANS_PER_BATCH / (answered[hi - 1] - start):,.0f}")
+        spans_per_session = (WARMUP_BATCHES + sent) * SPANS_PER_BATCH // args.sessions
+        print(
+            f"rate by quarter of the run (sessions grow to ~{spans_per_session:,} spans each): "
+            + " -> ".join(quarters)
+        )
+        busy = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]) * (os.cpu_count() or 1)
+        client = (own1.user + own1.system) - (own0.user + own0.system)
+        print(
+            f"CPU during the timed phase: web worker {100 * (cpu1 - cpu0) / elapsed:.0f}% of a core, "
+            f"its {len(backends)} PostgreSQL backends {100 * (pg1 - pg0) / elapsed:.0f}%, "
+            f"load client {100 * client / elapsed:.0f}%; whole machine {100 * busy:.0f}% "
+            f"of {os.cpu_count()} cores, so other processes took "
+            f"~{max(0.0, 100 * (busy - (cpu1 - cpu0 + pg1 - pg0 + client) / elapsed)):.0f}%"
+        )
+        # What one batch costs in CPU, whatever else the machine was doing (this machine is
+        # often shared): the web worker can use one core at most (one process, the GIL).
+        batches = max(1, sent)
+        web_ms = 1000 * (cpu1 - cpu0) / batches
+        pg_ms = 1000 * (pg1 - pg0) / batches
+        client_ms = 1000 * client / batches
+        cores = os.cpu_count() or 1
+        ceiling = SPANS_PER_BATCH * min(1000 / web_ms, 1000 * cores / (web_ms + pg_ms + client_ms))
+        print(
+            f"CPU per batch of {SPANS_PER_BATCH}: web worker {web_ms:.1f} ms, PostgreSQL {pg_ms:.1f} ms, "
+            f"load client {client_ms:.1f} ms -> on an otherwise idle {cores}-core machine about "
+            f"{ceiling:,.0f} spans/s at most (an estimate, not the measurement above)"
+        )
+        log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+        deadlocks = log.count("deadlock detected")
+        if load.retries or deadlocks:
+            print(f"503 answers retried: {load.retries}; deadlocks in the server log: {deadlocks}")
+        if args.profile:
+            print_profile(tmp / "profile.txt")
+        return 0
+    except Exception:
+        if server is not None and server.log_path.exists():
+            tail = server.log_path.read_text(errors="replace")[-3000:]
+            print(f"--- the end of the server log ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not args.keep_db:
+            _common.database_drop(DB_NAME)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
