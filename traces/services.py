@@ -370,6 +370,9 @@ def _refresh_groups(group_ids: set[str]) -> None:
             bad=Count("id", filter=Q(session__outcome=Outcome.FAIL)),
             last=Max("ended_at"),
         )
+        if not stats["n"]:  # its last task was re-formed away
+            TaskGroup.objects.filter(pk=group_id).delete()
+            continue
         TaskGroup.objects.filter(pk=group_id).update(
             task_count=stats["n"],
             success_count=stats["ok"],

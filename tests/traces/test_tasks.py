@@ -314,3 +314,15 @@ def test_groups_belong_to_one_project(owner, outsider):
         group = TaskGroup.objects.get(project=tenant.project)
         assert group.task_count == 1
         assert {t.project for t in group.tasks.all()} == {tenant.project}
+
+
+def test_a_group_left_without_tasks_after_re_forming_disappears(owner):
+    post_traces(owner.key, body_of(span("chat once", attributes={"session.id": "s-lone"})))
+    let_time_pass(31)
+    form_tasks()
+    assert list(TaskGroup.objects.values_list("name", flat=True)) == ["chat once"]
+
+    workflow(owner.key, "s-lone", "plan")  # now the session has a workflow span: one task for it
+    let_time_pass(31)
+    form_tasks()
+    assert list(TaskGroup.objects.values_list("name", "task_count")) == [("plan", 1)]
