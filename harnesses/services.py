@@ -53,7 +53,9 @@ def harness_defaults_from_preset(slug: str) -> dict:
     }
 
 
-def _clean(data: dict) -> dict:
+def _clean(data: dict, *, current_preset: str = "") -> dict:
+    """Validated fields. `current_preset`, the card a harness already came from, is kept
+    without a check (a card may have been withdrawn since)."""
     clean: dict = {}
     name = str(data.get("name") or "").strip()
     if not name:
@@ -86,7 +88,8 @@ def _clean(data: dict) -> dict:
         gpu_type = ""
     clean["gpu_type"] = gpu_type
     clean["tasks"] = policy.validate_tasks(data.get("tasks"))
-    clean["preset"] = _check_preset(data.get("preset") or "")
+    preset = (data.get("preset") or "").strip()
+    clean["preset"] = preset if preset and preset == current_preset else _check_preset(preset)
     return clean
 
 
@@ -140,11 +143,7 @@ def harness_update(*, harness: Harness, data: dict) -> Harness:
     """Update; fields not given keep their value."""
     current = {f: getattr(harness, f) for f in FIELDS}
     merged = {**current, **{k: v for k, v in data.items() if k in FIELDS}}
-    if merged.get("preset") == harness.preset:
-        merged["preset"] = ""  # an unchanged card is not re-checked
-    clean = _clean(merged)
-    if "preset" not in data or data.get("preset") == harness.preset:
-        clean["preset"] = harness.preset
+    clean = _clean(merged, current_preset=harness.preset)
     _check_name_free(harness.project, clean["name"], exclude_id=harness.pk)
     for field, value in clean.items():
         setattr(harness, field, value)

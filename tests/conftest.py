@@ -43,19 +43,23 @@ def outsider(db, client_factory) -> Tenant:
     return _tenant(client_factory, "outsider@example.com", "Globex")
 
 
-@pytest.fixture
-def readonly(db, owner, client_factory) -> Tenant:
-    """A read-only member of the owner's organization, signed in to the browser and the API."""
-    User = get_user_model()
-    user = User.objects.create_user(
-        username="ro@example.com", email="ro@example.com", password="correct-horse-9"
+def _member_of(owner: Tenant, client_factory, email: str, role: str) -> Tenant:
+    """Another user in the owner's organization with this role, signed in to the browser and API."""
+    user = get_user_model().objects.create_user(
+        username=email, email=email, password="correct-horse-9"
     )
-    Membership.objects.create(user=user, organization=owner.org, role=Role.READONLY)
+    Membership.objects.create(user=user, organization=owner.org, role=role)
     web = client_factory()
     web.force_login(user)
     api = APIClient()
     api.force_authenticate(user=user)
     return Tenant(user, owner.org, owner.project, "", api, web)
+
+
+@pytest.fixture
+def readonly(db, owner, client_factory) -> Tenant:
+    """A read-only member of the owner's organization."""
+    return _member_of(owner, client_factory, "ro@example.com", Role.READONLY)
 
 
 @pytest.fixture
@@ -68,16 +72,7 @@ def client_factory():
 @pytest.fixture
 def member(db, owner, client_factory) -> Tenant:
     """A plain member (can write, cannot manage the organization) of the owner's organization."""
-    User = get_user_model()
-    user = User.objects.create_user(
-        username="member@example.com", email="member@example.com", password="correct-horse-9"
-    )
-    Membership.objects.create(user=user, organization=owner.org, role=Role.MEMBER)
-    web = client_factory()
-    web.force_login(user)
-    api = APIClient()
-    api.force_authenticate(user=user)
-    return Tenant(user, owner.org, owner.project, "", api, web)
+    return _member_of(owner, client_factory, "member@example.com", Role.MEMBER)
 
 
 @pytest.fixture
