@@ -1,0 +1,42 @@
+"""A run launched from the browser streams its log and ends with a score, through a real worker."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from runs.models import Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_run_launched_from_the_harness_page_streams_its_log_and_shows_its_score(
+    sandbox_settings,
+    cluster,
+    signed_in_page,
+    make_harness,  # noqa: F811
+):
+    page = signed_in_page
+    harness = make_harness(name="browser run", env={"SLEEP": "4", "ECHO_SECRET": "1"})
+    page.goto(f"/harnesses/{harness.pk}/")
+    page.click("text=New benchmark")
+    dialog = page.locator("#launch-dialog")
+    dialog.locator("input[name=model]").fill("openai/gpt-4.1-mini")
+    dialog.locator("input[name=model_api_key]").fill("sk-browser-secret-123456")
+    dialog.locator("select[name=grading]").select_option("mean")
+    dialog.locator("button[type=submit]").click()
+
+    page.wait_for_url(re.compile(r"/runs/run_[a-z0-9]+/$"))
+    run = Run.objects.get(harness=harness)
+    assert (run.model, run.grading) == ("openai/gpt-4.1-mini", "mean")
+    # The log arrives while the run is still going.
+    expect(page.locator("#run-log")).to_contain_text("tick 1", timeout=30_000)
+    assert Run.objects.get(pk=run.pk).status == "running"
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
+    expect(page.locator("#run-score")).to_have_text("0.8500")
+    content = page.content()
+    assert "sk-browser-secret-123456" not in content
+    assert "[redacted]" in page.locator("#run-log").inner_text()
+
+    page.goto(f"/runs/?harness={harness.pk}")
+    expect(page.locator("#run-table .badge")).to_have_text("succeeded")
