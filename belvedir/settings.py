@@ -10,15 +10,31 @@ from belvedir.env import envbool, envfloat, envint, envlist, envstr
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = envstr("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and not envbool("BELVEDIR_DEV", True):
-        raise ImproperlyConfigured("SECRET_KEY must be set when BELVEDIR_DEV is off")
-    SECRET_KEY = "dev-insecure-secret-key-change-me"
+# Development mode (the default, for `make up` and tests) may use built-in secrets; with
+# BELVEDIR_DEV=0 every secret must be given, or the start-up stops here.
+BELVEDIR_DEV = envbool("BELVEDIR_DEV", True)
+
+
+def _secret(name: str) -> str:
+    value = envstr(name, "")
+    if value:
+        if not BELVEDIR_DEV and len(value) < 32:
+            raise ImproperlyConfigured(f"{name} must be at least 32 characters")
+        return value
+    if not BELVEDIR_DEV:
+        raise ImproperlyConfigured(f"{name} must be set when BELVEDIR_DEV is off")
+    return f"dev-insecure-{name.lower()}"
+
+
+SECRET_KEY = _secret("SECRET_KEY")
 # Keyed hash for API keys: its own secret, never SECRET_KEY.
-API_KEY_HASH_SECRET = envstr("API_KEY_HASH_SECRET", "dev-insecure-api-key-secret")
-# Fernet-style key material for secrets users hand us (model keys).
-FIELD_ENCRYPTION_KEY = envstr("FIELD_ENCRYPTION_KEY", "dev-insecure-field-encryption-key")
+API_KEY_HASH_SECRET = _secret("API_KEY_HASH_SECRET")
+# Key material for the secrets users hand us (model keys), stored encrypted.
+FIELD_ENCRYPTION_KEY = _secret("FIELD_ENCRYPTION_KEY")
+if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, FIELD_ENCRYPTION_KEY}) < 3:
+    raise ImproperlyConfigured(
+        "SECRET_KEY, API_KEY_HASH_SECRET and FIELD_ENCRYPTION_KEY must differ"
+    )
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
@@ -74,9 +90,9 @@ TEMPLATES = [
             ],
             # {% partialdef %} in every template without {% load partials %}.
             "builtins": [
-                    "template_partials.templatetags.partials",
-                    "belvedir.templatetags.belvedir_tags",
-                ],
+                "template_partials.templatetags.partials",
+                "belvedir.templatetags.belvedir_tags",
+            ],
         },
     }
 ]

@@ -100,3 +100,34 @@ def test_the_settings_module_refuses_to_start_with_a_bad_value(env, named):
     result = _load_settings(**env)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and named in result.stderr
+
+
+def _settings_with(env: dict) -> subprocess.CompletedProcess:
+    """Import the settings module in a fresh interpreter with this environment."""
+    return subprocess.run(
+        [sys.executable, "-c", "import belvedir.settings"],
+        env={"PATH": os.environ["PATH"], **env},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_production_mode_refuses_to_start_without_its_secrets():
+    done = _settings_with({"BELVEDIR_DEV": "0"})
+    assert done.returncode != 0 and "SECRET_KEY must be set" in done.stderr
+    done = _settings_with({"BELVEDIR_DEV": "0", "SECRET_KEY": "s" * 40})
+    assert done.returncode != 0 and "API_KEY_HASH_SECRET must be set" in done.stderr
+
+
+def test_production_mode_starts_with_three_distinct_long_secrets():
+    secrets = {
+        "SECRET_KEY": "a" * 40,
+        "API_KEY_HASH_SECRET": "b" * 40,
+        "FIELD_ENCRYPTION_KEY": "c" * 40,
+    }
+    assert _settings_with({"BELVEDIR_DEV": "0", **secrets}).returncode == 0
+    same = {**secrets, "FIELD_ENCRYPTION_KEY": "a" * 40}
+    assert "must differ" in _settings_with({"BELVEDIR_DEV": "0", **same}).stderr
+    short = {**secrets, "SECRET_KEY": "short"}
+    assert "at least 32 characters" in _settings_with({"BELVEDIR_DEV": "0", **short}).stderr
