@@ -67,6 +67,14 @@ def validate_tasks(tasks: str | None) -> str:
     return tasks
 
 
+def file_repos_allowed() -> bool:
+    """file:// repos read the worker's own disk: right for self-hosted and offline use, and
+    turned off (BELVEDIR_ALLOW_FILE_REPOS=0) where tenants must not see the host."""
+    from django.conf import settings
+
+    return settings.BELVEDIR_ALLOW_FILE_REPOS
+
+
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:[^\s]+$")
 
 
@@ -92,6 +100,11 @@ def validate_repo_url(url: str | None) -> str:
             field="repo_url",
         )
     if parsed.scheme == "file":
+        if not file_repos_allowed():
+            raise DomainError(
+                "file:// repos are turned off on this platform; use an https, ssh or git URL.",
+                field="repo_url",
+            )
         # file:///abs/path only: file://relative/path would read "relative" as a host.
         if parsed.netloc or not parsed.path.startswith("/") or not parsed.path.strip("/"):
             raise DomainError(

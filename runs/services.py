@@ -42,6 +42,12 @@ def git_error_reason(stderr: str, default: str = "no answer") -> str:
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
+    if repo_url.startswith("file:") and not settings.BELVEDIR_ALLOW_FILE_REPOS:
+        raise DomainError(
+            "file:// repos are turned off on this platform; change the harness's repo URL.",
+            field="harness",
+            code="repo",
+        )
     timeout = settings.BELVEDIR_GIT_TIMEOUT
     args = ["git", "ls-remote", "--", repo_url]
     if ref and not _SHA.match(ref):

@@ -425,3 +425,17 @@ def test_the_tasks_file_is_only_for_the_runs_own_key(owner, make_harness):
     assert sandbox.get(f"/api/v1/runs/{one.pk}").status_code == 403
     # A project key cannot fetch Tasks files.
     assert owner.api.get(f"/api/v1/runs/{one.pk}/tasks").status_code == 403
+
+
+def test_file_repos_can_be_turned_off_for_hosted_deployments(owner, make_harness, settings):
+    harness = make_harness(name="local")  # a file:// repo, saved while they were allowed
+    settings.BELVEDIR_ALLOW_FILE_REPOS = False
+    response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+    assert response.status_code == 400
+    assert "file:// repos are turned off" in response.json()["harness"][0]
+    created = owner.api.post(
+        "/api/v1/harnesses",
+        {"name": "x", "repo_url": "file:///srv/repo", "run_command": "true"},
+        format="json",
+    )
+    assert created.status_code == 400 and "turned off" in created.json()["repo_url"][0]

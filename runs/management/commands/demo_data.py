@@ -19,7 +19,11 @@ class Command(BaseCommand):
         parser.add_argument("--email", required=True)
 
     def handle(self, *args, **opts):
-        membership = Membership.objects.filter(user__email__iexact=opts["email"]).select_related("organization").first()
+        membership = (
+            Membership.objects.filter(user__email__iexact=opts["email"])
+            .select_related("organization")
+            .first()
+        )
         if membership is None:
             raise CommandError(f"no user {opts['email']}")
         project = membership.organization.projects.order_by("created_at").first()
