@@ -122,8 +122,11 @@ def access_for_request(request) -> Access:
     if cached is not None:
         return cached
     auth = getattr(request, "auth", None)
-    if isinstance(auth, ApiKey):
-        access = access_for_key(auth)
+    # The key is on DRF's request; the plain HttpRequest (templates, the browsable API) only
+    # has DRF's user for it, which carries the key.
+    key = auth if isinstance(auth, ApiKey) else getattr(getattr(request, "user", None), "key", None)
+    if isinstance(key, ApiKey):
+        access = access_for_key(key)
     else:
         access = access_for_user(request.user, getattr(request, "session", None))
     if access is None:

@@ -12,6 +12,8 @@ def tenancy(request):
         access = access_for_request(request)
     except Http404:
         return {}
+    if access.api_key is not None:  # an API key, in the browsable API: its project only
+        return {"access": access, "switch_projects": [access.project]}
     orgs = [m.organization for m in memberships_of(user)]
     projects = Project.objects.filter(organization__in=orgs).select_related("organization")
     return {"access": access, "switch_projects": projects}

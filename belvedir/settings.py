@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "belvedir.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -152,9 +153,9 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = envstr("REDIS_URL", "")
 Q_CLUSTER = {
     "name": "belvedir",
-    "workers": envint("Q_WORKERS", 4, minimum=1),
-    "timeout": envint("Q_TIMEOUT", 4200, minimum=10),
-    "retry": envint("Q_RETRY", 4500, minimum=20),
+    "workers": envint("Q_WORKERS", 8, minimum=1),
+    "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
+    "retry": envint("Q_RETRY", 5700, minimum=20),
     "max_attempts": 1,
     "poll": 0.2,
     "catch_up": False,
@@ -191,6 +192,11 @@ BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
+if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:
+    raise ImproperlyConfigured(
+        "Q_TIMEOUT must exceed BELVEDIR_RUN_TIMEOUT plus the clone budget (4 x BELVEDIR_CLONE_TIMEOUT),"
+        " or django-q2 kills workers in the middle of runs"
+    )
 BELVEDIR_QUEUED_STALE = envint("BELVEDIR_QUEUED_STALE", 600, minimum=5)
 BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)

@@ -20,6 +20,9 @@ _REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
 _ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN"}
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL refuses them
+
+
 def env_key_refusal(key: str) -> str | None:
     """Why this env key is refused, or None when it is allowed."""
     if not isinstance(key, str) or not ENV_NAME.match(key):
@@ -51,8 +54,11 @@ def validate_env(env) -> dict[str, str]:
                 f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.",
                 field="env",
             )
-        if "\x00" in value:
-            raise DomainError(f"env key {key}: the value contains a NUL byte.", field="env")
+        if _UNSTORABLE.search(value):
+            raise DomainError(
+                f"env key {key}: the value contains a NUL or an unpaired surrogate character.",
+                field="env",
+            )
         clean[key] = value
     return clean
 

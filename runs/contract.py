@@ -139,6 +139,21 @@ def _describe(value) -> str:
     return f"a {type(value).__name__}"
 
 
+def _shown(number) -> str:
+    text = str(number)
+    return text if len(text) <= 30 else f"{text[:12]}…({len(text)} digits)"
+
+
+def _non_finite_as_strings(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _non_finite_as_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_non_finite_as_strings(v) for v in value]
+    return value
+
+
 def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Outcome:
     """Apply the score rules to results.json after the run command exited."""
     notes: list[str] = []
@@ -146,8 +161,9 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
     if raw is not None:
         try:
             parsed = json.loads(raw.decode("utf-8"), parse_constant=_parse_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            notes.append(f"belvedir: results.json is not valid JSON ({exc}).")
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            notes.append(f"belvedir: results.json is not valid JSON ({reason}).")
             parsed = None
         if parsed is not None and not isinstance(parsed, dict):
             notes.append("belvedir: results.json must hold a JSON object.")
@@ -162,21 +178,23 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
         elif (
             isinstance(raw_score, bool)
             or not isinstance(raw_score, int | float)
-            or not math.isfinite(raw_score)
+            or (isinstance(raw_score, float) and not math.isfinite(raw_score))
         ):
             notes.append(f"belvedir: the score must be a number, not {_describe(raw_score)}.")
         elif raw_score < 0:
-            notes.append(f"belvedir: the score {raw_score} is negative.")
+            notes.append(f"belvedir: the score {_shown(raw_score)} is negative.")
         elif raw_score > 100:
-            notes.append(f"belvedir: the score {raw_score} is over 100.")
+            notes.append(f"belvedir: the score {_shown(raw_score)} is over 100.")
         elif raw_score > 1:
             score = raw_score / 100
             notes.append(f"belvedir: score {raw_score} read as a percentage: {score:g}.")
         else:
             score = float(raw_score)
-        if _has_non_finite({k: v for k, v in results.items() if k != "score"}):
-            notes.append("belvedir: results.json holds NaN or Infinity, which is not JSON.")
-            results, score = None, None
+        if _has_non_finite(results):
+            notes.append(
+                "belvedir: NaN and Infinity in results.json are not JSON; stored as strings."
+            )
+            results = _non_finite_as_strings(results)
     if results is not None:
         reported = results.get("model")
         if launch_model:
@@ -187,8 +205,6 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
                     f"{launch_model!r}; kept as results.model_reported."
                 )
             results["model"] = launch_model
-        if isinstance(results.get("score"), float) and not math.isfinite(results["score"]):
-            results["score"] = str(results["score"])
 
     if exit_code != 0:
         return Outcome(False, None, results, notes)

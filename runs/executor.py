@@ -92,6 +92,46 @@ class LogTail:
         return text
 
 
+class Heartbeat:
+    """Beats (with the log tail when it changed) from the claim until the run is finished,
+    so the reaper sees the worker alive through a long clone or copy too."""
+
+    def __init__(self, run_id: str, tail: LogTail):
+        self.run_id = run_id
+        self.tail = tail
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(HEARTBEAT_SECONDS):
+                try:
+                    close_old_connections()
+                    dirty, self.tail.dirty = self.tail.dirty, False
+                    if dirty:
+                        run_heartbeat(
+                            run_id=self.run_id, log_tail=self.tail.text(), log_size=self.tail.size
+                        )
+                    else:
+                        run_heartbeat(run_id=self.run_id)
+                except Exception:  # one failed beat (a dropped connection) must not end them all
+                    log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()  # this thread's own connection; it would leak otherwise
+
+
+def _still_running(run_id: str) -> bool:
+    return Run.objects.filter(pk=run_id, status=Status.RUNNING).exists()
+
+
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -155,6 +195,8 @@ def execute_run(run_id: str) -> str:
         )
         return Status.FAILED
 
+    heartbeat = Heartbeat(run_id, tail)
+    heartbeat.start()
     try:
         snap = run.harness_snapshot
         try:
@@ -198,6 +240,8 @@ def execute_run(run_id: str) -> str:
         (control / "fetch_tasks.py").write_text(contract.FETCH_TASKS)
         (control / "stage").write_text("start")
         backend.put_files(handle, contract.WORKSPACE, tar_directory(workdir, "."))
+        if not _still_running(run_id):  # cancelled (or reaped) while we cloned and copied
+            return Run.objects.get(pk=run_id).status
         backend.start(handle)
         return _follow(run, backend, handle, tail, notes, fail)
     except SandboxError as exc:
@@ -206,6 +250,7 @@ def execute_run(run_id: str) -> str:
         log.exception("run %s crashed", run_id)
         return fail(f"belvedir: internal error while running ({exc.__class__.__name__}).")
     finally:
+        heartbeat.stop()
         if handle is not None:
             try:
                 backend.kill(handle)
@@ -217,7 +262,6 @@ def execute_run(run_id: str) -> str:
 
 
 def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list[str], fail) -> str:
-    stop = threading.Event()
 
     def pump() -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -230,21 +274,8 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
             tail.write(decoder.decode(b"", final=True))
             tail.close()
 
-    def beat() -> None:
-        try:
-            while not stop.wait(HEARTBEAT_SECONDS):
-                dirty, tail.dirty = tail.dirty, False
-                if dirty:
-                    run_heartbeat(run_id=run.pk, log_tail=tail.text(), log_size=tail.size)
-                else:
-                    run_heartbeat(run_id=run.pk)
-        finally:
-            connection.close()  # this thread's own connection; it would leak otherwise
-
     pumper = threading.Thread(target=pump, daemon=True, name=f"log {run.pk}")
-    beater = threading.Thread(target=beat, daemon=True, name=f"beat {run.pk}")
     pumper.start()
-    beater.start()
     timeout = settings.BELVEDIR_RUN_TIMEOUT
     deadline = time.monotonic() + timeout
     exit_code = None
@@ -253,22 +284,20 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
             exit_code = backend.wait(
                 handle, timeout=min(2.0, max(0.1, deadline - time.monotonic()))
             )
-            if (
-                exit_code is None
-                and Run.objects.filter(pk=run.pk, status=Status.CANCELLED).exists()
-            ):
+            if exit_code is None and not _still_running(run.pk):  # cancelled, or reaped
                 backend.kill(handle)
+                break
     finally:
         if exit_code is None:
             backend.kill(handle)
         pumper.join(timeout=5)
-        stop.set()
-        beater.join(timeout=5)
 
     current = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
     if current == Status.CANCELLED:
         Run.objects.filter(pk=run.pk).update(log_tail=tail.text(), log_size=tail.size)
         return Status.CANCELLED
+    if current != Status.RUNNING:  # the reaper gave up on us; its verdict stands
+        return current
     if exit_code is None:
         return fail(f"belvedir: the run took longer than its {timeout} s limit and was stopped.")
 

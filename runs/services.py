@@ -42,7 +42,7 @@ def git_error_reason(stderr: str, default: str = "no answer") -> str:
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    if repo_url.startswith("file:") and not settings.BELVEDIR_ALLOW_FILE_REPOS:
+    if repo_url.lower().startswith("file:") and not settings.BELVEDIR_ALLOW_FILE_REPOS:
         raise DomainError(
             "file:// repos are turned off on this platform; change the harness's repo URL.",
             field="harness",
@@ -172,12 +172,13 @@ def run_claim(*, run_id: str, worker: str) -> bool:
     return claimed == 1
 
 
-def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | None = None) -> None:
+def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | None = None) -> bool:
+    """The worker is alive (and the log so far); False once the run is no longer running."""
     fields = {"heartbeat_at": timezone.now()}
     if log_tail is not None:
         fields["log_tail"] = log_tail
         fields["log_size"] = log_size
-    Run.objects.filter(pk=run_id).update(**fields)
+    return Run.objects.filter(pk=run_id, status=Status.RUNNING).update(**fields) == 1
 
 
 def run_finish(

@@ -5,6 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, Pagination
+from belvedir.errors import DomainError
 from traces import selectors
 from traces.models import Session, Span, Task, TaskGroup
 
@@ -122,17 +123,36 @@ class SessionListView(AccessMixin, APIView):
 
 
 class SessionDetailView(AccessMixin, APIView):
+    """A session with its spans (`span_limit`/`span_offset`, 500 by default), LLM calls and tasks."""
+
     def get(self, request, session_id: str):
         session = self.access.get(Session, pk=session_id)
-        spans = list(Span.objects.filter(session=session).order_by("start_time"))
+        limit = _bounded_int(request, "span_limit", default=500, maximum=2000)
+        offset = _bounded_int(request, "span_offset", default=0, maximum=10**9)
+        spans = list(
+            Span.objects.filter(session=session).order_by("start_time", "id")[
+                offset : offset + limit
+            ]
+        )
         return Response(
             SessionSerializer(session).data
             | {
+                "spans_total": session.span_count,
+                "span_offset": offset,
                 "spans": SpanSerializer(spans, many=True).data,
                 "llm_calls": LlmCallSerializer([s for s in spans if s.is_llm], many=True).data,
                 "tasks": TaskSerializer(session.tasks.all(), many=True).data,
             }
         )
+
+
+def _bounded_int(request, name: str, *, default: int, maximum: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 <= int(raw) <= maximum:
+        raise DomainError(f"{name} must be a whole number from 0 to {maximum}.", field=name)
+    return int(raw)
 
 
 class TaskGroupListView(AccessMixin, APIView):

@@ -48,9 +48,12 @@ def sessions_for(
     return sessions
 
 
+TREE_LIMIT = 1000
+
+
 def session_tree(session: Session) -> list[tuple[int, Span]]:
-    """The session's spans depth-first, each with its depth, children by start time."""
-    spans = list(Span.objects.filter(session=session).order_by("start_time"))
+    """The session's first TREE_LIMIT spans depth-first, each with its depth, children by start time."""
+    spans = list(Span.objects.filter(session=session).order_by("start_time", "id")[:TREE_LIMIT])
     ids = {(s.trace_id, s.span_id) for s in spans}
     children: dict = {}
     roots = []

@@ -267,6 +267,12 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
         raise DomainError('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
+    if (
+        session is not None
+        and key.kind == ApiKey.Kind.RUN
+        and session.run_id not in (None, key.run_id)
+    ):
+        session = None  # a run's key speaks for its own sessions only
     if session is None:
         raise Session.DoesNotExist(session_id)
     with transaction.atomic():
@@ -317,6 +323,8 @@ def tasks_form(*, session: Session) -> list[Task]:
     roots = [s for s in spans if s.span_kind in ("workflow", "task")]
     now = timezone.now()
     with transaction.atomic():
+        # One former per session at a time: overlapping schedule ticks would duplicate tasks.
+        Session.objects.select_for_update().filter(pk=session.pk).first()
         old_groups = set(session.tasks.exclude(group=None).values_list("group_id", flat=True))
         session.tasks.all().delete()
         tasks = []

@@ -43,7 +43,12 @@ def session_detail(request, session_id: str):
     return render(
         request,
         "traces/session.html",
-        {"session": session, "tree": tree, "tasks": session.tasks.select_related("group")},
+        {
+            "session": session,
+            "tree": tree,
+            "tree_cut": session.span_count > len(tree),
+            "tasks": session.tasks.select_related("group"),
+        },
     )
 
 

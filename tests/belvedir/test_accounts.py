@@ -261,3 +261,17 @@ def test_login_accepts_the_email_in_any_case(db, client):
     )
     assert response.status_code == 302
     assert client.get("/harnesses/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/runs?model=%00",
+        "/api/v1/runs/run_%00",
+        "/api/v1/harnesses/har_%00",
+        "/traces/?run=%00",
+        "/runs/run_%00/",
+    ],
+)
+def test_a_nul_in_the_url_is_a_400_not_a_500(owner, url):
+    assert owner.web.get(url).status_code == 400

@@ -259,3 +259,9 @@ def test_openapi_schema_and_docs_are_served(owner):
     text = schema.content.decode()
     assert "/api/v1/harnesses" in text and "/api/v1/keys" in text and "/api/v1/catalog" in text
     assert owner.web.get("/api/docs/").status_code == 200
+
+
+def test_the_browsable_api_works_with_a_project_key(owner):
+    response = owner.api.get("/api/v1/harnesses", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert b"Harness" in response.content

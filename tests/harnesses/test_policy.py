@@ -197,3 +197,13 @@ def test_refs_that_are_not_git_names_are_refused_naming_ref(ref):
     with pytest.raises(DomainError) as error:
         policy.validate_ref(ref)
     assert error.value.field == "ref"
+
+
+def test_an_env_value_with_an_unpaired_surrogate_is_refused_naming_the_key(owner):
+    body = (
+        '{"name": "s", "repo_url": "https://example.com/r.git", "run_command": "true", '
+        '"env": {"ODD": "\\ud800"}}'
+    )
+    response = owner.api.generic("POST", "/api/v1/harnesses", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "ODD" in response.json()["env"][0]

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -213,3 +214,54 @@ def test_the_reaper_never_touches_another_platforms_sandboxes(db, settings):
     finally:
         other.kill(handle)
         other.remove(handle)
+
+
+def test_a_slow_clone_keeps_beating_so_the_reaper_leaves_the_run_alone(
+    sandbox_settings, launch, monkeypatch
+):
+    from runs import executor
+
+    real_clone = executor.clone_repo
+
+    def slow_clone(*args, **kwargs):
+        time.sleep(4)  # longer than the stale limit below
+        return real_clone(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "clone_repo", slow_clone)
+    sandbox_settings.BELVEDIR_HEARTBEAT_STALE = 2
+    run = launch()
+    worker = Background(run.pk)
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "running", 10, "the claim")
+    time.sleep(3)
+    assert reaper.reap()["failed"] == []
+    assert worker.join() == "succeeded"
+
+
+def test_a_run_reaped_while_its_worker_was_still_cloning_is_never_started(
+    sandbox_settings, launch, monkeypatch
+):
+    from runs import executor
+
+    real_clone = executor.clone_repo
+    cloning = threading.Event()
+
+    def clone_then_wait(*args, **kwargs):
+        cloning.set()
+        time.sleep(2)
+        return real_clone(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "clone_repo", clone_then_wait)
+    run = launch()
+    worker = Background(run.pk)
+    assert cloning.wait(10)
+    assert owner_cancel(run) == "cancelled"
+    assert worker.join() == "cancelled"
+    assert containers_of(run.pk) == []
+    run.refresh_from_db()
+    assert run.status == "cancelled" and "installing" not in run.log_tail
+
+
+def owner_cancel(run) -> str:
+    from runs.services import run_cancel
+
+    return run_cancel(run=run).status

@@ -875,3 +875,17 @@ def test_a_client_that_goes_away_mid_body_gets_a_400_not_a_500(owner, rf):
         request._stream = Broken()
         request.read = Broken().read
         assert view(request).status_code == 400
+
+
+def test_a_run_key_cannot_report_the_outcome_of_another_runs_session(owner, running_run):
+    from runs.models import Run as RunModel
+    from traces.models import Session as SessionModel
+
+    run_key = running_run.key
+    other = RunModel.objects.create(project=owner.project, harness_name="other", status="running")
+    SessionModel.objects.create(project=owner.project, external_id=other.pk, run=other)
+    response = post_outcome(run_key, {"session_id": other.pk, "outcome": "fail"})
+    assert response.status_code == 404
+    assert SessionModel.objects.get(external_id=other.pk).outcome == ""
+    # The project key may.
+    assert post_outcome(owner.key, {"session_id": other.pk, "outcome": "fail"}).status_code == 200

@@ -462,3 +462,21 @@ def test_the_api_needs_a_key_and_refuses_a_run_key(db, running_run):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {running_run.key}")
     assert client.get("/api/v1/sessions").status_code == 403
+
+
+def test_a_large_session_is_shown_and_served_in_pages(owner, settings, monkeypatch):
+    from traces import selectors
+
+    spans = [span(f"step {i}", attributes={"session.id": "big"}, start=i) for i in range(30)]
+    assert post_traces(owner.key, body_of(*spans)).status_code == 200
+    session = Session.objects.get(external_id="big")
+    monkeypatch.setattr(selectors, "TREE_LIMIT", 10)
+    page = owner.web.get(f"/traces/sessions/{session.pk}/")
+    assert b"Showing the first 10 of 30 spans" in page.content
+    first = owner.api.get(f"/api/v1/sessions/{session.pk}?span_limit=10").json()
+    rest = owner.api.get(f"/api/v1/sessions/{session.pk}?span_limit=100&span_offset=10").json()
+    assert first["spans_total"] == 30 and len(first["spans"]) == 10 and len(rest["spans"]) == 20
+    names = [s["name"] for s in first["spans"] + rest["spans"]]
+    assert names == [f"step {i}" for i in range(30)]
+    bad = owner.api.get(f"/api/v1/sessions/{session.pk}?span_limit=lots")
+    assert bad.status_code == 400 and "span_limit" in bad.json()

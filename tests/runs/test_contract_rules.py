@@ -1,0 +1,33 @@
+"""The results.json rules on inputs built to break a parser (no Docker needed)."""
+
+import pytest
+
+from runs.contract import judge_results
+
+
+def test_a_huge_integer_score_fails_with_the_over_100_note_not_a_crash():
+    outcome = judge_results(b'{"score": ' + b"9" * 400 + b"}", exit_code=0, launch_model="")
+    assert not outcome.succeeded
+    assert outcome.notes == ["belvedir: the score 999999999999…(400 digits) is over 100."]
+
+
+def test_deeply_nested_results_fail_as_invalid_json_not_a_crash():
+    outcome = judge_results(b"[" * 3000, exit_code=0, launch_model="")
+    assert not outcome.succeeded
+    assert outcome.notes == ["belvedir: results.json is not valid JSON (nested too deeply)."]
+
+
+def test_nan_and_infinity_beside_a_valid_score_are_stored_as_strings_with_a_note():
+    outcome = judge_results(
+        b'{"score": 0.5, "x": NaN, "y": [-Infinity]}', exit_code=0, launch_model=""
+    )
+    assert outcome.succeeded and outcome.score == 0.5
+    assert outcome.results == {"score": 0.5, "x": "NaN", "y": ["-Infinity"]}
+    assert "stored as strings" in outcome.notes[0]
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+def test_a_non_finite_score_fails_and_the_results_stay_storable(literal):
+    outcome = judge_results(b'{"score": ' + literal + b"}", exit_code=0, launch_model="")
+    assert not outcome.succeeded
+    assert outcome.results["score"] == literal.decode()
