@@ -139,6 +139,9 @@ def cmd_runs_launch(client: Client, args) -> int:
         "judge_api_key",
     ):
         value = getattr(args, field)
+        if value is None and field.endswith("_api_key"):
+            # Keys from the environment stay out of `ps` and shell history.
+            value = os.environ.get(field.upper()) or None
         if value is not None:
             body[field] = value
     run = client.post("/api/v1/runs", json=body)
@@ -248,10 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("harness", help="harness id")
     launch.add_argument("--model")
     launch.add_argument("--model-api-base")
-    launch.add_argument("--model-api-key")
+    launch.add_argument("--model-api-key", help="default: $MODEL_API_KEY")
     launch.add_argument("--judge-model")
     launch.add_argument("--judge-api-base")
-    launch.add_argument("--judge-api-key")
+    launch.add_argument("--judge-api-key", help="default: $JUDGE_API_KEY")
     launch.add_argument("--attempts", type=int, default=1)
     launch.add_argument("--grading", default="pass@1", choices=["pass@1", "pass@k", "mean"])
     launch.add_argument("--watch", action="store_true", help="follow the log until the run ends")

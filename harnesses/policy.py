@@ -13,7 +13,16 @@ REPO_URL_MAX_CHARS = 500  # Harness.repo_url
 REF_MAX_CHARS = 200  # Harness.ref
 
 # Keys that change how the sandbox itself installs or runs.
-_REFUSED_EXACT = {"PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME"}
+# BASH_ENV: bash sources it before the install and run commands; LD_AUDIT: like LD_PRELOAD.
+_REFUSED_EXACT = {
+    "PATH",
+    "HOME",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "PYTHONHOME",
+    "BASH_ENV",
+}
 _REFUSED_ANY_CASE = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
 _REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
 # Harness env that the Harbor driver reads; not contract names, so allowed.

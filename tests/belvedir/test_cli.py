@@ -177,3 +177,19 @@ def test_the_console_script_is_declared():
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["scripts"]["belvedir"] == "belvedir.cli:main"
+
+
+def test_runs_launch_takes_the_model_key_from_the_environment(monkeypatch):
+    from belvedir import cli
+
+    sent = {}
+
+    class FakeClient:
+        def post(self, path, json):
+            sent.update(json)
+            return {"id": "run_x", "status": "queued"}
+
+    monkeypatch.setenv("MODEL_API_KEY", "sk-from-env")
+    args = cli.build_parser().parse_args(["runs", "launch", "har_x", "--model", "m"])
+    assert cli.cmd_runs_launch(FakeClient(), args) == 0
+    assert sent["model_api_key"] == "sk-from-env" and "judge_api_key" not in sent

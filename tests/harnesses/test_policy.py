@@ -19,6 +19,8 @@ REFUSED_ENV_KEYS = [
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "PYTHONHOME",
+    "LD_AUDIT",
+    "BASH_ENV",
     # proxy settings, in any case
     "HTTP_PROXY",
     "http_proxy",
