@@ -7,8 +7,8 @@ export BELVEDIR_DEV=1
 export DEBUG="${DEBUG:-1}"
 # Sandboxes reach this server on the host's loopback; see README for production networking.
 export BELVEDIR_SANDBOX_NETWORK="${BELVEDIR_SANDBOX_NETWORK:-host}"
-export BELVEDIR_BASE_URL="${BELVEDIR_BASE_URL:-http://127.0.0.1:8000}"
 PORT="${PORT:-8000}"
+export BELVEDIR_BASE_URL="${BELVEDIR_BASE_URL:-http://127.0.0.1:$PORT}"
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
 DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 

@@ -1,0 +1,89 @@
+"""`make up`'s script serves the platform with demo data, and a worker runs the demo harness."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
+    port = free_port()
+    log = tmp_path / "up.log"
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            ["bash", "scripts/up.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while b"Quit the server" not in log.read_bytes():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        text = log.read_text()
+        assert "demo@belvedir.local / belvedir-demo" in text
+        key = re.search(r"API key\s+(bv_live_\S+)", text).group(1)
+        api = requests.Session()
+        api.headers["Authorization"] = f"Bearer {key}"
+        (harness,) = api.get(f"{base}/api/v1/harnesses", timeout=10).json()["results"]
+        assert harness["name"] == "Demo contract harness"
+        launched = api.post(
+            f"{base}/api/v1/runs", json={"harness": harness["id"], "model": "demo"}, timeout=30
+        )
+        assert launched.status_code == 201, launched.text
+        run_id = launched.json()["id"]
+        deadline = time.monotonic() + 90
+        while (run := api.get(f"{base}/api/v1/runs/{run_id}", timeout=10).json())["status"] in (
+            "queued",
+            "running",
+        ):
+            assert time.monotonic() < deadline, run
+            time.sleep(0.5)
+        assert run["status"] == "succeeded", run
+        assert run["score"] == pytest.approx(0.85)
+        login = requests.Session()
+        page = login.get(f"{base}/login/", timeout=10)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        signed_in = login.post(
+            f"{base}/login/",
+            data={
+                "username": "demo@belvedir.local",
+                "password": "belvedir-demo",
+                "csrfmiddlewaretoken": token,
+            },
+            headers={"Referer": f"{base}/login/"},
+            timeout=10,
+        )
+        assert signed_in.url.endswith("/harnesses/") and "Demo contract harness" in signed_in.text
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
