@@ -15,21 +15,7 @@ class HarnessSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Harness
-        fields = [
-            "id",
-            "name",
-            "repo_url",
-            "ref",
-            "install_command",
-            "run_command",
-            "env",
-            "compute",
-            "gpu_type",
-            "tasks",
-            "preset",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", *services.FIELDS, "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
 
 

@@ -25,9 +25,10 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM}")
+    from playwright import sync_api as playwright_api
+
+    if not os.path.exists(CHROMIUM):  # make test installs it: a missing browser is a failure
+        pytest.fail(f"no chromium at {CHROMIUM}; run scripts/prepare-machine.sh")
     with playwright_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
