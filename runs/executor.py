@@ -31,6 +31,7 @@ from runs.services import (
     run_finish,
     run_heartbeat,
     run_model_secrets,
+    without_credentials,
 )
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,9 @@ def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
         else:
             _git(["checkout", "-q", "FETCH_HEAD"], dest, timeout)
     except subprocess.TimeoutExpired:
-        raise SandboxError(f"cloning {repo_url} took longer than {timeout} s") from None
+        raise SandboxError(
+            f"cloning {without_credentials(repo_url)} took longer than {timeout} s"
+        ) from None
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file() and not f.is_symlink())
     if size > settings.BELVEDIR_REPO_MAX_BYTES:
         raise SandboxError(

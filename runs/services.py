@@ -33,11 +33,19 @@ def git_env() -> dict[str, str]:
     }
 
 
+_URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
+
+
+def without_credentials(text: str) -> str:
+    """URLs in `text` with any user:password@ taken out, for messages users and logs see."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text)
+
+
 def git_error_reason(stderr: str, default: str = "no answer") -> str:
     """The line of git's stderr that says why: the first `fatal:` line, else the last line."""
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
     fatal = [line.removeprefix("fatal:").strip() for line in lines if line.startswith("fatal:")]
-    return (fatal or lines or [default])[0 if fatal else -1][:300]
+    return without_credentials((fatal or lines or [default])[0 if fatal else -1][:300])
 
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
@@ -56,16 +64,22 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=git_env())
     except subprocess.TimeoutExpired:
         raise DomainError(
-            f"The repo {repo_url} did not answer within {timeout} s.", field="harness", code="repo"
+            f"The repo {without_credentials(repo_url)} did not answer within {timeout} s.",
+            field="harness",
+            code="repo",
         ) from None
     if done.returncode != 0:
         reason = git_error_reason(done.stderr)
         raise DomainError(
-            f"The repo {repo_url} cannot be read: {reason}", field="harness", code="repo"
+            f"The repo {without_credentials(repo_url)} cannot be read: {reason}",
+            field="harness",
+            code="repo",
         )
     if ref and not _SHA.match(ref) and not done.stdout.strip():
         raise DomainError(
-            f"The repo {repo_url} has no branch or tag {ref!r}.", field="harness", code="repo"
+            f"The repo {without_credentials(repo_url)} has no branch or tag {ref!r}.",
+            field="harness",
+            code="repo",
         )
 
 

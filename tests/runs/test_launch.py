@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from belvedir import crypto
 from belvedir.errors import DomainError
 from belvedir.models import ApiKey
+from harnesses.models import Harness
 from harnesses.services import harness_create
 from runs import contract, services
 from runs.models import Run
@@ -439,3 +440,28 @@ def test_file_repos_can_be_turned_off_for_hosted_deployments(owner, make_harness
         format="json",
     )
     assert created.status_code == 400 and "turned off" in created.json()["repo_url"][0]
+
+
+def test_credentials_in_a_repo_url_never_reach_the_refusal_message():
+    from runs.services import git_error_reason, without_credentials
+
+    assert (
+        without_credentials("https://bob:s3cret@example.com/x.git")
+        == "https://***@example.com/x.git"
+    )
+    stderr = "fatal: repository 'https://bob:s3cret@example.com/x.git/' not found\n"
+    assert "s3cret" not in git_error_reason(stderr)
+
+
+def test_a_refused_launch_does_not_echo_the_repo_password(owner, make_harness, settings):
+    settings.BELVEDIR_GIT_TIMEOUT = 3
+    harness = make_harness(name="creds")
+    Harness.objects.filter(pk=harness.pk).update(
+        repo_url="https://bob:s3cret@nonexistent.invalid/x.git"
+    )
+    response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+    assert response.status_code == 400
+    assert (
+        "s3cret" not in response.content.decode()
+        and "***@nonexistent.invalid" in response.content.decode()
+    )
