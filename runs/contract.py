@@ -10,7 +10,6 @@ WORKSPACE = "/workspace"
 REPO_DIR = f"{WORKSPACE}/repo"
 CONTROL_DIR = f"{WORKSPACE}/.belvedir"
 STAGE_FILE = f"{CONTROL_DIR}/stage"
-TASKS_DOWNLOAD_FAILED = 97
 
 # Runs in the sandbox as the non-root user. Records which stage it reached, so a failure
 # can be told apart from the harness's own exit codes.

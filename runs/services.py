@@ -238,12 +238,6 @@ def run_keys_revoke(*, run_id: str) -> None:
         api_key_revoke(key=key)
 
 
-def run_add_notes(*, run_id: str, notes: list[str]) -> None:
-    run = Run.objects.select_for_update().get(pk=run_id)
-    run.notes = [*run.notes, *notes]
-    run.save(update_fields=["notes"])
-
-
 def run_cancel(*, run: Run) -> Run:
     """Cancel a queued or running run: marked at once, its sandbox killed within seconds."""
     if run.is_terminal:
@@ -276,7 +270,3 @@ def run_model_secrets(run: Run) -> dict[str, str]:
         "judge_api_key": crypto.decrypt(run.judge_api_key_encrypted),
         "run_key": crypto.decrypt(run.run_key_encrypted),
     }
-
-
-def runs_in_flight_count(*, organization: Organization) -> int:
-    return Run.objects.filter(project__organization=organization, status__in=IN_FLIGHT).count()

@@ -110,3 +110,20 @@ def harness(owner):
 def _fast_password_hashing(settings):
     """Tests sign users up by the dozen; a slow hasher only slows them down."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def cli(live_server, owner, monkeypatch, capsys):
+    """Run `belvedir ARGS...` as the owner's project key; returns (exit code, stdout, stderr)."""
+    from belvedir.cli import main
+
+    monkeypatch.setenv("BELVEDIR_API_KEY", owner.key)
+    monkeypatch.setenv("BELVEDIR_URL", live_server.url)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -2,27 +2,10 @@
 
 import json
 
-import pytest
-
 from belvedir.cli import main
 from harnesses.models import Harness
 
 TASKS = '[{"id": "t1", "prompt": "Say hi", "rubric": "Says hi."}]\n'
-
-
-@pytest.fixture
-def cli(live_server, owner, monkeypatch, capsys):
-    """Run `belvedir ARGS...` as the owner's project key; returns (exit code, stdout, stderr)."""
-    monkeypatch.setenv("BELVEDIR_API_KEY", owner.key)
-    monkeypatch.setenv("BELVEDIR_URL", live_server.url)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def test_catalog_lists_every_card_and_marks_the_unavailable_ones(cli):

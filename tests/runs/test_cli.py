@@ -6,26 +6,11 @@ import threading
 import pytest
 from django.db import connection
 
-from belvedir.cli import main
 from runs.executor import execute_run
 from runs.models import Run
 from tests.runs.conftest import Background, containers_of, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def cli(monkeypatch, owner, live_server, capsys):
-    monkeypatch.setenv("BELVEDIR_API_KEY", owner.key)
-    monkeypatch.setenv("BELVEDIR_URL", live_server.url)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def launched_id(out: str) -> str:
