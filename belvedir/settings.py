@@ -178,6 +178,10 @@ BELVEDIR_SANDBOX_NETWORK = envstr("BELVEDIR_SANDBOX_NETWORK", "bridge")
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
 BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")
 BELVEDIR_SANDBOX_PIDS = envint("BELVEDIR_SANDBOX_PIDS", 512, minimum=16)
+# The OCI runtime of sandboxes ("runsc" for gVisor); empty: the engine's default.
+BELVEDIR_SANDBOX_RUNTIME = envstr("BELVEDIR_SANDBOX_RUNTIME", "")
+# A cap on what a sandbox may write, in bytes; 0: none. Not enforced by the Docker backend yet.
+BELVEDIR_SANDBOX_DISK_BYTES = envint("BELVEDIR_SANDBOX_DISK_BYTES", 0, minimum=0)
 BELVEDIR_SANDBOX_CA_BUNDLE = envstr(
     "BELVEDIR_SANDBOX_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"
 )
