@@ -4,7 +4,7 @@ fake the platform's notes, odd results.json files, and a Docker engine that is d
 import pytest
 from django.db import connection
 
-from belvedir.errors import DomainError
+from belvedir.errors import Unavailable
 from runs import services
 from runs.executor import execute_run
 from runs.models import Run
@@ -112,19 +112,22 @@ def test_a_results_json_that_is_not_a_file_says_so(sandbox_settings, launch, mak
 
 
 def test_a_launch_while_the_docker_engine_is_down_is_refused_and_not_counted(
-    launch, settings, monkeypatch
+    owner, make_harness, settings, monkeypatch
 ):
     settings.BELVEDIR_RUNS_PER_DAY_CAP = 1
+    harness = make_harness(name="engine down")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(DomainError) as refused:
-        launch()
-    assert refused.value.code == "unavailable"
-    assert "sandbox engine is not answering" in refused.value.message
+    refused = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+    assert refused.status_code == 503, refused.content
+    assert refused.json()["code"] == "unavailable"
+    assert "sandbox engine is not answering" in refused.json()["detail"]
+    assert refused.headers["Retry-After"] == "60"
     assert Run.objects.count() == 0
+    with pytest.raises(Unavailable):
+        services.run_launch(project=owner.project, harness=harness)
 
-    monkeypatch.undo()
-    run = launch()  # the refused launch did not use up the day's one run
-    assert run.status == "queued"
-    with pytest.raises(DomainError) as capped:
-        services.run_launch(project=run.project, harness=run.harness)
-    assert capped.value.code == "cap_daily"
+    monkeypatch.undo()  # the engine is back
+    launched = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+    assert launched.status_code == 201, "the refused launches used up the day's one run"
+    capped = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+    assert capped.status_code == 429 and capped.json()["code"] == "cap_daily"
