@@ -1,10 +1,10 @@
 """The harness contract: env vars in, results.json out, the entrypoint in between."""
 
-import hashlib
-import hmac
 import json
 import math
 from dataclasses import dataclass, field
+
+from runs.sandbox import entrypoint
 
 RESULTS_MAX_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 16 * 1024
@@ -17,13 +17,9 @@ ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
 # The sandbox's command: runs/sandbox/entrypoint.py, out of reach of the harness's env.
 COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
-
-
-def stage_marker(key: str, stage: str) -> str:
-    """The stage file's content after `stage` ("tasks", "install") failed; only the sandbox's
-    entrypoint knows `key`, so a harness cannot write it (see runs/sandbox/entrypoint.py)."""
-    digest = hmac.new(key.encode(), f"belvedir-stage:{stage}".encode(), hashlib.sha256)
-    return f"{stage} {digest.hexdigest()}"
+# What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
+# entrypoint knows the key, so a harness cannot write it.
+stage_marker = entrypoint.stage_marker
 
 
 def clip_log_tail(text: str, limit: int = LOG_TAIL_BYTES) -> str:

@@ -32,6 +32,7 @@ from runs import contract, git
 from runs.db import reconnecting
 from runs.logtail import LogTail, pump
 from runs.models import Run, Status
+from runs.sandbox import entrypoint
 from runs.sandbox.base import (
     Collected,
     FileKind,
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
 # After the sandbox stopped, how long the rest of its output may take to arrive.
 DRAIN_SECONDS = 120.0
-ENTRYPOINT_SOURCE = Path(__file__).resolve().parent / "sandbox" / "entrypoint.py"
+ENTRYPOINT_SOURCE = Path(entrypoint.__file__)
 RESULTS_FILE = f"{contract.REPO_DIR}/results.json"
 
 
