@@ -29,9 +29,17 @@ def _secret(name: str) -> str:
 SECRET_KEY = _secret("SECRET_KEY")
 # Keyed hash for API keys: its own secret, never SECRET_KEY.
 API_KEY_HASH_SECRET = _secret("API_KEY_HASH_SECRET")
-# Key material for the secrets users hand us (model keys), stored encrypted.
-FIELD_ENCRYPTION_KEY = _secret("FIELD_ENCRYPTION_KEY")
-if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, FIELD_ENCRYPTION_KEY}) < 3:
+# Key material for the secrets users hand us (model keys, secret harness env), stored
+# encrypted. Comma-separated for rotation: the first key encrypts, every key decrypts.
+FIELD_ENCRYPTION_KEYS = [k.strip() for k in _secret("FIELD_ENCRYPTION_KEY").split(",") if k.strip()]
+if not FIELD_ENCRYPTION_KEYS:
+    raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY must name at least one key")
+if not BELVEDIR_DEV and any(len(k) < 32 for k in FIELD_ENCRYPTION_KEYS):
+    raise ImproperlyConfigured("each FIELD_ENCRYPTION_KEY key must be at least 32 characters")
+FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0]
+if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, *FIELD_ENCRYPTION_KEYS}) < 2 + len(
+    FIELD_ENCRYPTION_KEYS
+):
     raise ImproperlyConfigured(
         "SECRET_KEY, API_KEY_HASH_SECRET and FIELD_ENCRYPTION_KEY must differ"
     )
@@ -186,7 +194,9 @@ BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
 BELVEDIR_RUN_TIMEOUT = envint("BELVEDIR_RUN_TIMEOUT", 3600, minimum=1)
 BELVEDIR_RUNS_IN_FLIGHT_CAP = envint("BELVEDIR_RUNS_IN_FLIGHT_CAP", 4, minimum=1)
 BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
-BELVEDIR_ALLOW_FILE_REPOS = envbool("BELVEDIR_ALLOW_FILE_REPOS", True)
+# file:// repos read the worker's disk: allowed under BELVEDIR_DEV=1, else only under this
+# operator-set directory (empty: none at all).
+BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
