@@ -1,11 +1,13 @@
 """Belvedir Benchmarks settings: one module, driven by environment variables."""
 
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envint, envlist, envstr
+from belvedir.env import envbool, envfloat, envint, envlist, envrate, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -61,6 +63,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "belvedir",
     "harnesses",
     "runs",
@@ -80,6 +83,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "belvedir.middleware.AuditContextMiddleware",
+    "belvedir.middleware.ApiServerErrorMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "belvedir.urls"
@@ -107,14 +114,39 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+# Persistent connections outlive a request by CONN_MAX_AGE seconds, checked before reuse; the
+# development server opens a thread per request, so it keeps none (they would pile up).
+_RUNSERVER = sys.argv[1:2] == ["runserver"]
+CONN_MAX_AGE = 0 if _RUNSERVER else envint("CONN_MAX_AGE", 60, minimum=0)
 try:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=CONN_MAX_AGE, conn_health_checks=True
+        )
+    }
 except Exception as exc:  # dj_database_url raises several types
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# django-axes sees every login first and locks out after repeated failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum=1))
+# An address guessing one account's password is locked out of that account; the account
+# itself stays open to its owner elsewhere (a lockout is not a way to deny someone service).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "belvedir.security.login_username"
+AXES_LOCKOUT_CALLABLE = "belvedir.security.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# Sign-ups per address (DRF rate syntax: N/second|minute|hour|day).
+BELVEDIR_SIGNUP_RATE = envrate("BELVEDIR_SIGNUP_RATE", "10/hour")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -147,7 +179,23 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["belvedir.security.ApiRateThrottle"],
+    # Proxies in front that append to X-Forwarded-For; 0 trusts only the connecting address.
+    "NUM_PROXIES": envint("BELVEDIR_NUM_PROXIES", 0, minimum=0),
 }
+# Requests per API key (or signed-in user) to the REST API: N/second|minute|hour|day.
+BELVEDIR_API_RATE = envrate("BELVEDIR_API_RATE", "600/minute")
+
+# Throttle and rate-limit counters: shared through Redis when there is one.
+if envstr("REDIS_URL", ""):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": envstr("REDIS_URL", ""),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Belvedir Benchmarks API",
     "VERSION": "1",
@@ -157,10 +205,23 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# django-q2: the ORM broker by default, Redis when REDIS_URL is set.
+# django-q2: the ORM broker by default, Redis when REDIS_URL is set. Two clusters, one queue
+# each, started with Q_CLUSTER_NAME: "runs" executes runs (Q_WORKERS at a time; more wait
+# queued), "housekeeping" runs the schedules (the reaper, the task former), so those never wait
+# behind runs.
 REDIS_URL = envstr("REDIS_URL", "")
+Q_RUNS_CLUSTER = "runs"
+Q_HOUSEKEEPING_CLUSTER = "housekeeping"
 Q_CLUSTER = {
     "name": "belvedir",
+    "ALT_CLUSTERS": {
+        Q_RUNS_CLUSTER: {},
+        Q_HOUSEKEEPING_CLUSTER: {
+            "workers": envint("Q_HOUSEKEEPING_WORKERS", 2, minimum=1),
+            "timeout": 600,
+            "retry": 660,
+        },
+    },
     "workers": envint("Q_WORKERS", 8, minimum=1),
     "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
     "retry": envint("Q_RETRY", 5700, minimum=20),
@@ -212,6 +273,27 @@ BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024,
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
 BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+
+# Hosted defaults: with BELVEDIR_DEV=0, HTTPS only (`manage.py check --deploy` is clean).
+# Sandboxes call the platform at BELVEDIR_SANDBOX_BASE_URL, which may be plain HTTP on a
+# private network: their endpoints are exempt from the HTTPS redirect.
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not BELVEDIR_DEV)
+SECURE_REDIRECT_EXEMPT = envlist(
+    "SECURE_REDIRECT_EXEMPT",
+    [
+        r"^api/v1/(traces|outcomes|chat/completions|models)$",
+        r"^api/v1/runs/[^/]+/tasks$",
+        r"^api/v1/adapters/",
+    ],
+)
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not BELVEDIR_DEV)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", not BELVEDIR_DEV)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0 if BELVEDIR_DEV else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not BELVEDIR_DEV)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", not BELVEDIR_DEV)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto.
+if envbool("BELVEDIR_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from belvedir import crypto
+from belvedir import audit, crypto
 from belvedir.errors import DomainError
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
@@ -172,6 +172,12 @@ def run_launch(
         )
         run.run_key_encrypted = crypto.encrypt(run_key)
         run.save(update_fields=["run_key_encrypted"])
+        audit.audit_record(
+            action=audit.RUN_LAUNCH,
+            organization=org,
+            target=run.pk,
+            metadata={"harness": harness.pk, "model": run.model},
+        )
         transaction.on_commit(lambda: run_enqueue(run_id=run.pk))
     return run
 
@@ -180,7 +186,13 @@ def run_enqueue(*, run_id: str) -> None:
     from django_q.tasks import async_task
 
     Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    async_task("runs.tasks.execute_run", run_id, task_name=f"execute {run_id}", group="runs")
+    async_task(
+        "runs.tasks.execute_run",
+        run_id,
+        task_name=f"execute {run_id}",
+        group="runs",
+        cluster=settings.Q_RUNS_CLUSTER,
+    )
 
 
 def run_claim(*, run_id: str, worker: str) -> bool:
@@ -259,6 +271,12 @@ def run_cancel(*, run: Run) -> Run:
             locked.notes = [*locked.notes, note]
             locked.save(update_fields=["notes"])
             run_keys_revoke(run_id=run.pk)
+            audit.audit_record(
+                action=audit.RUN_CANCEL,
+                organization=run.project.organization,
+                target=run.pk,
+                metadata={"status_before": run.status},
+            )
     if updated:
         from runs.sandbox.base import SandboxError, get_backend
 

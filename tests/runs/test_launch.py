@@ -25,6 +25,7 @@ RUN_FIELDS = {
     "harness",
     "harness_name",
     "status",
+    "queue_position",
     "score",
     "results",
     "notes",
