@@ -36,7 +36,7 @@ def harness_new(request):
         if form.is_valid():
             try:
                 harness = services.harness_create(
-                    project=access.project, data=form.cleaned_data, created_by=request.user
+                    project=access.project, created_by=request.user, **form.cleaned_data
                 )
             except DomainError as exc:
                 _apply_error(form, exc)
@@ -80,7 +80,7 @@ def harness_detail(request, harness_id: str):
         form = HarnessForm(request.POST)
         if form.is_valid():
             try:
-                services.harness_update(harness=harness, data=form.cleaned_data)
+                services.harness_update(harness=harness, **form.cleaned_data)
             except DomainError as exc:
                 _apply_error(form, exc)
             else:
