@@ -2,7 +2,10 @@
 
 import logging
 
-from django.http import JsonResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+
+from belvedir.errors import DomainError
 
 log = logging.getLogger("django.request")
 
@@ -48,8 +51,10 @@ class ApiServerErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if not request.path.startswith("/api/"):
-            return None
+        if not request.path.startswith("/api/") or isinstance(
+            exception, Http404 | PermissionDenied | DomainError
+        ):
+            return None  # answered by their own handlers
         log.error(
             "Internal Server Error: %s",
             request.path,

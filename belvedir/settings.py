@@ -84,7 +84,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "belvedir.middleware.AuditContextMiddleware",
+    # Before DomainErrorMiddleware: it answers domain errors, this one what is left under /api/.
     "belvedir.middleware.ApiServerErrorMiddleware",
+    "belvedir.error_responses.DomainErrorMiddleware",
     # Last, as django-axes asks: turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -30,9 +30,9 @@ class HarnessAdminForm(forms.ModelForm):
             data["preset"] = ""  # an unchanged card is not re-checked, as in harness_update
         try:
             clean = services.harness_validate(
-                data=data,
                 project=cleaned.get("project"),
                 harness=instance,
+                **data,
             )
         except DomainError as exc:
             self.add_error(exc.field if exc.field in self.fields else None, exc.message)

@@ -9,7 +9,7 @@ import json
 import re
 
 from belvedir import crypto
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid
 
 MASK = "••••"
 
@@ -42,7 +42,7 @@ def env_split(env: dict[str, str], *, stored_token: str = "") -> tuple[dict[str,
             plain[key] = value
         elif value == MASK:
             if key not in stored:
-                raise DomainError(
+                raise Invalid(
                     f"env key {key}: give the value; {MASK} keeps a value already saved, "
                     "and none is saved for this key.",
                     field="env",

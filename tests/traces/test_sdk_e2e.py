@@ -30,7 +30,7 @@ from tests.runs.conftest import containers_of, git_repo_of
 from tests.traces.conftest import TRACES, body_of, span
 from tests.traces.fake_openai import FakeOpenAI, usage_for
 from traces.models import Session, Span, Task
-from traces.services import tasks_form
+from traces.services.task_forming import tasks_form
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -151,13 +151,11 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
 ):
     harness = harness_create(
         project=owner.project,
-        data={
-            "name": "traced",
-            "repo_url": git_repo_of(HARNESS, tmp_path / "traced-harness"),
-            "install_command": INSTALL,
-            "run_command": RUN,
-            "env": {"PIP_FIND_LINKS": wheel_index, "PIP_NO_INDEX": "1"},
-        },
+        name="traced",
+        repo_url=git_repo_of(HARNESS, tmp_path / "traced-harness"),
+        install_command=INSTALL,
+        run_command=RUN,
+        env={"PIP_FIND_LINKS": wheel_index, "PIP_NO_INDEX": "1"},
         created_by=owner.user,
     )
     with django_capture_on_commit_callbacks(execute=False):
