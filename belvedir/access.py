@@ -50,7 +50,7 @@ class Access:
 
     def require_owner(self) -> None:
         if self.role != Role.OWNER:
-            raise PermissionDenied("Only owners can do this.")
+            raise Forbidden("Only owners can do this.")
 
     def projects(self) -> QuerySet[Project]:
         """Projects the caller may see: the key's project, or every project of the org."""
