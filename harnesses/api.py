@@ -5,18 +5,24 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, Pagination
-from harnesses import services
+from harnesses import env_secrets, services
 from harnesses.catalog import presets_by_group
 from harnesses.models import Harness
 
 
 class HarnessSerializer(serializers.ModelSerializer):
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    env = serializers.SerializerMethodField(
+        help_text=f"Secret values (names ending _KEY, _TOKEN, _SECRET or holding PASSWORD) show as "
+        f"{env_secrets.MASK}; send {env_secrets.MASK} back to keep one, a new value to replace it."
+    )
 
     class Meta:
         model = Harness
         fields = ["id", *services.FIELDS, "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
+
+    def get_env(self, harness: Harness) -> dict[str, str]:
+        return services.harness_values(harness=harness)["env"]
 
 
 class HarnessInputSerializer(serializers.Serializer):
@@ -35,6 +41,7 @@ class HarnessInputSerializer(serializers.Serializer):
 
 
 def _input(request) -> dict:
+    """The fields the request gave, as the services' keyword arguments."""
     data = HarnessInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     return dict(data.validated_data)
@@ -51,7 +58,7 @@ class HarnessListView(AccessMixin, APIView):
         self.access.require_write()
         user = request.user if getattr(request.user, "pk", None) else None
         harness = services.harness_create(
-            project=self.access.project, data=_input(request), created_by=user
+            project=self.access.project, created_by=user, **_input(request)
         )
         return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
 
@@ -62,7 +69,7 @@ class HarnessDetailView(AccessMixin, APIView):
 
     def patch(self, request, harness_id: str):
         harness = self.access.get(Harness, write=True, pk=harness_id)
-        harness = services.harness_update(harness=harness, data=_input(request))
+        harness = services.harness_update(harness=harness, **_input(request))
         return Response(HarnessSerializer(harness).data)
 
     put = patch

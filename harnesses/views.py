@@ -33,7 +33,7 @@ def harness_new(request):
         if form.is_valid():
             try:
                 harness = services.harness_create(
-                    project=access.project, data=form.cleaned_data, created_by=request.user
+                    project=access.project, created_by=request.user, **form.cleaned_data
                 )
             except DomainError as exc:
                 form_error(form, exc)
@@ -77,7 +77,7 @@ def harness_detail(request, harness_id: str):
         form = HarnessForm(request.POST)
         if form.is_valid():
             try:
-                services.harness_update(harness=harness, data=form.cleaned_data)
+                services.harness_update(harness=harness, **form.cleaned_data)
             except DomainError as exc:
                 form_error(form, exc)
             else:
@@ -85,9 +85,13 @@ def harness_detail(request, harness_id: str):
                     messages.success(request, "Saved.")
                     return redirect("harnesses:detail", harness_id=harness.pk)
                 saved = True
-                form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+                form = HarnessForm(
+                    initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+                )
     else:
-        form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+        form = HarnessForm(
+            initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+        )
     context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
     status = form_status(form)
     if request.htmx:
@@ -102,10 +106,6 @@ def _run_context(request, harness: Harness) -> dict:
     except ImportError:
         return {}
     return harness_run_context(request, harness)
-
-
-def _values(harness: Harness) -> dict:
-    return {f: getattr(harness, f) for f in services.FIELDS}
 
 
 @login_required

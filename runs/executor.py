@@ -46,9 +46,11 @@ from runs.sandbox.config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,
     run_finish,
+    run_harness_env,
     run_heartbeat,
     run_mark_running,
     run_model_secrets,
+    run_secret_values,
     run_store_log,
 )
 
@@ -151,13 +153,7 @@ class Execution:
         self.run = run
         self.backend = backend
         self.secrets = run_model_secrets(run)
-        self.tail = LogTail(
-            [
-                self.secrets["model_api_key"],
-                self.secrets["judge_api_key"],
-                self.secrets["run_key"],
-            ]
-        )
+        self.tail = LogTail(run_secret_values(run))
         self.stage_key = secrets.token_hex(32)
         self.handle: SandboxHandle | None = None
 
@@ -186,7 +182,7 @@ class Execution:
         (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
         (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
         env = contract.sandbox_env(
-            harness_env=snap.get("env") or {},
+            harness_env=run_harness_env(run),
             run_id=run.pk,
             run_key=self.secrets["run_key"],
             base_url=settings.BELVEDIR_SANDBOX_BASE_URL,
