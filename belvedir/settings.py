@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "traces",
     "billing",
     "models_registry",
+    "router",
 ]
 
 MIDDLEWARE = [

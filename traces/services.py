@@ -12,6 +12,7 @@ from django.utils import timezone
 from belvedir.errors import DomainError
 from belvedir.models import ApiKey
 from runs.models import Run
+from runs.selectors import run_of_key
 from traces import otlp
 from traces.models import Outcome, Session, Span, Task, TaskGroup
 from traces.semconv import MAX_SESSION_ID_CHARS
@@ -95,7 +96,7 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
     if not spans:
         return 0
     project = key.project
-    run = key.run if key.kind == ApiKey.Kind.RUN else None
+    run = run_of_key(key)
     external_ids = _resolve_session_ids(project, spans)
     now = timezone.now()
     with transaction.atomic():
@@ -267,12 +268,10 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
         raise DomainError('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
-    if (
-        session is not None
-        and key.kind == ApiKey.Kind.RUN
-        and session.run_id not in (None, key.run_id)
-    ):
-        session = None  # a run's key speaks for its own sessions only
+    if session is not None and session.run_id is not None and key.kind == ApiKey.Kind.RUN:
+        run = run_of_key(key)
+        if run is None or session.run_id != run.pk:
+            session = None  # a run's key speaks for its own sessions only
     if session is None:
         raise Session.DoesNotExist(session_id)
     with transaction.atomic():

@@ -116,7 +116,7 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
     assert note.startswith("belvedir: the worker running this run stopped responding")
     assert note in run.log_tail and "tick 0" in run.log_tail
     assert containers_of(run.pk) == []
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
 
     assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0}  # nothing left to do
 
@@ -185,7 +185,7 @@ def test_the_reaper_leaves_a_run_whose_worker_beats_again_before_the_update(laun
     assert run_finish(run_id=run.pk, status="failed", heartbeat_before=cutoff) is False
     run.refresh_from_db()
     assert run.status == "running"
-    assert run.api_keys.get().revoked_at is None
+    assert run.ingest_key.revoked_at is None
 
 
 def test_a_run_launched_without_a_model_records_the_harness_model(launch):

@@ -265,7 +265,8 @@ def running_run(owner, harness):
         status="running",
         created_by=owner.user,
     )
-    _, run.key = api_key_create(
-        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN, run=run
+    run.ingest_key, run.key = api_key_create(
+        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
     )
+    run.save(update_fields=["ingest_key"])
     return run

@@ -117,6 +117,16 @@ def test_the_schedule_runs_the_former_every_minute(db):
     assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == (Schedule.MINUTES, 1, -1)
 
 
+def test_every_scheduled_job_names_a_function_that_exists(db):
+    from django.utils.module_loading import import_string
+
+    call_command("setup_schedules", stdout=open("/dev/null", "w"))
+
+    funcs = [s.func for s in Schedule.objects.all()]
+    assert sorted(funcs) == ["runs.tasks.reap", "traces.tasks.form_tasks"]
+    assert all(callable(import_string(func)) for func in funcs)
+
+
 # --- what ------------------------------------------------------------------------------------
 
 
