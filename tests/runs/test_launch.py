@@ -18,7 +18,7 @@ from harnesses.models import Harness
 from harnesses.services import harness_create
 from runs import contract, services
 from runs.models import Run
-from tests.runs.conftest import git
+from tests.runs.helpers import git
 
 RUN_FIELDS = {
     "id",

@@ -17,7 +17,7 @@ from belvedir import crypto
 from belvedir.models import ApiKey
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import containers_of, git
+from tests.runs.helpers import containers_of, git
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 

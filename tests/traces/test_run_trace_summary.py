@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.traces.conftest import body_of, llm_attributes, post_traces, span
+from tests.traces.helpers import body_of, llm_attributes, post_traces, span
 from traces.models import Session
 
 pytestmark = pytest.mark.django_db

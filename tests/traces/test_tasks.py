@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.db.models import F
 from django_q.models import Schedule
 
-from tests.traces.conftest import (
+from tests.traces.helpers import (
     body_of,
     fixture_bytes,
     llm_attributes,

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.traces.conftest import (
+from tests.traces.helpers import (
     body_of,
     fixture_bytes,
     llm_attributes,
