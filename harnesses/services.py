@@ -3,7 +3,7 @@
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid
 from belvedir.models import Project
 from harnesses import policy
 from harnesses.catalog import preset_get
@@ -29,9 +29,9 @@ def _check_preset(slug: str) -> str:
         return ""
     preset = preset_get(slug)
     if preset is None:
-        raise DomainError(f"There is no catalog card {slug!r}.", field="preset")
+        raise Invalid(f"There is no catalog card {slug!r}.", field="preset")
     if not preset.available:
-        raise DomainError(f"The {preset.name} card is not yet available.", field="preset")
+        raise Invalid(f"The {preset.name} card is not yet available.", field="preset")
     return slug
 
 
@@ -59,31 +59,31 @@ def _clean(data: dict, *, current_preset: str = "") -> dict:
     clean: dict = {}
     name = str(data.get("name") or "").strip()
     if not name:
-        raise DomainError("name is required.", field="name")
+        raise Invalid("name is required.", field="name")
     if len(name) > 120:
-        raise DomainError("name must be at most 120 characters.", field="name")
+        raise Invalid("name must be at most 120 characters.", field="name")
     clean["name"] = name
     clean["repo_url"] = policy.validate_repo_url(data.get("repo_url"))
     clean["ref"] = policy.validate_ref(data.get("ref"))
     for command in ("install_command", "run_command"):
         value = data.get(command) or ""
         if not isinstance(value, str):
-            raise DomainError(f"{command} must be text.", field=command)
+            raise Invalid(f"{command} must be text.", field=command)
         if len(value) > 10_000:
-            raise DomainError(f"{command} must be at most 10,000 characters.", field=command)
+            raise Invalid(f"{command} must be at most 10,000 characters.", field=command)
         clean[command] = value.strip()
     if not clean["run_command"]:
-        raise DomainError("run_command is required.", field="run_command")
+        raise Invalid("run_command is required.", field="run_command")
     clean["env"] = policy.validate_env(data.get("env"))
     compute = (data.get("compute") or Compute.CPU).lower()
     if compute not in Compute.values:
-        raise DomainError("compute must be cpu or gpu.", field="compute")
+        raise Invalid("compute must be cpu or gpu.", field="compute")
     clean["compute"] = compute
     gpu_type = (data.get("gpu_type") or "").strip()
     if compute == Compute.GPU:
         gpu_type = gpu_type or "A10G"
         if gpu_type not in GPU_TYPES:
-            raise DomainError(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
+            raise Invalid(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
     else:
         gpu_type = ""
     clean["gpu_type"] = gpu_type
@@ -98,7 +98,7 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
     if exclude_id:
         taken = taken.exclude(pk=exclude_id)
     if taken.exists():
-        raise DomainError(f"A harness named {name!r} already exists in this project.", field="name")
+        raise Invalid(f"A harness named {name!r} already exists in this project.", field="name")
 
 
 def harness_validate(
@@ -116,7 +116,7 @@ def _save(harness: Harness) -> Harness:
         with transaction.atomic():
             harness.save()
     except IntegrityError:  # a concurrent save took the name
-        raise DomainError(
+        raise Invalid(
             f"A harness named {harness.name!r} already exists in this project.", field="name"
         ) from None
     return harness

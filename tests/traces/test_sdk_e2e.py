@@ -30,7 +30,7 @@ from tests.runs.helpers import containers_of, git_repo_of
 from tests.traces.fake_openai import FakeOpenAI, usage_for
 from tests.traces.helpers import TRACES, body_of, span
 from traces.models import Session, Span, Task
-from traces.services import tasks_form
+from traces.services.task_forming import tasks_form
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 

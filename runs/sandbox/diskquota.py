@@ -1,0 +1,257 @@
+"""Per-sandbox disk quotas: a sparse ext4 image, loop-mounted, its folders bind-mounted in.
+
+A sandbox's container runs with a read-only root filesystem; the only places it can write
+(the workdir, /tmp, /var/tmp, the sandbox user's home, the venv) are folders of one small
+filesystem made for that sandbox alone. The filesystem lives in a sparse image file of
+`size_bytes` bytes, so it costs the host only what the sandbox really writes, and the
+sandbox can never write more than `size_bytes` in total: past that, it gets ENOSPC.
+
+Layout under `root` (BELVEDIR_SANDBOX_DATA_DIR, e.g. /var/lib/belvedir/sandboxes):
+
+    <name>.img    the sparse image file
+    <name>/       its mount point; <name>/<folder>/ are the sandbox's writable places
+
+Pure Python (no Django). `allocate` and `release` need root (mkfs, mount, umount, chown).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+IMAGE_SUFFIX = ".img"
+# No journal (the filesystem lives as long as one run), no reserved blocks, lazily
+# initialised inode tables: unwritten parts of a sparse file already read as zeros.
+MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal"]
+MKFS += ["-E", "lazy_itable_init=1,nodiscard"]
+MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"
+MIN_SIZE = 16 * 1024 * 1024
+# What a full filesystem leaves free: a writer that hit ENOSPC leaves less than this.
+FULL_SLACK_BYTES = 4 * 1024 * 1024
+NO_SPACE_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_TIMEOUT = 60
+
+
+class DiskQuotaError(Exception):
+    """A quota volume could not be made, checked or released; the message is fit to show."""
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One writable place: its mode, and a host folder whose content is copied in first."""
+
+    mode: int = 0o755
+    seed: Path | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    total: int
+    used: int
+    free: int
+    free_inodes: int
+
+
+@dataclass(frozen=True)
+class QuotaVolume:
+    """A mounted quota filesystem: `folder(name)` is the host path to bind-mount."""
+
+    name: str
+    image: Path
+    mountpoint: Path
+    size_bytes: int
+
+    def folder(self, name: str) -> Path:
+        return self.mountpoint / name
+
+    def usage(self) -> Usage:
+        """Space and inodes of the mounted filesystem, as the sandbox sees them."""
+        try:
+            st = os.statvfs(self.mountpoint)
+        except OSError as exc:
+            raise DiskQuotaError(f"could not read the disk usage of {self.name}: {exc}") from exc
+        total = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        return Usage(
+            total=total, used=total - st.f_bfree * st.f_frsize, free=free, free_inodes=st.f_favail
+        )
+
+    def is_full(self) -> bool:
+        """Whether the sandbox ran out of space (or of inodes) on it."""
+        usage = self.usage()
+        return usage.free < FULL_SLACK_BYTES or usage.free_inodes == 0
+
+    def host_bytes(self) -> int:
+        """How much of the host's disk the sparse image really takes."""
+        try:
+            return self.image.stat().st_blocks * 512
+        except FileNotFoundError:
+            return 0
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise DiskQuotaError(f"{name!r} is not a valid sandbox volume name")
+
+
+def _paths(root: Path, name: str) -> tuple[Path, Path]:
+    _check_name(name)
+    return root / f"{name}{IMAGE_SUFFIX}", root / name
+
+
+def _run(args: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=_TIMEOUT)
+    except FileNotFoundError as exc:
+        raise DiskQuotaError(f"could not {what}: {args[0]} is not installed") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise DiskQuotaError(f"could not {what}: {args[0]} took over {_TIMEOUT} s") from exc
+    if done.returncode != 0:
+        reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["failed"]
+        raise DiskQuotaError(f"could not {what}: {reason[0][:300]}")
+
+
+def is_mounted(path: Path) -> bool:
+    """Whether `path` is a mount point (read from /proc/self/mounts, so it never blocks)."""
+    target = os.path.realpath(path)
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 1 and _unescape(fields[1]) == target:
+                return True
+    return False
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def allocate(
+    *,
+    root: Path,
+    name: str,
+    size_bytes: int,
+    folders: Mapping[str, Folder],
+    uid: int,
+    gid: int,
+) -> QuotaVolume:
+    """Make, format and mount a `size_bytes` volume; make `folders` in it, owned by uid:gid.
+
+    A half-made volume is released again before the error is raised.
+    """
+    if os.geteuid() != 0:
+        raise DiskQuotaError("sandbox disk quotas need root (mkfs, mount)")
+    if size_bytes < MIN_SIZE:
+        raise DiskQuotaError(f"a sandbox disk must be at least {MIN_SIZE} bytes, not {size_bytes}")
+    image, mountpoint = _paths(root, name)
+    for folder in folders:
+        _check_name(folder)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if image.exists() or mountpoint.exists():
+        raise DiskQuotaError(f"a sandbox volume named {name} already exists")
+    volume = QuotaVolume(name=name, image=image, mountpoint=mountpoint, size_bytes=size_bytes)
+    try:
+        with open(image, "xb") as handle:
+            handle.truncate(size_bytes)  # sparse: no block is written yet
+        os.chmod(image, 0o600)
+        _run([*MKFS, "-L", name[:16], str(image)], "format the sandbox disk")
+        mountpoint.mkdir(mode=0o700)
+        _run(["mount", "-o", MOUNT_OPTIONS, str(image), str(mountpoint)], "mount the sandbox disk")
+        os.chmod(mountpoint, 0o755)
+        shutil.rmtree(mountpoint / "lost+found", ignore_errors=True)
+        for folder_name, folder in folders.items():
+            path = volume.folder(folder_name)
+            path.mkdir()
+            if folder.seed is not None:
+                _run(["cp", "-a", "--", f"{folder.seed}/.", str(path)], f"seed {folder_name}")
+            os.chown(path, uid, gid)
+            os.chmod(path, folder.mode)
+    except BaseException:
+        try:
+            release(root=root, name=name)
+        except DiskQuotaError:
+            pass  # the first error is the one worth reporting; the reaper retries
+        raise
+    return volume
+
+
+def release(*, root: Path, name: str) -> None:
+    """Unmount and delete the volume `name`; fine if it is partly or wholly gone already.
+
+    Unmounts lazily when the filesystem is still busy (a container not yet removed): the
+    kernel frees it when the last user lets go, and the image file is deleted either way.
+    """
+    image, mountpoint = _paths(root, name)
+    if mountpoint.exists() and is_mounted(mountpoint):
+        try:
+            _run(["umount", str(mountpoint)], f"unmount the sandbox disk {name}")
+        except DiskQuotaError:
+            _run(["umount", "-l", str(mountpoint)], f"unmount the sandbox disk {name}")
+    if mountpoint.exists():
+        if is_mounted(mountpoint):
+            raise DiskQuotaError(f"the sandbox disk {name} is still mounted")
+        shutil.rmtree(mountpoint, ignore_errors=True)
+    try:
+        image.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def volume_names(*, root: Path) -> list[str]:
+    """Every volume under `root`, mounted or not (for the reaper's orphan sweep)."""
+    if not root.is_dir():
+        return []
+    names = set()
+    for entry in root.iterdir():
+        name = entry.name.removesuffix(IMAGE_SUFFIX) if entry.is_file() else entry.name
+        if entry.is_file() != entry.name.endswith(IMAGE_SUFFIX):
+            continue
+        if _NAME.match(name):
+            names.add(name)
+    return sorted(names)
+
+
+def free_disk_bytes(path: Path) -> int:
+    """Free bytes for ordinary users on the filesystem holding `path` (or its parent)."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def committed_bytes(*, root: Path) -> int:
+    """What the volumes under `root` may still take from the host: their sizes less what
+    their images already occupy (a sparse image grows as its sandbox writes)."""
+    total = 0
+    for name in volume_names(root=root):
+        try:
+            st = (root / f"{name}{IMAGE_SUFFIX}").stat()
+        except FileNotFoundError:
+            continue
+        total += max(0, st.st_size - st.st_blocks * 512)
+    return total
+
+
+def check_room(*, root: Path, size_bytes: int, reserve_bytes: int) -> None:
+    """Refuse a new `size_bytes` volume unless the host keeps `reserve_bytes` free even
+    when every volume (the new one too) is filled to its quota."""
+    free = free_disk_bytes(root)
+    promised = committed_bytes(root=root)
+    if free - promised - size_bytes < reserve_bytes:
+        raise DiskQuotaError(
+            f"the worker's disk is too full to start a sandbox: {_gib(free)} free, "
+            f"{_gib(promised)} promised to running sandboxes, {_gib(size_bytes)} needed "
+            f"and {_gib(reserve_bytes)} kept in reserve (BELVEDIR_MIN_FREE_DISK)"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
