@@ -102,13 +102,43 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
 
 
 def harness_validate(
-    *, data: dict, project: Project | None = None, exclude_id: str | None = None
+    *,
+    project: Project | None = None,
+    exclude_id: str | None = None,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
 ) -> dict:
-    """The cleaned fields for `data`, or a DomainError naming the field (used by the admin)."""
-    clean = _clean(data)
+    """The cleaned fields, or a DomainError naming the field (used by the admin)."""
+    clean = _clean(
+        _given(
+            name=name,
+            repo_url=repo_url,
+            ref=ref,
+            install_command=install_command,
+            run_command=run_command,
+            env=env,
+            compute=compute,
+            gpu_type=gpu_type,
+            tasks=tasks,
+            preset=preset,
+        )
+    )
     if project is not None:
         _check_name_free(project, clean["name"], exclude_id=exclude_id)
     return clean
+
+
+def _given(**fields) -> dict:
+    """The fields a caller gave: None means not given."""
+    return {field: value for field, value in fields.items() if value is not None}
 
 
 def _save(harness: Harness) -> Harness:
@@ -123,27 +153,75 @@ def _save(harness: Harness) -> Harness:
 
 
 @transaction.atomic
-def harness_create(*, project: Project, data: dict, created_by=None) -> Harness:
-    """Create a harness; with a `preset`, the card's fields fill whatever is not given.
+def harness_create(
+    *,
+    project: Project,
+    created_by=None,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
+) -> Harness:
+    """Create a harness; with a `preset`, the card's fields fill whatever is not given (None).
 
     A field that is given, even blank, is kept as given: the New Harness form sends every
     field, and a field the user cleared stays cleared.
     """
-    merged = dict(data)
-    if data.get("preset"):
-        defaults = harness_defaults_from_preset(data["preset"])
-        merged = {**defaults, **{k: v for k, v in data.items() if v is not None}}
-    clean = _clean(merged)
+    given = _given(
+        name=name,
+        repo_url=repo_url,
+        ref=ref,
+        install_command=install_command,
+        run_command=run_command,
+        env=env,
+        compute=compute,
+        gpu_type=gpu_type,
+        tasks=tasks,
+        preset=preset,
+    )
+    if preset:
+        given = {**harness_defaults_from_preset(preset), **given}
+    clean = _clean(given)
     _check_name_free(project, clean["name"])
     return _save(Harness(project=project, created_by=created_by, **clean))
 
 
 @transaction.atomic
-def harness_update(*, harness: Harness, data: dict) -> Harness:
-    """Update; fields not given keep their value."""
+def harness_update(
+    *,
+    harness: Harness,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
+) -> Harness:
+    """Update; fields not given (None) keep their value."""
     current = {f: getattr(harness, f) for f in FIELDS}
-    merged = {**current, **{k: v for k, v in data.items() if k in FIELDS}}
-    clean = _clean(merged, current_preset=harness.preset)
+    given = _given(
+        name=name,
+        repo_url=repo_url,
+        ref=ref,
+        install_command=install_command,
+        run_command=run_command,
+        env=env,
+        compute=compute,
+        gpu_type=gpu_type,
+        tasks=tasks,
+        preset=preset,
+    )
+    clean = _clean({**current, **given}, current_preset=harness.preset)
     _check_name_free(harness.project, clean["name"], exclude_id=harness.pk)
     for field, value in clean.items():
         setattr(harness, field, value)

@@ -33,7 +33,7 @@ def harness_new(request):
         if form.is_valid():
             try:
                 harness = services.harness_create(
-                    project=access.project, data=form.cleaned_data, created_by=request.user
+                    project=access.project, created_by=request.user, **form.cleaned_data
                 )
             except DomainError as exc:
                 form_error(form, exc)
@@ -77,7 +77,7 @@ def harness_detail(request, harness_id: str):
         form = HarnessForm(request.POST)
         if form.is_valid():
             try:
-                services.harness_update(harness=harness, data=form.cleaned_data)
+                services.harness_update(harness=harness, **form.cleaned_data)
             except DomainError as exc:
                 form_error(form, exc)
             else:
