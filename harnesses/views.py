@@ -85,19 +85,19 @@ def harness_detail(request, harness_id: str):
                     messages.success(request, "Saved.")
                     return redirect("harnesses:detail", harness_id=harness.pk)
                 saved = True
-                form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+                form = HarnessForm(
+                    initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+                )
     else:
-        form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+        form = HarnessForm(
+            initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+        )
     # Its recent runs and the launch dialog are the runs app's partials, pulled in with hx-get.
     context = {"harness": harness, "form": form, "saved": saved}
     status = form_status(form)
     if request.htmx:
         return render(request, "harnesses/detail.html#form", context, status=status)
     return render(request, "harnesses/detail.html", context, status=status)
-
-
-def _values(harness: Harness) -> dict:
-    return {f: getattr(harness, f) for f in services.FIELDS}
 
 
 @login_required

@@ -51,7 +51,7 @@ def _harness_runs(request, access):
 def run_detail(request, run_id: str):
     access = access_for_request(request)
     run = access.get(Run, pk=run_id)
-    context = {"run": run}
+    context = {"run": run, "queue_position": selectors.queue_position(run)}
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     return render(request, "runs/detail.html", context)

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('belvedir', '0002_initial'),
-        ('runs', '0003_run_enqueued_at'),
+        ('runs', '0004_env_secrets'),
     ]
 
     operations = [
