@@ -889,13 +889,3 @@ def test_a_run_key_cannot_report_the_outcome_of_another_runs_session(owner, runn
     assert SessionModel.objects.get(external_id=other.pk).outcome == ""
     # The project key may.
     assert post_outcome(owner.key, {"session_id": other.pk, "outcome": "fail"}).status_code == 200
-
-
-def test_the_outcome_service_raises_the_domain_not_found_for_an_unknown_session(owner):
-    from belvedir.errors import NotFound
-    from belvedir.services import api_key_authenticate
-    from traces.services.outcomes import outcome_record
-
-    with pytest.raises(NotFound) as missing:
-        outcome_record(key=api_key_authenticate(owner.key), session_id="nobody", outcome="fail")
-    assert missing.value.field == "session_id"
