@@ -86,27 +86,19 @@ def harness_detail(request, harness_id: str):
                     messages.success(request, "Saved.")
                     return redirect("harnesses:detail", harness_id=harness.pk)
                 saved = True
-                form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+                form = HarnessForm(
+                    initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+                )
     else:
-        form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
-    context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
+        form = HarnessForm(
+            initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+        )
+    # Its recent runs and the launch dialog are the runs app's partials, pulled in with hx-get.
+    context = {"harness": harness, "form": form, "saved": saved}
     status = form_status(form)
     if request.htmx:
         return render(request, "harnesses/detail.html#form", context, status=status)
     return render(request, "harnesses/detail.html", context, status=status)
-
-
-def _run_context(request, harness: Harness) -> dict:
-    """The harness's recent runs, for its page (filled in by the runs app)."""
-    try:
-        from runs.views import harness_run_context
-    except ImportError:
-        return {}
-    return harness_run_context(request, harness)
-
-
-def _values(harness: Harness) -> dict:
-    return {f: getattr(harness, f) for f in services.FIELDS}
 
 
 @login_required

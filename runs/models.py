@@ -35,6 +35,8 @@ class Run(models.Model):
     harness_name = models.CharField(max_length=120)
     # The harness as it was at launch: a later edit does not change a queued run.
     harness_snapshot = models.JSONField(default=dict)
+    # The snapshot's secret env values (harnesses.env_secrets), encrypted.
+    harness_env_secrets_encrypted = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     model = models.CharField(max_length=200, blank=True)
     model_api_base = models.CharField(max_length=500, blank=True)
@@ -51,6 +53,15 @@ class Run(models.Model):
     # Bytes of output ever written; the tail covers the last len(log_tail) of them.
     log_size = models.BigIntegerField(default=0)
     run_key_encrypted = models.TextField(blank=True)
+    # The run's own key (trace ingest, its Tasks file): the run owns the link, so the core app
+    # (a lower floor) never points at runs.
+    ingest_key = models.OneToOneField(
+        "belvedir.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="ingest_run",
+    )
     exit_code = models.IntegerField(null=True, blank=True)
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)

@@ -8,6 +8,14 @@ from rest_framework.test import APIClient
 
 from belvedir import services
 from belvedir.models import Membership, Role
+from tests.helpers.hypothesis_profiles import load_profile
+
+# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster), for every app.
+pytest_plugins = ["tests.helpers.run_fixtures"]
+
+
+def pytest_configure(config):
+    load_profile()  # few examples locally, the full count in CI (tests/helpers/hypothesis_profiles)
 
 
 @dataclass
@@ -102,6 +110,14 @@ def harness(owner):
         env={"MODEL": "openai/gpt-4.1-mini"},
         created_by=owner.user,
     )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """Throttle counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

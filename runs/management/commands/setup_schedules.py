@@ -1,5 +1,9 @@
-"""Upsert the django-q2 schedules in code: the run reaper and the trace task-former."""
+"""Upsert the django-q2 schedules in code: the run reaper and the trace task-former.
 
+They run on the "housekeeping" cluster (Q_CLUSTER_NAME=housekeeping), never behind runs.
+"""
+
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django_q.models import Schedule
 
@@ -14,15 +18,7 @@ class Command(BaseCommand):
     help = "Create or update the platform's periodic jobs."
 
     def handle(self, *args, **options):
-        import importlib
-
         for name, func, minutes in SCHEDULES:
-            module, _, attr = func.rpartition(".")
-            try:
-                getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                Schedule.objects.filter(name=name).delete()
-                continue
             Schedule.objects.update_or_create(
                 name=name,
                 defaults={
@@ -30,6 +26,7 @@ class Command(BaseCommand):
                     "schedule_type": Schedule.MINUTES,
                     "minutes": minutes,
                     "repeats": -1,
+                    "cluster": settings.Q_HOUSEKEEPING_CLUSTER,
                 },
             )
             self.stdout.write(f"schedule {name!r}: {func} every {minutes} min")
