@@ -8,8 +8,7 @@ from belvedir.errors import Unavailable
 from runs import services
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import Background, containers_of, wait_for
-from tests.runs.test_run_e2e import closed_port
+from tests.runs.helpers import Background, closed_port, containers_of, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
