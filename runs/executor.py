@@ -42,7 +42,7 @@ from runs.sandbox.base import (
     SandboxSpec,
     tar_directory,
 )
-from runs.sandbox.config import get_backend, spec_from_settings
+from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,
     run_finish,

@@ -20,7 +20,7 @@ from runs import git
 from runs.db import reconnecting
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
-from runs.sandbox.config import get_backend
+from runs.sandbox_config import get_backend
 
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:

@@ -8,7 +8,7 @@ before start. After `launch` the caller streams the output, waits with a timeout
 named files once it has stopped, and kills and removes it. Sandboxes are found again by
 label (`belvedir.run_id`), so a lost worker's sandbox can be reaped.
 
-Settings are read in `runs.sandbox.config`, which also picks the configured backend.
+Settings are read in `runs.sandbox_config`, which also picks the configured backend.
 """
 
 from __future__ import annotations

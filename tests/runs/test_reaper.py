@@ -23,7 +23,7 @@ from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
 from runs.sandbox.base import SandboxHandle
-from runs.sandbox.config import get_backend, spec_from_settings
+from runs.sandbox_config import get_backend, spec_from_settings
 from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]

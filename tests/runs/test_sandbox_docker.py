@@ -29,9 +29,9 @@ from runs.sandbox.base import (
     tar_directory,
     tar_files,
 )
-from runs.sandbox.config import image_config
 from runs.sandbox.docker import DockerBackend
 from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, build_image
+from runs.sandbox_config import image_config
 
 pytestmark = pytest.mark.docker
 

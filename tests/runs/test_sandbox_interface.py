@@ -9,8 +9,8 @@ import pytest
 from runs import contract
 from runs.sandbox import entrypoint
 from runs.sandbox.base import SandboxError, SandboxSpec
-from runs.sandbox.config import get_backend, spec_from_settings
 from runs.sandbox.docker import DockerBackend
+from runs.sandbox_config import get_backend, spec_from_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

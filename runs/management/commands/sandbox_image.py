@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.sandbox.base import SandboxError
-from runs.sandbox.config import image_config
 from runs.sandbox.image import build_image
+from runs.sandbox_config import image_config
 
 
 class Command(BaseCommand):
