@@ -11,14 +11,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.http import require_POST
 
-from belvedir import services
+from belvedir import crypto, services
 from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
+from belvedir.http import see_other
 from belvedir.middleware import api_server_error_response
 from belvedir.models import ApiKey, AuditEvent, Membership
 from belvedir.security import SignupThrottle
+
+NEW_KEY_SESSION = "belvedir_new_api_key"
 
 
 def signup(request):
@@ -70,7 +73,11 @@ def switch(request):
 def project_settings(request):
     access = access_for_request(request)
     key_form = ApiKeyForm(prefix="key")
+    # A key made by a plain POST is shown once, by the GET its redirect leads to.
+    # (Encrypted meanwhile, like every secret we hold: the session lives in the database.)
     new_key = None
+    if request.method == "GET" and NEW_KEY_SESSION in request.session:
+        new_key = crypto.decrypt(request.session.pop(NEW_KEY_SESSION))
     if request.method == "POST" and "key-name" in request.POST:
         access.require_write()
         key_form = ApiKeyForm(request.POST, prefix="key")
@@ -84,6 +91,9 @@ def project_settings(request):
             except DomainError as exc:
                 form_error(key_form, exc)
             else:
+                if not request.htmx:
+                    request.session[NEW_KEY_SESSION] = crypto.encrypt(new_key)
+                    return see_other("project-settings")
                 key_form = ApiKeyForm(prefix="key")
     keys = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
@@ -100,7 +110,7 @@ def api_key_revoke(request, key_id: str):
     key = access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id)
     services.api_key_revoke(key=key)
     messages.info(request, f"Key {key.name} revoked.")
-    return redirect("project-settings")
+    return see_other("project-settings")
 
 
 @login_required
