@@ -17,11 +17,12 @@ class Pagination(pagination.LimitOffsetPagination):
 
 def exception_handler(exc, context):
     if isinstance(exc, DomainError):
-        code = (
-            status.HTTP_429_TOO_MANY_REQUESTS
-            if exc.code.startswith("cap_")
-            else status.HTTP_400_BAD_REQUEST
-        )
+        if exc.code.startswith("cap_"):
+            code = status.HTTP_429_TOO_MANY_REQUESTS
+        elif exc.code == "unavailable":  # the platform cannot do it now; not the caller's fault
+            code = status.HTTP_503_SERVICE_UNAVAILABLE
+        else:
+            code = status.HTTP_400_BAD_REQUEST
         return Response(exc.as_dict(), status=code)
     if isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)

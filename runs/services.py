@@ -16,6 +16,7 @@ from belvedir.services import api_key_create, api_key_revoke
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs.models import IN_FLIGHT, Grading, Run, Status
+from runs.sandbox.isolation import isolation_require
 
 MAX_ATTEMPTS = 100
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -121,6 +122,7 @@ def run_launch(
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise DomainError(f"{name} must be an http(s) URL.", field=name)
+    isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=project.organization_id)
