@@ -1,5 +1,6 @@
 """Shared fixtures: an owner, a read-only member and an outsider of another organization."""
 
+import random
 from dataclasses import dataclass
 
 import pytest
@@ -127,3 +128,20 @@ def cli(live_server, owner, monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def sandbox_gateway(live_server, settings):
+    """The sandbox gateway on the sandbox network's gateway IP (a free port of the sandbox
+    port range), forwarding to this test's live server; sandboxes get it as their base URL."""
+    from runs.sandbox.gateway import GatewayThread
+
+    low, _, high = settings.BELVEDIR_SANDBOX_PORTS.partition(":")
+    ports = list(range(int(low), int(high or low) + 1))
+    random.shuffle(ports)
+    gateway = GatewayThread(
+        host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=ports, upstream=live_server.url
+    )
+    settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
+    yield gateway.url
+    gateway.stop()

@@ -18,6 +18,8 @@ import contextlib
 import json
 import logging
 import re
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -296,3 +298,40 @@ class Gateway:
             up_writer.close()
             with contextlib.suppress(Exception):
                 await up_writer.wait_closed()
+
+
+class GatewayThread:
+    """A gateway on its own event loop in a daemon thread, on the first free port of `ports`
+    (for tests, benchmarks and `make up`'s helpers); `url` says where it listens."""
+
+    def __init__(
+        self, *, host: str, ports: Iterable[int], upstream: str, timeout: float = 600.0
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._server: asyncio.Server | None = None
+        for port in ports:
+            gateway = Gateway(host=host, port=port, upstream=upstream, timeout=timeout)
+            started = asyncio.run_coroutine_threadsafe(gateway.start(), self._loop)
+            try:
+                self._server = started.result(10)
+            except OSError:
+                continue  # taken: try the next port
+            self.port = self._server.sockets[0].getsockname()[1]  # port 0: the one given
+            self.url = f"http://{host}:{self.port}"
+            return
+        self.stop()
+        raise OSError(f"no free port for a sandbox gateway on {host} in {ports}")
+
+    def stop(self) -> None:
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
