@@ -1,7 +1,9 @@
 """Shared fixtures: an owner, a read-only member and an outsider of another organization."""
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -9,6 +11,8 @@ from rest_framework.test import APIClient
 
 from belvedir import services
 from belvedir.models import Membership, Role
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -130,17 +134,38 @@ def cli(live_server, owner, monkeypatch, capsys):
     return run
 
 
+def sandbox_ports() -> list[int]:
+    """The ports sandboxes may reach on the gateway IP, in random order (tests running side
+    by side then rarely try the same one first)."""
+    from django.conf import settings
+
+    low, _, high = settings.BELVEDIR_SANDBOX_PORTS.partition(":")
+    ports = list(range(int(low), int(high or low) + 1))
+    random.shuffle(ports)
+    return ports
+
+
+def serve_to_sandboxes(make: Callable[[str, int], T]) -> T:
+    """`make(host, port)` on the gateway IP and a free sandbox port: the only place on this
+    host sandboxes reach (a model server or a package index standing in for the internet)."""
+    from django.conf import settings
+
+    for port in sandbox_ports():
+        try:
+            return make(settings.BELVEDIR_SANDBOX_GATEWAY, port)
+        except OSError:
+            continue
+    pytest.fail(f"no free port in {settings.BELVEDIR_SANDBOX_PORTS} on the gateway IP")
+
+
 @pytest.fixture
 def sandbox_gateway(live_server, settings):
     """The sandbox gateway on the sandbox network's gateway IP (a free port of the sandbox
     port range), forwarding to this test's live server; sandboxes get it as their base URL."""
     from runs.sandbox.gateway import GatewayThread
 
-    low, _, high = settings.BELVEDIR_SANDBOX_PORTS.partition(":")
-    ports = list(range(int(low), int(high or low) + 1))
-    random.shuffle(ports)
     gateway = GatewayThread(
-        host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=ports, upstream=live_server.url
+        host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=sandbox_ports(), upstream=live_server.url
     )
     settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
     yield gateway.url

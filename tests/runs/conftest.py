@@ -115,14 +115,24 @@ def contract_repo(tmp_path) -> str:
 
 
 @pytest.fixture
-def sandbox_settings(settings, live_server):
-    """Sandboxes on host networking that reach this test's live server on 127.0.0.1."""
-    settings.BELVEDIR_SANDBOX_BASE_URL = live_server.url
-    settings.BELVEDIR_SANDBOX_NETWORK = "host"
+def sandbox_settings(settings, sandbox_gateway):
+    """Sandboxes as production runs them (the isolated network, gVisor, a disk quota), with
+    test-sized limits; they reach this test's live server through the sandbox gateway."""
     settings.BELVEDIR_SANDBOX_MEMORY = "1g"
     settings.BELVEDIR_SANDBOX_CPUS = 1.0
+    settings.BELVEDIR_SANDBOX_DISK = 2 * 2**30
     settings.BELVEDIR_RUN_TIMEOUT = 120
     return settings
+
+
+def worker_env(settings) -> dict[str, str]:
+    """This test's sandbox settings, for a worker in another process."""
+    return {
+        "BELVEDIR_SANDBOX_BASE_URL": settings.BELVEDIR_SANDBOX_BASE_URL,
+        "BELVEDIR_SANDBOX_MEMORY": str(settings.BELVEDIR_SANDBOX_MEMORY),
+        "BELVEDIR_SANDBOX_CPUS": str(settings.BELVEDIR_SANDBOX_CPUS),
+        "BELVEDIR_SANDBOX_DISK": str(settings.BELVEDIR_SANDBOX_DISK),
+    }
 
 
 @pytest.fixture

@@ -10,24 +10,21 @@ from pathlib import Path
 import pytest
 
 from runs.models import Run
-from tests.runs.conftest import subprocess_database_url, wait_for
+from tests.runs.conftest import subprocess_database_url, wait_for, worker_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def cluster(live_server, tmp_path):
+def cluster(sandbox_settings, tmp_path):
     """`manage.py qcluster` on this test's database (the ORM broker), stopped afterwards."""
     log = tmp_path / "qcluster.log"
     env = {
         **os.environ,
         "DATABASE_URL": subprocess_database_url(),
         "Q_WORKERS": "1",
-        "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
-        "BELVEDIR_SANDBOX_NETWORK": "host",
-        "BELVEDIR_SANDBOX_MEMORY": "1g",
-        "BELVEDIR_SANDBOX_CPUS": "1",
+        **worker_env(sandbox_settings),
     }
     with log.open("wb") as out:
         process = subprocess.Popen(
