@@ -4,6 +4,7 @@ import re
 from urllib.parse import urlparse
 
 from belvedir.errors import DomainError
+from belvedir.validators import has_unstorable
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TASKS_MAX_BYTES = 512 * 1024
@@ -27,9 +28,6 @@ _REFUSED_ANY_CASE = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
 _REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
 # Harness env that the Harbor driver reads; not contract names, so allowed.
 _ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN"}
-
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL refuses them
 
 
 def env_key_refusal(key: str) -> str | None:
@@ -63,7 +61,7 @@ def validate_env(env) -> dict[str, str]:
                 f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.",
                 field="env",
             )
-        if _UNSTORABLE.search(value):
+        if has_unstorable(value):
             raise DomainError(
                 f"env key {key}: the value contains a NUL or an unpaired surrogate character.",
                 field="env",

@@ -12,7 +12,7 @@ from belvedir.errors import DomainError
 from belvedir.models import ApiKey
 from harnesses.models import Harness
 from runs import selectors, services
-from runs.models import Grading, Run
+from runs.models import MAX_ATTEMPTS, Grading, Run
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -66,7 +66,7 @@ class RunLaunchSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=2000, default="", write_only=True
     )
     attempts = serializers.IntegerField(
-        required=False, default=1, min_value=1, max_value=services.MAX_ATTEMPTS
+        required=False, default=1, min_value=1, max_value=MAX_ATTEMPTS
     )
     grading = serializers.ChoiceField(
         choices=Grading.values, required=False, default=Grading.PASS_AT_1

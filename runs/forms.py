@@ -1,6 +1,6 @@
 from django import forms
 
-from runs.models import Grading
+from runs.models import MAX_ATTEMPTS, Grading
 
 
 class LaunchForm(forms.Form):
@@ -11,7 +11,9 @@ class LaunchForm(forms.Form):
         if harness_choices is not None:
             self.fields = {"harness": forms.ChoiceField(choices=harness_choices), **self.fields}
 
-    attempts = forms.IntegerField(label="Attempts per task", min_value=1, max_value=100, initial=1)
+    attempts = forms.IntegerField(
+        label="Attempts per task", min_value=1, max_value=MAX_ATTEMPTS, initial=1
+    )
     grading = forms.ChoiceField(choices=Grading.choices, initial=Grading.PASS_AT_1)
     model = forms.CharField(label="MODEL", required=False, max_length=200)
     model_api_base = forms.CharField(label="MODEL_API_BASE", required=False, max_length=500)

@@ -17,6 +17,9 @@ IN_FLIGHT = [Status.QUEUED, Status.RUNNING]
 TERMINAL = [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED]
 
 
+MAX_ATTEMPTS = 100  # attempts per task a run may ask for
+
+
 class Grading(models.TextChoices):
     PASS_AT_1 = "pass@1", "pass@1"
     PASS_AT_K = "pass@k", "pass@k"

@@ -15,10 +15,9 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
-from runs.models import IN_FLIGHT, Grading, Run, Status
+from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
 from runs.sandbox.isolation import isolation_require
 
-MAX_ATTEMPTS = 100
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 

@@ -1,13 +1,13 @@
 from django.contrib import admin
 
-from traces import services
 from traces.models import Session, Span, Task, TaskGroup
+from traces.services.task_forming import tasks_form
 
 
 @admin.action(description="Form tasks now")
 def form_tasks_now(modeladmin, request, queryset):
     for session in queryset:
-        services.tasks_form(session=session)
+        tasks_form(session=session)
     modeladmin.message_user(request, f"Formed tasks for {queryset.count()} session(s).")
 
 

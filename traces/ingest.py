@@ -18,8 +18,8 @@ from belvedir.authentication import bearer_token
 from belvedir.errors import DomainError
 from belvedir.services import api_key_authenticate
 from traces import otlp
-from traces.models import Session
-from traces.services import outcome_record, spans_ingest
+from traces.services.ingest import spans_ingest
+from traces.services.outcomes import outcome_record
 
 log = logging.getLogger(__name__)
 _in_flight = threading.BoundedSemaphore(settings.BELVEDIR_INGEST_CONCURRENCY)
@@ -123,6 +123,6 @@ def outcomes(request):
         )
     except DomainError as exc:
         return JsonResponse(exc.as_dict(), status=400)
-    except Session.DoesNotExist:
+    if session is None:
         return JsonResponse({"session_id": ["No session with this id in the project."]}, status=404)
     return JsonResponse({"session_id": session.external_id, "outcome": session.outcome})

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from belvedir.validators import storable
 from traces.otlp_base import (
     _KINDS,
     _STATUSES,
@@ -46,7 +47,6 @@ _HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 _INT_RE = re.compile(r"-?[0-9]{1,20}")
 _INT64 = 2**63
 _UINT64 = 2**64
-_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 _RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
@@ -197,7 +197,7 @@ class _JsonDecoder:
             if type(key) is not str:
                 raise _Reject("an attribute key is not a string")
             if self.sanitize:
-                key = _clean(key)
+                key = storable(key)
             out[key] = self.value(pair.get("value"), depth, key)
         return out
 
@@ -257,7 +257,7 @@ class _JsonDecoder:
 
     def string(self, value: str) -> str:
         if self.sanitize:
-            value = _clean(value)
+            value = storable(value)
         if len(value) > self.max_chars:
             self.truncated += 1
             return value[: self.max_chars] + TRUNCATION_MARKER
@@ -354,7 +354,3 @@ def _enum(raw: Any, names: tuple[str, ...], by_name: dict[str, str], what: str) 
     if type(raw) is str and raw in by_name:
         return by_name[raw]
     raise _Reject(f"{what} is not a known value")
-
-
-def _clean(value: str) -> str:
-    return _BAD_CHARS.sub("\ufffd", value)

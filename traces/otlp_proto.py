@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from belvedir.validators import storable
 from traces.otlp_base import (
     _KINDS,
     _STATUSES,
@@ -126,8 +127,8 @@ class _ProtoDecoder:
         return None
 
     def string(self, value: str) -> str:
-        if "\x00" in value:
-            value = value.replace("\x00", "\ufffd")
+        if "\x00" in value:  # protobuf strings are valid UTF-8: no lone surrogates
+            value = storable(value)
         if len(value) > self.max_chars:
             self.truncated += 1
             return value[: self.max_chars] + TRUNCATION_MARKER

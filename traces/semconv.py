@@ -21,9 +21,10 @@ name(arguments)`` lines, the form the SDK's importers already send.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from belvedir.validators import storable
 
 SESSION_ID_KEYS = (
     "traceloop.association.properties.session_id",
@@ -145,14 +146,10 @@ def parse_llm_call(attributes: dict[str, Any]) -> LlmCall | None:
 
 # -- Helpers ---------------------------------------------------------------------
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
 
 def _storable(message: dict[str, str]) -> dict[str, str]:
     """NUL and lone surrogates (refused by PostgreSQL text and jsonb) become U+FFFD."""
-    return {
-        k: _UNSTORABLE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in message.items()
-    }
+    return {k: storable(v) if isinstance(v, str) else v for k, v in message.items()}
 
 
 def _read_messages(call: LlmCall, attributes: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from traces.services import quiet_sessions_form
+from traces.services.task_forming import quiet_sessions_form
 
 
 def form_tasks() -> int:

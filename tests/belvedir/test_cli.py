@@ -163,7 +163,7 @@ def test_the_console_script_is_declared():
 
 
 def test_runs_launch_takes_the_model_key_from_the_environment(monkeypatch):
-    from belvedir import cli
+    from belvedir.cli import build_parser, runs
 
     sent = {}
 
@@ -173,6 +173,44 @@ def test_runs_launch_takes_the_model_key_from_the_environment(monkeypatch):
             return {"id": "run_x", "status": "queued"}
 
     monkeypatch.setenv("MODEL_API_KEY", "sk-from-env")
-    args = cli.build_parser().parse_args(["runs", "launch", "har_x", "--model", "m"])
-    assert cli.cmd_runs_launch(FakeClient(), args) == 0
+    args = build_parser().parse_args(["runs", "launch", "har_x", "--model", "m"])
+    assert runs.cmd_runs_launch(FakeClient(), args) == 0
     assert sent["model_api_key"] == "sk-from-env" and "judge_api_key" not in sent
+
+
+def test_the_cli_imports_nothing_from_django():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, belvedir.cli; "
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_python_dash_m_belvedir_cli_runs_the_same_command_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "belvedir.cli", "catalog"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+    )
+    assert result.returncode == 2
+    assert "set BELVEDIR_API_KEY" in result.stderr

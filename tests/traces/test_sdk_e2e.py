@@ -31,7 +31,7 @@ from tests.runs.conftest import containers_of, git_repo_of
 from tests.traces.conftest import TRACES, body_of, span
 from tests.traces.fake_openai import FakeOpenAI, usage_for
 from traces.models import Session, Span, Task
-from traces.services import tasks_form
+from traces.services.task_forming import tasks_form
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 

@@ -18,7 +18,7 @@ from tests.traces.conftest import (
     span,
 )
 from traces.models import Session, Task, TaskGroup
-from traces.services import normalize_task_name, quiet_sessions_form, tasks_form
+from traces.services.task_forming import normalize_task_name, quiet_sessions_form, tasks_form
 from traces.tasks import form_tasks
 
 pytestmark = pytest.mark.django_db

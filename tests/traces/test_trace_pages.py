@@ -17,7 +17,7 @@ from tests.traces.conftest import (
     span,
 )
 from traces.models import Session, TaskGroup
-from traces.services import tasks_form
+from traces.services.task_forming import tasks_form
 
 pytestmark = pytest.mark.django_db
 

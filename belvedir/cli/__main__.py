@@ -1,0 +1,5 @@
+import sys
+
+from belvedir.cli import main
+
+sys.exit(main())

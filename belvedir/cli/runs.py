@@ -1,0 +1,115 @@
+"""`belvedir runs launch|list|get|watch|cancel`: benchmark runs."""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from belvedir.cli.client import Client, out
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def cmd_runs_launch(client: Client, args) -> int:
+    body = {"harness": args.harness, "attempts": args.attempts, "grading": args.grading}
+    for field in (
+        "model",
+        "model_api_base",
+        "model_api_key",
+        "judge_model",
+        "judge_api_base",
+        "judge_api_key",
+    ):
+        value = getattr(args, field)
+        if value is None and field.endswith("_api_key"):
+            # Keys from the environment stay out of `ps` and shell history.
+            value = os.environ.get(field.upper()) or None
+        if value is not None:
+            body[field] = value
+    run = client.post("/api/v1/runs", json=body)
+    out(args, run, [f"launched {run['id']}  status {run['status']}"])
+    if args.watch:
+        return cmd_runs_watch(client, argparse.Namespace(**{**vars(args), "id": run["id"]}))
+    return 0
+
+
+def cmd_runs_list(client: Client, args) -> int:
+    params = {"limit": args.limit}
+    for field in ("harness", "status", "model"):
+        if getattr(args, field):
+            params[field] = getattr(args, field)
+    data = client.get("/api/v1/runs", params=params)
+    lines = [
+        f"{r['id']}  {r['status']:<9}  score={'' if r['score'] is None else r['score']}  {r['harness_name']}  {r['model']}"
+        for r in data["results"]
+    ]
+    out(args, data, lines or ["no runs"])
+    return 0
+
+
+def cmd_runs_get(client: Client, args) -> int:
+    run = client.get(f"/api/v1/runs/{args.id}")
+    out(args, run, [f"{run['id']}  {run['status']}  score={run['score']}", *run["notes"]])
+    return 0 if run["status"] != "failed" else 1
+
+
+def cmd_runs_cancel(client: Client, args) -> int:
+    run = client.post(f"/api/v1/runs/{args.id}/cancel")
+    out(args, run, [f"{run['id']}  {run['status']}"])
+    return 0
+
+
+def cmd_runs_watch(client: Client, args) -> int:
+    """Follow the log until the run ends; non-zero exit when it did not succeed."""
+    offset = 0
+    while True:
+        data = client.get(f"/api/v1/runs/{args.id}/log", params={"offset": offset})
+        if data["text"] and not args.json:
+            sys.stdout.write(data["text"])
+            sys.stdout.flush()
+        offset = data["offset"]
+        if data["status"] in TERMINAL:
+            run = client.get(f"/api/v1/runs/{args.id}")
+            if args.json:
+                print(json.dumps(run, indent=2))
+            else:
+                print(f"\n{run['id']} {run['status']} score={run['score']}")
+                for note in run["notes"]:
+                    print(note)
+            return 0 if run["status"] == "succeeded" else 1
+        time.sleep(args.interval)
+
+
+def register(sub) -> None:
+    runs = sub.add_parser("runs", help="benchmark runs").add_subparsers(
+        dest="action", required=True
+    )
+    launch = runs.add_parser("launch", help="launch a run of a harness")
+    launch.add_argument("harness", help="harness id")
+    launch.add_argument("--model")
+    launch.add_argument("--model-api-base")
+    launch.add_argument("--model-api-key", help="default: $MODEL_API_KEY")
+    launch.add_argument("--judge-model")
+    launch.add_argument("--judge-api-base")
+    launch.add_argument("--judge-api-key", help="default: $JUDGE_API_KEY")
+    launch.add_argument("--attempts", type=int, default=1)
+    launch.add_argument("--grading", default="pass@1", choices=["pass@1", "pass@k", "mean"])
+    launch.add_argument("--watch", action="store_true", help="follow the log until the run ends")
+    launch.add_argument("--interval", type=float, default=1.0)
+    launch.set_defaults(func=cmd_runs_launch)
+    rl = runs.add_parser("list", help="list runs")
+    rl.add_argument("--harness")
+    rl.add_argument("--status")
+    rl.add_argument("--model")
+    rl.add_argument("--limit", type=int, default=50)
+    rl.set_defaults(func=cmd_runs_list)
+    for name, func, text in [
+        ("get", cmd_runs_get, "show a run"),
+        ("watch", cmd_runs_watch, "follow a run's log until it ends"),
+        ("cancel", cmd_runs_cancel, "cancel a run"),
+    ]:
+        p = runs.add_parser(name, help=text)
+        p.add_argument("id")
+        p.add_argument("--interval", type=float, default=1.0)
+        p.set_defaults(func=func)
