@@ -5,10 +5,9 @@ Another organization's object is a 404; a read-only member's write is a 403.
 
 from dataclasses import dataclass
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import Http404
 
+from belvedir.errors import Forbidden, NotFound
 from belvedir.models import (
     MANAGE_ROLES,
     WRITE_ROLES,
@@ -43,11 +42,11 @@ class Access:
 
     def require_write(self) -> None:
         if not self.can_write:
-            raise PermissionDenied("Read-only members cannot change anything.")
+            raise Forbidden("Read-only members cannot change anything.")
 
     def require_manage(self) -> None:
         if not self.can_manage:
-            raise PermissionDenied("Only owners and admins can do this.")
+            raise Forbidden("Only owners and admins can do this.")
 
     def projects(self) -> QuerySet[Project]:
         """Projects the caller may see: the key's project, or every project of the org."""
@@ -74,7 +73,7 @@ class Access:
             queryset = queryset.objects.all()
         obj = self.scope(queryset, project_field=project_field).filter(**lookup).first()
         if obj is None:
-            raise Http404("Not found.")
+            raise NotFound("Not found.")
         if write:
             self.require_write()
         return obj
@@ -130,7 +129,7 @@ def access_for_request(request) -> Access:
     else:
         access = access_for_user(request.user, getattr(request, "session", None))
     if access is None:
-        raise Http404("You are not a member of any organization.")
+        raise NotFound("You are not a member of any organization.")
     request._belvedir_access = access
     return access
 
@@ -142,7 +141,7 @@ def switch_project(request, project_id: str) -> Project:
         .first()
     )
     if project is None:
-        raise Http404("Not found.")
+        raise NotFound("Not found.")
     request.session[SESSION_PROJECT] = project.pk
     request._belvedir_access = None
     return project

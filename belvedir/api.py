@@ -2,12 +2,13 @@
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
-from rest_framework import exceptions, pagination, status
+from rest_framework import exceptions, pagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from belvedir.access import Access, access_for_request
-from belvedir.errors import DomainError
+from belvedir.error_responses import body_of, headers_of, status_of
+from belvedir.errors import DomainError, Forbidden, NotFound
 
 
 class Pagination(pagination.LimitOffsetPagination):
@@ -16,19 +17,23 @@ class Pagination(pagination.LimitOffsetPagination):
 
 
 def exception_handler(exc, context):
+    """Domain errors by the one table in belvedir.error_responses; DRF's own errors as DRF
+    answers them, with their `code` beside a string `detail`."""
+    if isinstance(exc, Http404) and not isinstance(exc, DomainError):
+        exc = NotFound("Not found.")
+    if isinstance(exc, DjangoPermissionDenied) and not isinstance(exc, DomainError):
+        exc = Forbidden(str(exc) or "You do not have permission to do this.")
     if isinstance(exc, DomainError):
-        if exc.code.startswith("cap_"):
-            code = status.HTTP_429_TOO_MANY_REQUESTS
-        elif exc.code == "unavailable":  # the platform cannot do it now; not the caller's fault
-            code = status.HTTP_503_SERVICE_UNAVAILABLE
-        else:
-            code = status.HTTP_400_BAD_REQUEST
-        return Response(exc.as_dict(), status=code)
-    if isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied(str(exc) or None)
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    return drf_exception_handler(exc, context)
+        return Response(body_of(exc), status=status_of(exc), headers=headers_of(exc))
+    response = drf_exception_handler(exc, context)
+    if (
+        response is not None
+        and isinstance(exc, exceptions.APIException)
+        and isinstance(response.data, dict)
+        and isinstance(response.data.get("detail"), str)
+    ):
+        response.data["code"] = exc.get_codes()
+    return response
 
 
 class AccessMixin:
@@ -41,7 +46,7 @@ class AccessMixin:
 
 # --- API keys --------------------------------------------------------------
 
-from rest_framework import serializers  # noqa: E402
+from rest_framework import serializers, status  # noqa: E402
 from rest_framework.views import APIView  # noqa: E402
 
 from belvedir import services  # noqa: E402

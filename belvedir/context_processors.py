@@ -1,6 +1,5 @@
-from django.http import Http404
-
 from belvedir.access import access_for_request, memberships_of
+from belvedir.errors import NotFound
 from belvedir.models import Project
 
 
@@ -10,7 +9,7 @@ def tenancy(request):
         return {}
     try:
         access = access_for_request(request)
-    except Http404:
+    except NotFound:
         return {}
     if access.api_key is not None:  # an API key, in the browsable API: its project only
         return {"access": access, "switch_projects": [access.project]}

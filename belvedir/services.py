@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid, Unavailable
 from belvedir.models import ApiKey, Membership, Organization, Project, Role
 
 KEY_PREFIX = "bv_live_"
@@ -31,7 +31,7 @@ def _hash_key(plaintext: str) -> str:
 def organization_create(*, name: str, owner, project_name: str = "Default") -> Organization:
     name = (name or "").strip()
     if not name:
-        raise DomainError("Organization name is required.", field="organization")
+        raise Invalid("Organization name is required.", field="organization")
     org = Organization.objects.create(name=name)
     Project.objects.create(organization=org, name=project_name)
     Membership.objects.create(user=owner, organization=org, role=Role.OWNER)
@@ -42,20 +42,20 @@ def organization_create(*, name: str, owner, project_name: str = "Default") -> O
 def user_signup(*, email: str, password: str, organization_name: str):
     email = (email or "").strip().lower()
     if not email or "@" not in email:
-        raise DomainError("Enter a valid email address.", field="email")
+        raise Invalid("Enter a valid email address.", field="email")
     if len(email) > 150:
-        raise DomainError("Email addresses are limited to 150 characters.", field="email")
+        raise Invalid("Email addresses are limited to 150 characters.", field="email")
     if User.objects.filter(email__iexact=email).exists():
-        raise DomainError("An account with this email already exists.", field="email")
+        raise Invalid("An account with this email already exists.", field="email")
     try:
         validate_password(password)
     except ValidationError as exc:
-        raise DomainError(" ".join(exc.messages), field="password") from None
+        raise Invalid(" ".join(exc.messages), field="password") from None
     try:
         with transaction.atomic():
             user = User.objects.create_user(username=email, email=email, password=password)
     except IntegrityError:  # a concurrent sign-up took the email
-        raise DomainError("An account with this email already exists.", field="email") from None
+        raise Invalid("An account with this email already exists.", field="email") from None
     organization_create(name=organization_name or email.split("@")[0], owner=user)
     return user
 
@@ -64,25 +64,25 @@ def user_signup(*, email: str, password: str, organization_name: str):
 def project_create(*, organization: Organization, name: str) -> Project:
     name = (name or "").strip()
     if not name:
-        raise DomainError("Project name is required.", field="name")
+        raise Invalid("Project name is required.", field="name")
     if Project.objects.filter(organization=organization, name=name).exists():
-        raise DomainError(f"A project named {name!r} already exists.", field="name")
+        raise Invalid(f"A project named {name!r} already exists.", field="name")
     return Project.objects.create(organization=organization, name=name)
 
 
 @transaction.atomic
 def member_invite(*, organization: Organization, email: str, role: str) -> Membership:
     if role not in Role.values:
-        raise DomainError(f"Role must be one of {', '.join(Role.values)}.", field="role")
+        raise Invalid(f"Role must be one of {', '.join(Role.values)}.", field="role")
     email = (email or "").strip()
     user = User.objects.filter(email__iexact=email).first()
     if user is None:
-        raise DomainError(
+        raise Invalid(
             f"No one has signed up with {email}; ask them to sign up first, then invite them.",
             field="email",
         )
     if Membership.objects.filter(organization=organization, user=user).exists():
-        raise DomainError(f"{email} is already a member.", field="email")
+        raise Invalid(f"{email} is already a member.", field="email")
     return Membership.objects.create(organization=organization, user=user, role=role)
 
 
@@ -92,9 +92,9 @@ def api_key_create(
     """Create a key; returns the row and the plaintext, which is never stored."""
     name = (name or "").strip()
     if not name:
-        raise DomainError("Key name is required.", field="name")
+        raise Invalid("Key name is required.", field="name")
     if len(name) > 120:
-        raise DomainError("Key name must be at most 120 characters.", field="name")
+        raise Invalid("Key name must be at most 120 characters.", field="name")
     for _ in range(5):
         plaintext = KEY_PREFIX + secrets.token_urlsafe(30).replace("-", "a").replace("_", "b")
         prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]
@@ -112,7 +112,7 @@ def api_key_create(
             return key, plaintext
         except IntegrityError:  # prefix collision: draw again
             continue
-    raise DomainError("Could not create a key; try again.")
+    raise Unavailable("Could not create a key; try again.")
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:

@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "belvedir.error_responses.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "belvedir.urls"

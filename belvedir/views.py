@@ -9,14 +9,10 @@ from django.views.decorators.http import require_POST
 
 from belvedir import services
 from belvedir.access import access_for_request, switch_project
+from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
 from belvedir.models import ApiKey, Membership
-
-
-def _form_error(form, exc: DomainError) -> None:
-    field = exc.field if exc.field in form.fields else None
-    form.add_error(field, exc.message)
 
 
 def signup(request):
@@ -29,12 +25,12 @@ def signup(request):
                 organization_name=form.cleaned_data["organization"],
             )
         except DomainError as exc:
-            _form_error(form, exc)
+            form_error(form, exc)
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, "Welcome! Your organization and a Default project are ready.")
             return redirect("home")
-    status = 400 if form.errors else 200
+    status = form_status(form)
     return render(request, "belvedir/signup.html", {"form": form}, status=status)
 
 
@@ -72,12 +68,12 @@ def project_settings(request):
                     created_by=request.user,
                 )
             except DomainError as exc:
-                _form_error(key_form, exc)
+                form_error(key_form, exc)
             else:
                 key_form = ApiKeyForm(prefix="key")
     keys = ApiKey.objects.filter(project=access.project, kind=ApiKey.Kind.PROJECT)
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
-    status = 400 if key_form.errors else 200
+    status = form_status(key_form)
     if request.htmx:
         return render(request, "belvedir/project_settings.html#keys", context, status=status)
     return render(request, "belvedir/project_settings.html", context, status=status)
@@ -110,7 +106,7 @@ def organization_settings(request):
                         role=invite_form.cleaned_data["role"],
                     )
                 except DomainError as exc:
-                    _form_error(invite_form, exc)
+                    form_error(invite_form, exc)
                 else:
                     messages.success(request, "Member added.")
                     return redirect("organization-settings")
@@ -122,7 +118,7 @@ def organization_settings(request):
                         organization=access.organization, name=project_form.cleaned_data["name"]
                     )
                 except DomainError as exc:
-                    _form_error(project_form, exc)
+                    form_error(project_form, exc)
                 else:
                     switch_project(request, project.pk)
                     messages.success(request, f"Project {project.name} created.")
@@ -132,5 +128,5 @@ def organization_settings(request):
         request,
         "belvedir/organization_settings.html",
         {"invite_form": invite_form, "project_form": project_form, "members": members},
-        status=400 if invite_form.errors or project_form.errors else 200,
+        status=form_status(invite_form, project_form),
     )

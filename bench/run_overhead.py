@@ -386,12 +386,10 @@ def main() -> int:
         repo_url = make_harness_repo(root)
         harness = harness_create(
             project=project,
-            data={
-                "name": "trivial",
-                "repo_url": repo_url,
-                "install_command": INSTALL,
-                "run_command": RUN,
-            },
+            name="trivial",
+            repo_url=repo_url,
+            install_command=INSTALL,
+            run_command=RUN,
             created_by=user,
         )
         probe = Probe()

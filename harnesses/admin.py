@@ -25,9 +25,9 @@ class HarnessAdminForm(forms.ModelForm):
             data["preset"] = ""  # an unchanged card is not re-checked, as in harness_update
         try:
             clean = services.harness_validate(
-                data=data,
                 project=cleaned.get("project"),
                 exclude_id=instance.pk if instance is not None else None,
+                **data,
             )
         except DomainError as exc:
             self.add_error(exc.field if exc.field in self.fields else None, exc.message)

@@ -35,6 +35,7 @@ class HarnessInputSerializer(serializers.Serializer):
 
 
 def _input(request) -> dict:
+    """The fields the request gave, as the services' keyword arguments."""
     data = HarnessInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     return dict(data.validated_data)
@@ -51,7 +52,7 @@ class HarnessListView(AccessMixin, APIView):
         self.access.require_write()
         user = request.user if getattr(request.user, "pk", None) else None
         harness = services.harness_create(
-            project=self.access.project, data=_input(request), created_by=user
+            project=self.access.project, created_by=user, **_input(request)
         )
         return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
 
@@ -62,7 +63,7 @@ class HarnessDetailView(AccessMixin, APIView):
 
     def patch(self, request, harness_id: str):
         harness = self.access.get(Harness, write=True, pk=harness_id)
-        harness = services.harness_update(harness=harness, data=_input(request))
+        harness = services.harness_update(harness=harness, **_input(request))
         return Response(HarnessSerializer(harness).data)
 
     put = patch

@@ -3,7 +3,7 @@
 import re
 from urllib.parse import urlparse
 
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid
 from belvedir.validators import has_unstorable
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -45,24 +45,24 @@ def validate_env(env) -> dict[str, str]:
     if env is None:
         return {}
     if not isinstance(env, dict):
-        raise DomainError("env must be an object of KEY: value strings.", field="env")
+        raise Invalid("env must be an object of KEY: value strings.", field="env")
     if len(env) > ENV_MAX_KEYS:
-        raise DomainError(f"env can hold at most {ENV_MAX_KEYS} variables.", field="env")
+        raise Invalid(f"env can hold at most {ENV_MAX_KEYS} variables.", field="env")
     clean: dict[str, str] = {}
     for key, value in env.items():
         refusal = env_key_refusal(key)
         if refusal:
-            raise DomainError(f"env key {refusal}", field="env")
+            raise Invalid(f"env key {refusal}", field="env")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise DomainError(f"env key {key}: the value must be a string.", field="env")
+            raise Invalid(f"env key {key}: the value must be a string.", field="env")
         value = str(value)
         if len(value) > ENV_VALUE_MAX_CHARS:
-            raise DomainError(
+            raise Invalid(
                 f"env key {key}: the value is longer than {ENV_VALUE_MAX_CHARS} characters.",
                 field="env",
             )
         if has_unstorable(value):
-            raise DomainError(
+            raise Invalid(
                 f"env key {key}: the value contains a NUL or an unpaired surrogate character.",
                 field="env",
             )
@@ -73,10 +73,10 @@ def validate_env(env) -> dict[str, str]:
 def validate_tasks(tasks: str | None) -> str:
     tasks = tasks or ""
     if not isinstance(tasks, str):
-        raise DomainError("tasks must be text.", field="tasks")
+        raise Invalid("tasks must be text.", field="tasks")
     size = len(tasks.encode("utf-8"))
     if size > TASKS_MAX_BYTES:
-        raise DomainError(f"tasks is {size:,} bytes; the limit is 512 KB.", field="tasks")
+        raise Invalid(f"tasks is {size:,} bytes; the limit is 512 KB.", field="tasks")
     return tasks
 
 
@@ -94,37 +94,37 @@ _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:[^\s]+$")
 def validate_repo_url(url: str | None) -> str:
     url = (url or "").strip()
     if not url:
-        raise DomainError("repo_url is required.", field="repo_url")
+        raise Invalid("repo_url is required.", field="repo_url")
     if len(url) > REPO_URL_MAX_CHARS:
-        raise DomainError(
+        raise Invalid(
             f"repo_url must be at most {REPO_URL_MAX_CHARS} characters.", field="repo_url"
         )
     if any(c.isspace() for c in url) or url.startswith("-"):
-        raise DomainError("repo_url must be a git URL without spaces.", field="repo_url")
+        raise Invalid("repo_url must be a git URL without spaces.", field="repo_url")
     if _SCP_LIKE.match(url):  # git@github.com:org/repo.git
         return url
     try:
         parsed = urlparse(url)
     except ValueError:  # e.g. an unclosed [IPv6] host
-        raise DomainError("repo_url is not a valid URL.", field="repo_url") from None
+        raise Invalid("repo_url is not a valid URL.", field="repo_url") from None
     if parsed.scheme not in {"https", "ssh", "git", "file"}:
-        raise DomainError(
+        raise Invalid(
             "repo_url must be a git URL: https://, ssh://, git://, git@host:path or file://.",
             field="repo_url",
         )
     if parsed.scheme == "file":
         if not file_repos_allowed():
-            raise DomainError(
+            raise Invalid(
                 "file:// repos are turned off on this platform; use an https, ssh or git URL.",
                 field="repo_url",
             )
         # file:///abs/path only: file://relative/path would read "relative" as a host.
         if parsed.netloc or not parsed.path.startswith("/") or not parsed.path.strip("/"):
-            raise DomainError(
+            raise Invalid(
                 "A file:// repo_url needs an absolute path: file:///path/to/repo.", field="repo_url"
             )
     elif not parsed.hostname or not parsed.path.strip("/"):
-        raise DomainError("repo_url must name a host and a repository path.", field="repo_url")
+        raise Invalid("repo_url must name a host and a repository path.", field="repo_url")
     return url
 
 
@@ -134,7 +134,7 @@ _REF = re.compile(r"^[A-Za-z0-9._/@+-]*$")
 def validate_ref(ref: str | None) -> str:
     ref = (ref or "").strip()
     if len(ref) > REF_MAX_CHARS:
-        raise DomainError(f"ref must be at most {REF_MAX_CHARS} characters.", field="ref")
+        raise Invalid(f"ref must be at most {REF_MAX_CHARS} characters.", field="ref")
     if ref.startswith("-") or not _REF.match(ref) or ".." in ref:
-        raise DomainError("ref must be a branch, tag or commit name.", field="ref")
+        raise Invalid("ref must be a branch, tag or commit name.", field="ref")
     return ref

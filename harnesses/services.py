@@ -3,7 +3,7 @@
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid
 from belvedir.models import Project
 from harnesses import policy
 from harnesses.catalog import preset_get
@@ -29,9 +29,9 @@ def _check_preset(slug: str) -> str:
         return ""
     preset = preset_get(slug)
     if preset is None:
-        raise DomainError(f"There is no catalog card {slug!r}.", field="preset")
+        raise Invalid(f"There is no catalog card {slug!r}.", field="preset")
     if not preset.available:
-        raise DomainError(f"The {preset.name} card is not yet available.", field="preset")
+        raise Invalid(f"The {preset.name} card is not yet available.", field="preset")
     return slug
 
 
@@ -59,31 +59,31 @@ def _clean(data: dict, *, current_preset: str = "") -> dict:
     clean: dict = {}
     name = str(data.get("name") or "").strip()
     if not name:
-        raise DomainError("name is required.", field="name")
+        raise Invalid("name is required.", field="name")
     if len(name) > 120:
-        raise DomainError("name must be at most 120 characters.", field="name")
+        raise Invalid("name must be at most 120 characters.", field="name")
     clean["name"] = name
     clean["repo_url"] = policy.validate_repo_url(data.get("repo_url"))
     clean["ref"] = policy.validate_ref(data.get("ref"))
     for command in ("install_command", "run_command"):
         value = data.get(command) or ""
         if not isinstance(value, str):
-            raise DomainError(f"{command} must be text.", field=command)
+            raise Invalid(f"{command} must be text.", field=command)
         if len(value) > 10_000:
-            raise DomainError(f"{command} must be at most 10,000 characters.", field=command)
+            raise Invalid(f"{command} must be at most 10,000 characters.", field=command)
         clean[command] = value.strip()
     if not clean["run_command"]:
-        raise DomainError("run_command is required.", field="run_command")
+        raise Invalid("run_command is required.", field="run_command")
     clean["env"] = policy.validate_env(data.get("env"))
     compute = (data.get("compute") or Compute.CPU).lower()
     if compute not in Compute.values:
-        raise DomainError("compute must be cpu or gpu.", field="compute")
+        raise Invalid("compute must be cpu or gpu.", field="compute")
     clean["compute"] = compute
     gpu_type = (data.get("gpu_type") or "").strip()
     if compute == Compute.GPU:
         gpu_type = gpu_type or "A10G"
         if gpu_type not in GPU_TYPES:
-            raise DomainError(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
+            raise Invalid(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
     else:
         gpu_type = ""
     clean["gpu_type"] = gpu_type
@@ -98,17 +98,47 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
     if exclude_id:
         taken = taken.exclude(pk=exclude_id)
     if taken.exists():
-        raise DomainError(f"A harness named {name!r} already exists in this project.", field="name")
+        raise Invalid(f"A harness named {name!r} already exists in this project.", field="name")
 
 
 def harness_validate(
-    *, data: dict, project: Project | None = None, exclude_id: str | None = None
+    *,
+    project: Project | None = None,
+    exclude_id: str | None = None,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
 ) -> dict:
-    """The cleaned fields for `data`, or a DomainError naming the field (used by the admin)."""
-    clean = _clean(data)
+    """The cleaned fields, or a DomainError naming the field (used by the admin)."""
+    clean = _clean(
+        _given(
+            name=name,
+            repo_url=repo_url,
+            ref=ref,
+            install_command=install_command,
+            run_command=run_command,
+            env=env,
+            compute=compute,
+            gpu_type=gpu_type,
+            tasks=tasks,
+            preset=preset,
+        )
+    )
     if project is not None:
         _check_name_free(project, clean["name"], exclude_id=exclude_id)
     return clean
+
+
+def _given(**fields) -> dict:
+    """The fields a caller gave: None means not given."""
+    return {field: value for field, value in fields.items() if value is not None}
 
 
 def _save(harness: Harness) -> Harness:
@@ -116,34 +146,82 @@ def _save(harness: Harness) -> Harness:
         with transaction.atomic():
             harness.save()
     except IntegrityError:  # a concurrent save took the name
-        raise DomainError(
+        raise Invalid(
             f"A harness named {harness.name!r} already exists in this project.", field="name"
         ) from None
     return harness
 
 
 @transaction.atomic
-def harness_create(*, project: Project, data: dict, created_by=None) -> Harness:
-    """Create a harness; with a `preset`, the card's fields fill whatever is not given.
+def harness_create(
+    *,
+    project: Project,
+    created_by=None,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
+) -> Harness:
+    """Create a harness; with a `preset`, the card's fields fill whatever is not given (None).
 
     A field that is given, even blank, is kept as given: the New Harness form sends every
     field, and a field the user cleared stays cleared.
     """
-    merged = dict(data)
-    if data.get("preset"):
-        defaults = harness_defaults_from_preset(data["preset"])
-        merged = {**defaults, **{k: v for k, v in data.items() if v is not None}}
-    clean = _clean(merged)
+    given = _given(
+        name=name,
+        repo_url=repo_url,
+        ref=ref,
+        install_command=install_command,
+        run_command=run_command,
+        env=env,
+        compute=compute,
+        gpu_type=gpu_type,
+        tasks=tasks,
+        preset=preset,
+    )
+    if preset:
+        given = {**harness_defaults_from_preset(preset), **given}
+    clean = _clean(given)
     _check_name_free(project, clean["name"])
     return _save(Harness(project=project, created_by=created_by, **clean))
 
 
 @transaction.atomic
-def harness_update(*, harness: Harness, data: dict) -> Harness:
-    """Update; fields not given keep their value."""
+def harness_update(
+    *,
+    harness: Harness,
+    name: str | None = None,
+    repo_url: str | None = None,
+    ref: str | None = None,
+    install_command: str | None = None,
+    run_command: str | None = None,
+    env: dict[str, str] | None = None,
+    compute: str | None = None,
+    gpu_type: str | None = None,
+    tasks: str | None = None,
+    preset: str | None = None,
+) -> Harness:
+    """Update; fields not given (None) keep their value."""
     current = {f: getattr(harness, f) for f in FIELDS}
-    merged = {**current, **{k: v for k, v in data.items() if k in FIELDS}}
-    clean = _clean(merged, current_preset=harness.preset)
+    given = _given(
+        name=name,
+        repo_url=repo_url,
+        ref=ref,
+        install_command=install_command,
+        run_command=run_command,
+        env=env,
+        compute=compute,
+        gpu_type=gpu_type,
+        tasks=tasks,
+        preset=preset,
+    )
+    clean = _clean({**current, **given}, current_preset=harness.preset)
     _check_name_free(harness.project, clean["name"], exclude_id=harness.pk)
     for field, value in clean.items():
         setattr(harness, field, value)

@@ -7,15 +7,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.access import access_for_request
+from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
 from harnesses.models import Harness
-
-
-def _apply_error(form: HarnessForm, exc: DomainError) -> None:
-    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
 
 
 @login_required
@@ -36,10 +33,10 @@ def harness_new(request):
         if form.is_valid():
             try:
                 harness = services.harness_create(
-                    project=access.project, data=form.cleaned_data, created_by=request.user
+                    project=access.project, created_by=request.user, **form.cleaned_data
                 )
             except DomainError as exc:
-                _apply_error(form, exc)
+                form_error(form, exc)
             else:
                 messages.success(request, f"Harness {harness.name} created.")
                 if request.htmx:
@@ -58,7 +55,7 @@ def harness_new(request):
                 preset_error = exc.message
         form = HarnessForm(initial=initial)
     context = {"form": form, "groups": presets_by_group(), "preset_error": preset_error}
-    status = 400 if form.errors or preset_error else 200
+    status = form_status(form) if form.errors else 400 if preset_error else 200
     if request.htmx:
         return render(request, "harnesses/new.html#form", context, status=status)
     return render(request, "harnesses/new.html", context, status=status)
@@ -80,9 +77,9 @@ def harness_detail(request, harness_id: str):
         form = HarnessForm(request.POST)
         if form.is_valid():
             try:
-                services.harness_update(harness=harness, data=form.cleaned_data)
+                services.harness_update(harness=harness, **form.cleaned_data)
             except DomainError as exc:
-                _apply_error(form, exc)
+                form_error(form, exc)
             else:
                 if not request.htmx:
                     messages.success(request, "Saved.")
@@ -92,7 +89,7 @@ def harness_detail(request, harness_id: str):
     else:
         form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
     context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
-    status = 400 if form.errors else 200
+    status = form_status(form)
     if request.htmx:
         return render(request, "harnesses/detail.html#form", context, status=status)
     return render(request, "harnesses/detail.html", context, status=status)

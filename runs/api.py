@@ -2,13 +2,12 @@
 
 from django.http import HttpResponse
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, Pagination
 from belvedir.authentication import RunKeyAuthentication
-from belvedir.errors import DomainError
+from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
 from harnesses.models import Harness
 from runs import selectors, services
@@ -92,7 +91,7 @@ class RunListView(AccessMixin, APIView):
         values = dict(data.validated_data)
         harness = self.access.scope(Harness.objects.all()).filter(pk=values.pop("harness")).first()
         if harness is None:
-            raise DomainError("No such harness in this project.", field="harness")
+            raise Invalid("No such harness in this project.", field="harness")
         user = request.user if getattr(request.user, "pk", None) else None
         run = services.run_launch(
             project=harness.project, harness=harness, created_by=user, **values
@@ -119,7 +118,7 @@ class RunLogView(AccessMixin, APIView):
         try:
             offset = max(0, int(request.query_params.get("offset", 0)))
         except ValueError:
-            raise DomainError("offset must be a whole number.", field="offset") from None
+            raise Invalid("offset must be a whole number.", field="offset") from None
         return Response(selectors.log_since(run, offset))
 
 
@@ -131,9 +130,9 @@ class RunTasksView(APIView):
     def get(self, request, run_id: str):
         key = request.auth
         if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
-            raise PermissionDenied("Only the run's own key can download its Tasks file.")
+            raise Forbidden("Only the run's own key can download its Tasks file.")
         if key.run_id != run_id:
-            raise NotFound()
+            raise NotFound("Not found.")
         tasks = key.run.harness_snapshot.get("tasks") or ""
         if not tasks:
             raise NotFound("This run has no Tasks.")

@@ -1,5 +1,6 @@
 """Run writes: launch (checks and caps), cancel, finish. Tasks and views call these."""
 
+import math
 import os
 import re
 import subprocess
@@ -10,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from belvedir import crypto
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid, LimitReached
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from harnesses.models import Compute, Harness
@@ -51,7 +52,7 @@ def git_error_reason(stderr: str, default: str = "no answer") -> str:
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
     if repo_url.lower().startswith("file:") and not settings.BELVEDIR_ALLOW_FILE_REPOS:
-        raise DomainError(
+        raise Invalid(
             "file:// repos are turned off on this platform; change the harness's repo URL.",
             field="harness",
             code="repo",
@@ -63,20 +64,20 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=git_env())
     except subprocess.TimeoutExpired:
-        raise DomainError(
+        raise Invalid(
             f"The repo {without_credentials(repo_url)} did not answer within {timeout} s.",
             field="harness",
             code="repo",
         ) from None
     if done.returncode != 0:
         reason = git_error_reason(done.stderr)
-        raise DomainError(
+        raise Invalid(
             f"The repo {without_credentials(repo_url)} cannot be read: {reason}",
             field="harness",
             code="repo",
         )
     if ref and not _SHA.match(ref) and not done.stdout.strip():
-        raise DomainError(
+        raise Invalid(
             f"The repo {without_credentials(repo_url)} has no branch or tag {ref!r}.",
             field="harness",
             code="repo",
@@ -89,17 +90,27 @@ def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
         or not isinstance(attempts, int)
         or not 1 <= attempts <= MAX_ATTEMPTS
     ):
-        raise DomainError(
+        raise Invalid(
             f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}.", field="attempts"
         )
     if grading not in Grading.values:
-        raise DomainError("grading must be pass@1, pass@k or mean.", field="grading")
+        raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
     if harness.compute == Compute.GPU and not settings.BELVEDIR_GPU_WORKERS:
-        raise DomainError(
+        raise Invalid(
             "This platform has no GPU workers, so a GPU harness cannot run here; switch it to CPU.",
             field="harness",
             code="gpu",
         )
+
+
+def _seconds_until_a_daily_slot(*, org: Organization, since, over: int) -> int:
+    """Seconds until enough of the last 24 h's runs age out for one more launch."""
+    created = (
+        Run.objects.filter(project__organization=org, created_at__gte=since)
+        .order_by("created_at")
+        .values_list("created_at", flat=True)[over]
+    )
+    return max(1, math.ceil((created - since).total_seconds()))
 
 
 def run_launch(
@@ -120,7 +131,7 @@ def run_launch(
     _check_launch_input(harness=harness, attempts=attempts, grading=grading)
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
-            raise DomainError(f"{name} must be an http(s) URL.", field=name)
+            raise Invalid(f"{name} must be an http(s) URL.", field=name)
     isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
@@ -128,7 +139,7 @@ def run_launch(
         in_flight = Run.objects.filter(project__organization=org, status__in=IN_FLIGHT).count()
         cap = settings.BELVEDIR_RUNS_IN_FLIGHT_CAP
         if in_flight >= cap:
-            raise DomainError(
+            raise LimitReached(
                 f"Your organization already has {in_flight} runs in flight (the limit is {cap}); "
                 "wait for one to finish or cancel one.",
                 code="cap_in_flight",
@@ -137,10 +148,13 @@ def run_launch(
         since = timezone.now() - timedelta(hours=24)
         recent = Run.objects.filter(project__organization=org, created_at__gte=since).count()
         if recent >= day_cap:
-            raise DomainError(
+            raise LimitReached(
                 f"Your organization launched {recent} runs in the last 24 hours (the limit is {day_cap}); "
                 "try again later.",
                 code="cap_daily",
+                retry_after=_seconds_until_a_daily_slot(
+                    org=org, since=since, over=recent - day_cap
+                ),
             )
         run = Run.objects.create(
             project=project,
@@ -242,7 +256,7 @@ def run_keys_revoke(*, run_id: str) -> None:
 def run_cancel(*, run: Run) -> Run:
     """Cancel a queued or running run: marked at once, its sandbox killed within seconds."""
     if run.is_terminal:
-        raise DomainError(f"The run has already {run.status}.", field="status")
+        raise Invalid(f"The run has already {run.status}.", field="status")
     now = timezone.now()
     note = "belvedir: cancelled by request."
     with transaction.atomic():

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.access import access_for_request
+from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from harnesses.models import Harness
 from runs import selectors, services
@@ -89,7 +90,7 @@ def run_launch(request, harness_id: str | None = None):
                     project=target.project, harness=target, created_by=request.user, **values
                 )
             except DomainError as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                form_error(form, exc)
             else:
                 messages.success(request, f"Run {run.pk} launched.")
                 if request.htmx:
@@ -98,7 +99,7 @@ def run_launch(request, harness_id: str | None = None):
                     return response
                 return redirect("runs:detail", run_id=run.pk)
     context = {"form": form, "harness": harness}
-    status = 400 if form.errors else 200
+    status = form_status(form)
     if request.htmx:
         return render(request, "runs/launch.html#launch-form", context, status=status)
     return render(request, "runs/launch.html", context, status=status)

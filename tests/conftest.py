@@ -100,13 +100,11 @@ def harness(owner):
 
     return harness_services.harness_create(
         project=owner.project,
-        data={
-            "name": "Smoke",
-            "repo_url": "https://github.com/example/harness.git",
-            "install_command": "pip install -r requirements.txt",
-            "run_command": "python run.py",
-            "env": {"MODEL": "openai/gpt-4.1-mini"},
-        },
+        name="Smoke",
+        repo_url="https://github.com/example/harness.git",
+        install_command="pip install -r requirements.txt",
+        run_command="python run.py",
+        env={"MODEL": "openai/gpt-4.1-mini"},
         created_by=owner.user,
     )
 

@@ -5,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, Pagination
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid
 from traces import selectors
 from traces.models import Session, Span, Task, TaskGroup
 
@@ -151,7 +151,7 @@ def _bounded_int(request, name: str, *, default: int, maximum: int) -> int:
     if raw is None:
         return default
     if not raw.isdigit() or not 0 <= int(raw) <= maximum:
-        raise DomainError(f"{name} must be a whole number from 0 to {maximum}.", field=name)
+        raise Invalid(f"{name} must be a whole number from 0 to {maximum}.", field=name)
     return int(raw)
 
 

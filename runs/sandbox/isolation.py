@@ -1,6 +1,6 @@
 """Is sandbox isolation in place? Checked before launches, at start-up and on the admin.
 
-Launches are refused (a 503-type DomainError, "sandbox isolation is not in place: …") while:
+Launches are refused (Unavailable, a 503, "sandbox isolation is not in place: …") while:
 - the isolated network or its firewall rules are missing (`runs.sandbox.network`), unless
   BELVEDIR_SANDBOX_HOST_NETWORK=1 (single-tenant development: a warning instead);
 - the Docker engine does not answer, or lacks the configured runtime (BELVEDIR_SANDBOX_RUNTIME);
@@ -27,7 +27,7 @@ import docker.errors
 import requests
 from django.conf import settings
 
-from belvedir.errors import DomainError
+from belvedir.errors import Unavailable
 from runs.sandbox import diskquota
 from runs.sandbox.network import NetworkConfig, NetworkSetupError, problems
 
@@ -192,11 +192,10 @@ def isolation_status(*, refresh: bool = False) -> IsolationStatus:
 
 
 def isolation_require() -> None:
-    """Raise a 503-type DomainError while sandboxes could not be isolated."""
+    """Raise Unavailable (a 503) while sandboxes could not be isolated."""
     status = isolation_status()
     if not status.ok:
-        raise DomainError(
+        raise Unavailable(
             f"sandbox isolation is not in place: {'; '.join(status.problems)}. "
-            "Runs cannot start until an operator fixes it.",
-            code="unavailable",
+            "Runs cannot start until an operator fixes it."
         )

@@ -2,6 +2,7 @@
 
 import pytest
 
+from belvedir.errors import Invalid
 from harnesses import services
 from harnesses.catalog import PRESETS, preset_get
 
@@ -150,7 +151,7 @@ def test_a_harness_cannot_be_moved_onto_an_unavailable_card(owner):
 
 
 def test_defaults_from_an_unavailable_card_are_refused():
-    with pytest.raises(services.DomainError) as error:
+    with pytest.raises(Invalid) as error:
         services.harness_defaults_from_preset("hermes-agent")
     assert "Hermes Agent" in error.value.message
 

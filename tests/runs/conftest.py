@@ -145,7 +145,7 @@ def make_harness(owner, contract_repo):
             "run_command": "python3 run.py",
             **fields,
         }
-        return harness_create(project=owner.project, data=data, created_by=owner.user)
+        return harness_create(project=owner.project, created_by=owner.user, **data)
 
     return make
 

@@ -117,12 +117,10 @@ def test_harness_env_cannot_set_contract_names(owner, contract_repo):
         with pytest.raises(DomainError, match="harness contract sets itself"):
             harness_create(
                 project=owner.project,
-                data={
-                    "name": "x",
-                    "repo_url": contract_repo,
-                    "run_command": "true",
-                    "env": {key: "1"},
-                },
+                name="x",
+                repo_url=contract_repo,
+                run_command="true",
+                env={key: "1"},
             )
 
 

@@ -38,14 +38,12 @@ class Command(BaseCommand):
         if not Harness.objects.filter(project=project, name="Demo contract harness").exists():
             harness_create(
                 project=project,
-                data={
-                    "name": "Demo contract harness",
-                    "repo_url": f"file://{repo}",
-                    "install_command": "bash install.sh",
-                    "run_command": "python3 run.py",
-                    "env": {"SCORE": "0.85", "SLEEP": "3"},
-                    "tasks": '[{"id": "demo-1", "prompt": "Say hello."}]\n',
-                },
+                name="Demo contract harness",
+                repo_url=f"file://{repo}",
+                install_command="bash install.sh",
+                run_command="python3 run.py",
+                env={"SCORE": "0.85", "SLEEP": "3"},
+                tasks='[{"id": "demo-1", "prompt": "Say hello."}]\n',
                 created_by=membership.user,
             )
         self.stdout.write(f"demo harness ready in {project}")

@@ -1,0 +1,95 @@
+"""Domain errors as HTTP answers: the one status table, used by the REST API and the pages.
+
+- The API (`belvedir.api.exception_handler`) answers `{field: [message]}` or
+  `{"detail": message, "code": code}` with the table's status.
+- A page form that catches a domain error calls `form_error(form, exc)` and renders with
+  `form_status(form)`, so an HTMX form shows the message inline with the right status.
+- A domain error a page view does not catch is answered by `DomainErrorMiddleware`: an error
+  page, or for HTMX the message swapped into the page's `#page-error` box.
+"""
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django_htmx.http import reswap, retarget
+
+from belvedir.errors import (
+    DomainError,
+    Forbidden,
+    Invalid,
+    LimitReached,
+    NotFound,
+    PaymentRequired,
+    Unavailable,
+)
+
+STATUS: dict[type[DomainError], int] = {
+    Invalid: 400,
+    PaymentRequired: 402,
+    Forbidden: 403,
+    NotFound: 404,
+    LimitReached: 429,
+    Unavailable: 503,
+    DomainError: 400,
+}
+
+PAGE_ERROR_TARGET = "#page-error"
+
+
+def status_of(exc: DomainError) -> int:
+    """The HTTP status for `exc`: the nearest class of it in the table."""
+    return next(STATUS[cls] for cls in type(exc).__mro__ if cls in STATUS)
+
+
+def headers_of(exc: DomainError) -> dict[str, str]:
+    return {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else {}
+
+
+def body_of(exc: DomainError) -> dict:
+    return exc.as_dict()
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+def form_error(form, exc: DomainError) -> None:
+    """Show `exc` on `form`: on its field when the form has one, else above the fields."""
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+    form.domain_error = exc
+
+
+def form_status(*forms) -> int:
+    """The status to render `forms` with: the first domain error's, 400 for plain form errors."""
+    for form in forms:
+        exc = getattr(form, "domain_error", None)
+        if exc is not None:
+            return status_of(exc)
+    return 400 if any(form.errors for form in forms) else 200
+
+
+def page_response(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    """An error page, or for an HTMX request the message for the page's `#page-error` box."""
+    status = status_of(exc)
+    context = {"error": exc, "status": status}
+    if getattr(request, "htmx", False):
+        response = render(request, "belvedir/error.html#error-message", context, status=status)
+        reswap(retarget(response, PAGE_ERROR_TARGET), "innerHTML")
+    else:
+        response = render(request, "belvedir/error.html", context, status=status)
+    for name, value in headers_of(exc).items():
+        response[name] = value
+    return response
+
+
+class DomainErrorMiddleware:
+    """Answers a domain error that a page view let through (DRF views answer their own)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc):
+        if isinstance(exc, DomainError):
+            return page_response(request, exc)
+        return None
