@@ -161,7 +161,11 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
         repo_url=git_repo_of(HARNESS, tmp_path / "traced-harness"),
         install_command=INSTALL,
         run_command=RUN,
-        env={"PIP_FIND_LINKS": wheel_index, "PIP_NO_INDEX": "1"},
+        env={
+            "PIP_FIND_LINKS": wheel_index,
+            "PIP_NO_INDEX": "1",
+            "PIP_TRUSTED_HOST": django_settings.BELVEDIR_SANDBOX_GATEWAY,
+        },
         created_by=owner.user,
     )
     with django_capture_on_commit_callbacks(execute=False):
