@@ -70,3 +70,14 @@ def envsize(name: str, default: int, *, minimum: int = 0) -> int:
     if value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum} bytes, not {raw!r}")
     return value
+
+
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def envrate(name: str, default: str) -> str:
+    """A rate such as 600/minute (DRF's syntax: N/second|minute|hour|day)."""
+    value = os.environ.get(name, default).strip()
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(f"{name} must look like 600/minute, not {value!r}")
+    return value

@@ -24,6 +24,7 @@ def cluster(sandbox_settings, tmp_path):
         **os.environ,
         "DATABASE_URL": subprocess_database_url(),
         "Q_WORKERS": "1",
+        "Q_CLUSTER_NAME": "runs",
         **worker_env(sandbox_settings),
     }
     with log.open("wb") as out:
