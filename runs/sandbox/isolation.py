@@ -126,7 +126,7 @@ def _check() -> IsolationStatus:
         warnings.append(HOST_NETWORK_WARNING)
     else:
         found += _firewall_problems()
-    runtime = settings.BELVEDIR_SANDBOX_RUNTIME
+    runtime = settings.BELVEDIR_SANDBOX_RUNTIME or "runc"  # "": the engine's default, runc
     if runtime == "runc":
         warnings.append(RUNC_WARNING)
     found += _engine_problems(runtime)
