@@ -10,8 +10,6 @@ a container of the test's own.
 
 import ipaddress
 import json
-import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -25,7 +23,6 @@ from django.conf import settings as django_settings
 
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox import diskquota
 from tests.runs.conftest import containers_of, git_repo_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
