@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "traces",
     "billing",
     "models_registry",
+    "router",
 ]
 
 MIDDLEWARE = [

@@ -23,7 +23,7 @@ from django.conf import settings as django_settings
 
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import containers_of, git_repo_of
+from tests.runs.helpers import containers_of, git_repo_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
