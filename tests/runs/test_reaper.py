@@ -23,8 +23,8 @@ from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
 from runs.sandbox.base import SandboxHandle, SandboxSettings, get_backend
-from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 from tests.helpers.run_fixtures import worker_env
+from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
