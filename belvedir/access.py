@@ -48,6 +48,10 @@ class Access:
         if not self.can_manage:
             raise Forbidden("Only owners and admins can do this.")
 
+    def require_owner(self) -> None:
+        if self.role != Role.OWNER:
+            raise Forbidden("Only owners can do this.")
+
     def projects(self) -> QuerySet[Project]:
         """Projects the caller may see: the key's project, or every project of the org."""
         if self.api_key is not None:

@@ -1,7 +1,7 @@
 from django.contrib import admin
-from django.utils import timezone
 
-from belvedir.models import ApiKey, Membership, Organization, Project
+from belvedir import audit, services
+from belvedir.models import ApiKey, AuditEvent, Membership, Organization, Project
 
 
 class ProjectInline(admin.TabularInline):
@@ -36,10 +36,34 @@ class MembershipAdmin(admin.ModelAdmin):
     search_fields = ["user__email", "organization__name"]
     autocomplete_fields = ["user"]
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "role" in form.changed_data:
+            audit.audit_record(
+                action=audit.MEMBER_ROLE_CHANGE,
+                organization=obj.organization,
+                target=obj.user.email,
+                metadata={"role": obj.role, "by": "operator"},
+                actor=request.user,
+            )
+
+    def delete_model(self, request, obj):
+        audit.audit_record(
+            action=audit.MEMBER_REMOVE,
+            organization=obj.organization,
+            target=obj.user.email,
+            metadata={"by": "operator"},
+            actor=request.user,
+        )
+        super().delete_model(request, obj)
+
 
 @admin.action(description="Revoke selected keys")
 def revoke_keys(modeladmin, request, queryset):
-    count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+    count = 0
+    for key in queryset.filter(revoked_at__isnull=True).select_related("project__organization"):
+        services.api_key_revoke(key=key, actor=request.user)
+        count += 1
     modeladmin.message_user(request, f"Revoked {count} key(s).")
 
 
@@ -63,3 +87,23 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # keys are created in the project settings, where the plaintext is shown once
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is appended to by the services, never edited."""
+
+    list_display = ["created_at", "organization", "actor_label", "action", "target", "ip"]
+    list_filter = ["action", "organization"]
+    search_fields = ["actor_label", "target", "action", "ip"]
+    date_hierarchy = "created_at"
+    list_select_related = ["organization"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class BelvedirConfig(AppConfig):
     name = "belvedir"
     verbose_name = "Tenancy and keys"
+
+    def ready(self) -> None:
+        from belvedir.audit import connect_signals
+
+        connect_signals()

@@ -1,6 +1,7 @@
 """Read settings from environment variables, failing loudly on bad values."""
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -52,3 +53,14 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def envrate(name: str, default: str) -> str:
+    """A rate such as 600/minute (DRF's syntax: N/second|minute|hour|day)."""
+    value = os.environ.get(name, default).strip()
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(f"{name} must look like 600/minute, not {value!r}")
+    return value

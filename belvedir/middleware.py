@@ -1,6 +1,13 @@
-"""Refuse what no view can store: a NUL character in the path or the query string."""
+"""Request-wide guards: NUL characters refused, the audit context, JSON errors for the API."""
 
-from django.http import JsonResponse
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+
+from belvedir.errors import DomainError
+
+log = logging.getLogger("django.request")
 
 
 class RejectNulMiddleware:
@@ -16,3 +23,49 @@ class RejectNulMiddleware:
         if "\x00" in request.path or query_has_nul:
             return JsonResponse({"detail": "The URL contains a NUL character."}, status=400)
         return self.get_response(request)
+
+
+class AuditContextMiddleware:
+    """Audit records made while serving a request read its address and actor from it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from belvedir import audit
+
+        token = audit.request_bind(request)
+        try:
+            return self.get_response(request)
+        finally:
+            audit.request_unbind(token)
+
+
+class ApiServerErrorMiddleware:
+    """An unexpected error under /api/ answers JSON, never Django's HTML 500 page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not request.path.startswith("/api/") or isinstance(
+            exception, Http404 | PermissionDenied | DomainError
+        ):
+            return None  # answered by their own handlers
+        log.error(
+            "Internal Server Error: %s",
+            request.path,
+            exc_info=exception,
+            extra={"request": request},
+        )
+        return api_server_error_response()
+
+
+def api_server_error_response() -> JsonResponse:
+    return JsonResponse(
+        {"detail": "Server error: something went wrong on our side; it has been logged."},
+        status=500,
+    )

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from belvedir import audit
 from belvedir.errors import Invalid, Unavailable
 from belvedir.models import ApiKey, Membership, Organization, Project, Role
 
@@ -83,7 +84,14 @@ def member_invite(*, organization: Organization, email: str, role: str) -> Membe
         )
     if Membership.objects.filter(organization=organization, user=user).exists():
         raise Invalid(f"{email} is already a member.", field="email")
-    return Membership.objects.create(organization=organization, user=user, role=role)
+    membership = Membership.objects.create(organization=organization, user=user, role=role)
+    audit.audit_record(
+        action=audit.MEMBER_INVITE,
+        organization=organization,
+        target=user.email,
+        metadata={"role": role},
+    )
+    return membership
 
 
 def api_key_create(
@@ -109,16 +117,33 @@ def api_key_create(
                     hashed=_hash_key(plaintext),
                     created_by=created_by,
                 )
-            return key, plaintext
         except IntegrityError:  # prefix collision: draw again
             continue
+        if kind == ApiKey.Kind.PROJECT:  # run keys are minted and revoked with their run
+            audit.audit_record(
+                action=audit.KEY_CREATE,
+                organization=project.organization,
+                target=f"{key.name} ({key.prefix}…)",
+                metadata={"project": project.pk},
+                actor=created_by,
+            )
+        return key, plaintext
     raise Unavailable("Could not create a key; try again.")
 
 
-def api_key_revoke(*, key: ApiKey) -> ApiKey:
+def api_key_revoke(*, key: ApiKey, actor=None) -> ApiKey:
+    """Revoke a key (once). `actor`: who did it, by default whoever makes the request."""
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        if key.kind == ApiKey.Kind.PROJECT:
+            audit.audit_record(
+                action=audit.KEY_REVOKE,
+                organization=key.project.organization,
+                target=f"{key.name} ({key.prefix}…)",
+                metadata={"project": key.project_id},
+                actor=actor,
+            )
     return key
 
 

@@ -1,11 +1,13 @@
 """Belvedir Benchmarks settings: one module, driven by environment variables."""
 
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envint, envlist, envstr
+from belvedir.env import envbool, envfloat, envint, envlist, envrate, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -29,9 +31,17 @@ def _secret(name: str) -> str:
 SECRET_KEY = _secret("SECRET_KEY")
 # Keyed hash for API keys: its own secret, never SECRET_KEY.
 API_KEY_HASH_SECRET = _secret("API_KEY_HASH_SECRET")
-# Key material for the secrets users hand us (model keys), stored encrypted.
-FIELD_ENCRYPTION_KEY = _secret("FIELD_ENCRYPTION_KEY")
-if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, FIELD_ENCRYPTION_KEY}) < 3:
+# Key material for the secrets users hand us (model keys, secret harness env), stored
+# encrypted. Comma-separated for rotation: the first key encrypts, every key decrypts.
+FIELD_ENCRYPTION_KEYS = [k.strip() for k in _secret("FIELD_ENCRYPTION_KEY").split(",") if k.strip()]
+if not FIELD_ENCRYPTION_KEYS:
+    raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY must name at least one key")
+if not BELVEDIR_DEV and any(len(k) < 32 for k in FIELD_ENCRYPTION_KEYS):
+    raise ImproperlyConfigured("each FIELD_ENCRYPTION_KEY key must be at least 32 characters")
+FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0]
+if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, *FIELD_ENCRYPTION_KEYS}) < 2 + len(
+    FIELD_ENCRYPTION_KEYS
+):
     raise ImproperlyConfigured(
         "SECRET_KEY, API_KEY_HASH_SECRET and FIELD_ENCRYPTION_KEY must differ"
     )
@@ -53,6 +63,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "belvedir",
     "harnesses",
     "runs",
@@ -72,7 +83,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "belvedir.middleware.AuditContextMiddleware",
+    # Before DomainErrorMiddleware: it answers domain errors, this one what is left under /api/.
+    "belvedir.middleware.ApiServerErrorMiddleware",
     "belvedir.error_responses.DomainErrorMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "belvedir.urls"
@@ -100,14 +116,39 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+# Persistent connections outlive a request by CONN_MAX_AGE seconds, checked before reuse; the
+# development server opens a thread per request, so it keeps none (they would pile up).
+_RUNSERVER = sys.argv[1:2] == ["runserver"]
+CONN_MAX_AGE = 0 if _RUNSERVER else envint("CONN_MAX_AGE", 60, minimum=0)
 try:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=CONN_MAX_AGE, conn_health_checks=True
+        )
+    }
 except Exception as exc:  # dj_database_url raises several types
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# django-axes sees every login first and locks out after repeated failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum=1))
+# An address guessing one account's password is locked out of that account; the account
+# itself stays open to its owner elsewhere (a lockout is not a way to deny someone service).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "belvedir.security.login_username"
+AXES_LOCKOUT_CALLABLE = "belvedir.security.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# Sign-ups per address (DRF rate syntax: N/second|minute|hour|day).
+BELVEDIR_SIGNUP_RATE = envrate("BELVEDIR_SIGNUP_RATE", "10/hour")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -140,7 +181,23 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "belvedir.schema.AutoSchema",
     "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["belvedir.security.ApiRateThrottle"],
+    # Proxies in front that append to X-Forwarded-For; 0 trusts only the connecting address.
+    "NUM_PROXIES": envint("BELVEDIR_NUM_PROXIES", 0, minimum=0),
 }
+# Requests per API key (or signed-in user) to the REST API: N/second|minute|hour|day.
+BELVEDIR_API_RATE = envrate("BELVEDIR_API_RATE", "600/minute")
+
+# Throttle and rate-limit counters: shared through Redis when there is one.
+if envstr("REDIS_URL", ""):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": envstr("REDIS_URL", ""),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Belvedir Benchmarks API",
     "VERSION": "1",
@@ -159,12 +216,28 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "traces.schema.ingest_endpoints",
     ],
+    # The schema's completeness is not a deployment setting: keep `check --deploy` about
+    # deployment (`manage.py spectacular --validate` reports the schema's own warnings).
+    "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
-# django-q2: the ORM broker by default, Redis when REDIS_URL is set.
+# django-q2: the ORM broker by default, Redis when REDIS_URL is set. Two clusters, one queue
+# each, started with Q_CLUSTER_NAME: "runs" executes runs (Q_WORKERS at a time; more wait
+# queued), "housekeeping" runs the schedules (the reaper, the task former), so those never wait
+# behind runs.
 REDIS_URL = envstr("REDIS_URL", "")
+Q_RUNS_CLUSTER = "runs"
+Q_HOUSEKEEPING_CLUSTER = "housekeeping"
 Q_CLUSTER = {
     "name": "belvedir",
+    "ALT_CLUSTERS": {
+        Q_RUNS_CLUSTER: {},
+        Q_HOUSEKEEPING_CLUSTER: {
+            "workers": envint("Q_HOUSEKEEPING_WORKERS", 2, minimum=1),
+            "timeout": 600,
+            "retry": 660,
+        },
+    },
     "workers": envint("Q_WORKERS", 8, minimum=1),
     "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
     "retry": envint("Q_RETRY", 5700, minimum=20),
@@ -198,7 +271,9 @@ BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
 BELVEDIR_RUN_TIMEOUT = envint("BELVEDIR_RUN_TIMEOUT", 3600, minimum=1)
 BELVEDIR_RUNS_IN_FLIGHT_CAP = envint("BELVEDIR_RUNS_IN_FLIGHT_CAP", 4, minimum=1)
 BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
-BELVEDIR_ALLOW_FILE_REPOS = envbool("BELVEDIR_ALLOW_FILE_REPOS", True)
+# file:// repos read the worker's disk: allowed under BELVEDIR_DEV=1, else only under this
+# operator-set directory (empty: none at all).
+BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
@@ -214,6 +289,27 @@ BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024,
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
 BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+
+# Hosted defaults: with BELVEDIR_DEV=0, HTTPS only (`manage.py check --deploy` is clean).
+# Sandboxes call the platform at BELVEDIR_SANDBOX_BASE_URL, which may be plain HTTP on a
+# private network: their endpoints are exempt from the HTTPS redirect.
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not BELVEDIR_DEV)
+SECURE_REDIRECT_EXEMPT = envlist(
+    "SECURE_REDIRECT_EXEMPT",
+    [
+        r"^api/v1/(traces|outcomes|chat/completions|models)$",
+        r"^api/v1/runs/[^/]+/tasks$",
+        r"^api/v1/adapters/",
+    ],
+)
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not BELVEDIR_DEV)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", not BELVEDIR_DEV)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0 if BELVEDIR_DEV else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not BELVEDIR_DEV)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", not BELVEDIR_DEV)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto.
+if envbool("BELVEDIR_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,

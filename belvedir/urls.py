@@ -46,6 +46,7 @@ urlpatterns = [
     path("settings/project/", views.project_settings, name="project-settings"),
     path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
     path("settings/organization/", views.organization_settings, name="organization-settings"),
+    path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
     path("runs/", include("runs.urls")),
     path("traces/", include("traces.urls")),
@@ -54,3 +55,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
 ]
+
+handler500 = "belvedir.views.server_error"

@@ -1,10 +1,14 @@
 """Account, organization and project settings pages."""
 
+import math
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views import defaults
 from django.views.decorators.http import require_POST
 
 from belvedir import services
@@ -12,11 +16,21 @@ from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
-from belvedir.models import ApiKey, Membership
+from belvedir.middleware import api_server_error_response
+from belvedir.models import ApiKey, AuditEvent, Membership
+from belvedir.security import SignupThrottle
 
 
 def signup(request):
     form = SignupForm(request.POST or None)
+    if request.method == "POST":
+        throttle = SignupThrottle()
+        if not throttle.allow_request(request, None):
+            wait = max(1, math.ceil(throttle.wait() or 1))
+            context = {"form": form, "retry_after_minutes": math.ceil(wait / 60)}
+            response = render(request, "belvedir/signup.html", context, status=429)
+            response["Retry-After"] = str(wait)
+            return response
     if request.method == "POST" and form.is_valid():
         try:
             user = services.user_signup(
@@ -130,3 +144,22 @@ def organization_settings(request):
         {"invite_form": invite_form, "project_form": project_form, "members": members},
         status=form_status(invite_form, project_form),
     )
+
+
+@login_required
+def organization_audit(request):
+    """The organization's audit log, newest first: owners only."""
+    access = access_for_request(request)
+    access.require_owner()
+    events = AuditEvent.objects.filter(organization=access.organization).select_related(
+        "actor_user", "actor_key"
+    )
+    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    return render(request, "belvedir/organization_audit.html", {"page": page})
+
+
+def server_error(request):
+    """The 500 page; under /api/ a JSON body, never HTML."""
+    if request.path.startswith("/api/"):
+        return api_server_error_response()
+    return defaults.server_error(request)

@@ -12,7 +12,12 @@ class HarnessAdminForm(forms.ModelForm):
 
     class Meta:
         model = Harness
-        exclude = ["created_at", "updated_at"]
+        exclude = ["created_at", "updated_at", "env_secrets_encrypted"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.instance._state.adding:  # secret env values show masked, never in clear
+            self.initial["env"] = services.harness_values(harness=self.instance)["env"]
 
     def clean(self):
         cleaned = super().clean()
@@ -26,7 +31,7 @@ class HarnessAdminForm(forms.ModelForm):
         try:
             clean = services.harness_validate(
                 project=cleaned.get("project"),
-                exclude_id=instance.pk if instance is not None else None,
+                harness=instance,
                 **data,
             )
         except DomainError as exc:
@@ -34,6 +39,7 @@ class HarnessAdminForm(forms.ModelForm):
             return cleaned
         if preset_unchanged:
             clean["preset"] = instance.preset
+        self.instance.env_secrets_encrypted = clean.pop("env_secrets_encrypted")
         cleaned.update(clean)
         return cleaned
 

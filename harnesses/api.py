@@ -7,18 +7,24 @@ from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
 from belvedir.schema import errors
-from harnesses import services
+from harnesses import env_secrets, services
 from harnesses.catalog import presets_by_group
 from harnesses.models import Harness
 
 
 class HarnessSerializer(serializers.ModelSerializer):
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    env = serializers.SerializerMethodField(
+        help_text=f"Secret values (names ending _KEY, _TOKEN, _SECRET or holding PASSWORD) show as "
+        f"{env_secrets.MASK}; send {env_secrets.MASK} back to keep one, a new value to replace it."
+    )
 
     class Meta:
         model = Harness
         fields = ["id", *services.FIELDS, "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
+
+    def get_env(self, harness: Harness) -> dict[str, str]:
+        return services.harness_values(harness=harness)["env"]
 
 
 class HarnessInputSerializer(serializers.Serializer):

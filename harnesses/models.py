@@ -24,6 +24,8 @@ class Harness(models.Model):
     install_command = models.TextField(blank=True)
     run_command = models.TextField()
     env = models.JSONField(default=dict, blank=True)
+    # Env values whose names mark them as secrets (harnesses.env_secrets), encrypted.
+    env_secrets_encrypted = models.TextField(blank=True)
     compute = models.CharField(max_length=3, choices=Compute.choices, default=Compute.CPU)
     gpu_type = models.CharField(max_length=16, blank=True)
     tasks = models.TextField(blank=True)

@@ -1,5 +1,6 @@
 """What a harness may carry: env keys, the Tasks field, the repo URL."""
 
+import os
 import re
 from urllib.parse import urlparse
 
@@ -80,12 +81,26 @@ def validate_tasks(tasks: str | None) -> str:
     return tasks
 
 
-def file_repos_allowed() -> bool:
-    """file:// repos read the worker's own disk: right for self-hosted and offline use, and
-    turned off (BELVEDIR_ALLOW_FILE_REPOS=0) where tenants must not see the host."""
+def file_repo_refusal(path: str) -> str | None:
+    """Why a file:// repo at `path` may not be used here, or None.
+
+    file:// repos read the worker's own disk, other tenants' files included: allowed under
+    BELVEDIR_DEV=1 (single-tenant development), else only inside BELVEDIR_FILE_REPO_ROOT.
+    """
     from django.conf import settings
 
-    return settings.BELVEDIR_ALLOW_FILE_REPOS
+    if settings.BELVEDIR_DEV:
+        return None
+    root = settings.BELVEDIR_FILE_REPO_ROOT
+    if not root:
+        return (
+            "file:// repositories are not allowed on this platform; use an https, ssh or git URL."
+        )
+    real_root = os.path.realpath(root)
+    real_path = os.path.realpath(path)
+    if "%" in path or os.path.commonpath([real_root, real_path]) != real_root:
+        return f"file:// repositories must be under {root} on this platform."
+    return None
 
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:[^\s]+$")
@@ -113,16 +128,14 @@ def validate_repo_url(url: str | None) -> str:
             field="repo_url",
         )
     if parsed.scheme == "file":
-        if not file_repos_allowed():
-            raise Invalid(
-                "file:// repos are turned off on this platform; use an https, ssh or git URL.",
-                field="repo_url",
-            )
         # file:///abs/path only: file://relative/path would read "relative" as a host.
         if parsed.netloc or not parsed.path.startswith("/") or not parsed.path.strip("/"):
             raise Invalid(
                 "A file:// repo_url needs an absolute path: file:///path/to/repo.", field="repo_url"
             )
+        refusal = file_repo_refusal(parsed.path)
+        if refusal:
+            raise Invalid(f"repo_url: {refusal}", field="repo_url")
     elif not parsed.hostname or not parsed.path.strip("/"):
         raise Invalid("repo_url must name a host and a repository path.", field="repo_url")
     return url

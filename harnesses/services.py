@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from belvedir.errors import Invalid
 from belvedir.models import Project
-from harnesses import policy
+from harnesses import env_secrets, policy
 from harnesses.catalog import preset_get
 from harnesses.models import GPU_TYPES, Compute, Harness
 
@@ -53,9 +53,10 @@ def harness_defaults_from_preset(slug: str) -> dict:
     }
 
 
-def _clean(data: dict, *, current_preset: str = "") -> dict:
+def _clean(data: dict, *, current_preset: str = "", stored_secrets: str = "") -> dict:
     """Validated fields. `current_preset`, the card a harness already came from, is kept
-    without a check (a card may have been withdrawn since)."""
+    without a check (a card may have been withdrawn since). Secret env values move to
+    `env_secrets_encrypted`; a masked one keeps its value from `stored_secrets`."""
     clean: dict = {}
     name = str(data.get("name") or "").strip()
     if not name:
@@ -74,7 +75,9 @@ def _clean(data: dict, *, current_preset: str = "") -> dict:
         clean[command] = value.strip()
     if not clean["run_command"]:
         raise Invalid("run_command is required.", field="run_command")
-    clean["env"] = policy.validate_env(data.get("env"))
+    clean["env"], clean["env_secrets_encrypted"] = env_secrets.env_split(
+        policy.validate_env(data.get("env")), stored_token=stored_secrets
+    )
     compute = (data.get("compute") or Compute.CPU).lower()
     if compute not in Compute.values:
         raise Invalid("compute must be cpu or gpu.", field="compute")
@@ -104,7 +107,7 @@ def _check_name_free(project: Project, name: str, exclude_id: str | None = None)
 def harness_validate(
     *,
     project: Project | None = None,
-    exclude_id: str | None = None,
+    harness: Harness | None = None,
     name: str | None = None,
     repo_url: str | None = None,
     ref: str | None = None,
@@ -116,7 +119,8 @@ def harness_validate(
     tasks: str | None = None,
     preset: str | None = None,
 ) -> dict:
-    """The cleaned fields, or a DomainError naming the field (used by the admin)."""
+    """The cleaned fields, or a DomainError naming the field (used by the admin).
+    `harness`: the one being edited, whose saved secrets a masked env value keeps."""
     clean = _clean(
         _given(
             name=name,
@@ -129,11 +133,19 @@ def harness_validate(
             gpu_type=gpu_type,
             tasks=tasks,
             preset=preset,
-        )
+        ),
+        stored_secrets=harness.env_secrets_encrypted if harness is not None else "",
     )
     if project is not None:
-        _check_name_free(project, clean["name"], exclude_id=exclude_id)
+        _check_name_free(project, clean["name"], exclude_id=harness.pk if harness else None)
     return clean
+
+
+def harness_values(*, harness: Harness) -> dict:
+    """The harness's fields as pages and the API show them: secret env values masked."""
+    values = {f: getattr(harness, f) for f in FIELDS}
+    values["env"] = env_secrets.env_masked(harness.env or {}, harness.env_secrets_encrypted)
+    return values
 
 
 def _given(**fields) -> dict:
@@ -208,7 +220,7 @@ def harness_update(
     preset: str | None = None,
 ) -> Harness:
     """Update; fields not given (None) keep their value."""
-    current = {f: getattr(harness, f) for f in FIELDS}
+    current = harness_values(harness=harness)
     given = _given(
         name=name,
         repo_url=repo_url,
@@ -221,7 +233,11 @@ def harness_update(
         tasks=tasks,
         preset=preset,
     )
-    clean = _clean({**current, **given}, current_preset=harness.preset)
+    clean = _clean(
+        {**current, **given},
+        current_preset=harness.preset,
+        stored_secrets=harness.env_secrets_encrypted,
+    )
     _check_name_free(harness.project, clean["name"], exclude_id=harness.pk)
     for field, value in clean.items():
         setattr(harness, field, value)

@@ -85,9 +85,13 @@ def harness_detail(request, harness_id: str):
                     messages.success(request, "Saved.")
                     return redirect("harnesses:detail", harness_id=harness.pk)
                 saved = True
-                form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+                form = HarnessForm(
+                    initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+                )
     else:
-        form = HarnessForm(initial=HarnessForm.initial_from(_values(harness)))
+        form = HarnessForm(
+            initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+        )
     context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
     status = form_status(form)
     if request.htmx:
@@ -102,10 +106,6 @@ def _run_context(request, harness: Harness) -> dict:
     except ImportError:
         return {}
     return harness_run_context(request, harness)
-
-
-def _values(harness: Harness) -> dict:
-    return {f: getattr(harness, f) for f in services.FIELDS}
 
 
 @login_required

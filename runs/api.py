@@ -20,6 +20,9 @@ from runs.models import MAX_ATTEMPTS, Grading, Run, Status
 class RunSerializer(serializers.ModelSerializer):
     harness = serializers.CharField(source="harness_id", allow_null=True)
     has_model_api_key = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="A queued run's place in the run queue (1: next to start); null otherwise."
+    )
 
     class Meta:
         model = Run
@@ -28,6 +31,7 @@ class RunSerializer(serializers.ModelSerializer):
             "harness",
             "harness_name",
             "status",
+            "queue_position",
             "score",
             "results",
             "notes",
@@ -47,6 +51,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_has_model_api_key(self, run: Run) -> bool:
         return bool(run.model_api_key_encrypted)
+
+    def get_queue_position(self, run: Run) -> int | None:
+        return selectors.queue_position(run)
 
 
 class RunLaunchSerializer(serializers.Serializer):

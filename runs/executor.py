@@ -29,8 +29,10 @@ from runs.services import (
     git_error_reason,
     run_claim,
     run_finish,
+    run_harness_env,
     run_heartbeat,
     run_model_secrets,
+    run_secret_values,
     without_credentials,
 )
 
@@ -179,7 +181,7 @@ def execute_run(run_id: str) -> str:
         return "not claimed"
     run = Run.objects.get(pk=run_id)
     secrets = run_model_secrets(run)
-    tail = LogTail([secrets["model_api_key"], secrets["judge_api_key"], secrets["run_key"]])
+    tail = LogTail(run_secret_values(run))
     backend = get_backend()
     handle: SandboxHandle | None = None
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
@@ -209,7 +211,7 @@ def execute_run(run_id: str) -> str:
         shutil.rmtree(workdir / "repo" / ".git", ignore_errors=True)
         tasks = snap.get("tasks") or ""
         env = contract.sandbox_env(
-            harness_env=snap.get("env") or {},
+            harness_env=run_harness_env(run),
             run_id=run.pk,
             run_key=secrets["run_key"],
             base_url=settings.BELVEDIR_SANDBOX_BASE_URL,

@@ -35,6 +35,8 @@ class Run(models.Model):
     harness_name = models.CharField(max_length=120)
     # The harness as it was at launch: a later edit does not change a queued run.
     harness_snapshot = models.JSONField(default=dict)
+    # The snapshot's secret env values (harnesses.env_secrets), encrypted.
+    harness_env_secrets_encrypted = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     model = models.CharField(max_length=200, blank=True)
     model_api_base = models.CharField(max_length=500, blank=True)

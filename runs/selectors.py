@@ -1,6 +1,6 @@
 """Run reads."""
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from belvedir.access import Access
 from runs.models import Run, Status
@@ -27,3 +27,18 @@ def log_since(run: Run, offset: int) -> dict:
     start = run.log_size - len(run.log_tail)
     text = run.log_tail[max(0, offset - start) :] if offset < run.log_size else ""
     return {"text": text, "offset": run.log_size, "status": run.status, "truncated": offset < start}
+
+
+def queue_position(run: Run) -> int | None:
+    """A queued run's place in the platform's run queue (1: next to start), else None.
+
+    Runs start in the order they were enqueued, as run workers (Q_WORKERS) come free.
+    """
+    if run.status != Status.QUEUED:
+        return None
+    if run.enqueued_at is None:
+        return 1
+    ahead = Run.objects.filter(status=Status.QUEUED).filter(
+        Q(enqueued_at__lt=run.enqueued_at) | Q(enqueued_at=run.enqueued_at, pk__lt=run.pk)
+    )
+    return ahead.count() + 1

@@ -10,10 +10,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from belvedir import crypto
+from belvedir import audit, crypto
 from belvedir.errors import Invalid, LimitReached
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
+from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
@@ -50,12 +51,16 @@ def git_error_reason(stderr: str, default: str = "no answer") -> str:
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    if repo_url.lower().startswith("file:") and not settings.BELVEDIR_ALLOW_FILE_REPOS:
-        raise Invalid(
-            "file:// repos are turned off on this platform; change the harness's repo URL.",
-            field="harness",
-            code="repo",
-        )
+    if repo_url.lower().startswith("file:"):
+        # Checked again at launch: the harness may predate the policy or a changed root.
+        try:
+            policy.validate_repo_url(repo_url)
+        except Invalid as exc:
+            raise Invalid(
+                f"The harness's {exc.message} Change the harness's repo URL.",
+                field="harness",
+                code="repo",
+            ) from None
     timeout = settings.BELVEDIR_GIT_TIMEOUT
     args = ["git", "ls-remote", "--", repo_url]
     if ref and not _SHA.match(ref):
@@ -159,6 +164,7 @@ def run_launch(
             harness=harness,
             harness_name=harness.name,
             harness_snapshot={f: getattr(harness, f) for f in HARNESS_FIELDS},
+            harness_env_secrets_encrypted=harness.env_secrets_encrypted,
             enqueued_at=timezone.now(),
             model=model.strip() or str((harness.env or {}).get("MODEL", "")),
             model_api_base=model_api_base.strip(),
@@ -179,6 +185,12 @@ def run_launch(
         )
         run.run_key_encrypted = crypto.encrypt(run_key)
         run.save(update_fields=["run_key_encrypted"])
+        audit.audit_record(
+            action=audit.RUN_LAUNCH,
+            organization=org,
+            target=run.pk,
+            metadata={"harness": harness.pk, "model": run.model},
+        )
         transaction.on_commit(lambda: run_enqueue(run_id=run.pk))
     return run
 
@@ -187,7 +199,13 @@ def run_enqueue(*, run_id: str) -> None:
     from django_q.tasks import async_task
 
     Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    async_task("runs.tasks.execute_run", run_id, task_name=f"execute {run_id}", group="runs")
+    async_task(
+        "runs.tasks.execute_run",
+        run_id,
+        task_name=f"execute {run_id}",
+        group="runs",
+        cluster=settings.Q_RUNS_CLUSTER,
+    )
 
 
 def run_claim(*, run_id: str, worker: str) -> bool:
@@ -266,6 +284,12 @@ def run_cancel(*, run: Run) -> Run:
             locked.notes = [*locked.notes, note]
             locked.save(update_fields=["notes"])
             run_keys_revoke(run_id=run.pk)
+            audit.audit_record(
+                action=audit.RUN_CANCEL,
+                organization=run.project.organization,
+                target=run.pk,
+                metadata={"status_before": run.status},
+            )
     if updated:
         from runs.sandbox.base import SandboxError, get_backend
 
@@ -283,3 +307,19 @@ def run_model_secrets(run: Run) -> dict[str, str]:
         "judge_api_key": crypto.decrypt(run.judge_api_key_encrypted),
         "run_key": crypto.decrypt(run.run_key_encrypted),
     }
+
+
+def run_harness_env(run: Run) -> dict[str, str]:
+    """The harness env the run was launched with, its secret values decrypted: sandbox only."""
+    snapshot_env = (run.harness_snapshot or {}).get("env") or {}
+    return env_secrets.env_plain(snapshot_env, run.harness_env_secrets_encrypted)
+
+
+def run_secret_values(run: Run) -> list[str]:
+    """Every secret the run's sandbox is given (keys, secret harness env): what logs, results,
+    notes and the run's spans are redacted of."""
+    values = [
+        *run_model_secrets(run).values(),
+        *env_secrets.secret_values(run.harness_env_secrets_encrypted),
+    ]
+    return [value for value in values if value]

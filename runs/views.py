@@ -42,7 +42,7 @@ def run_list(request):
 def run_detail(request, run_id: str):
     access = access_for_request(request)
     run = access.get(Run, pk=run_id)
-    context = {"run": run, **_trace_context(run)}
+    context = {"run": run, "queue_position": selectors.queue_position(run), **_trace_context(run)}
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     return render(request, "runs/detail.html", context)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000 (web server + django-q2 cluster).
+# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000 (web server + django-q2 clusters).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -20,9 +20,24 @@ KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EM
 $PY manage.py demo_data --email "$DEMO_EMAIL"
 
 mkdir -p var
-$PY manage.py qcluster >var/qcluster.log 2>&1 &
-QPID=$!
-trap 'kill $QPID 2>/dev/null; wait $QPID 2>/dev/null' EXIT INT TERM
+# Two django-q2 clusters: "runs" executes runs (Q_WORKERS at a time, the rest wait queued),
+# "housekeeping" runs the reaper and the task former, so those never wait behind runs.
+# Each starts in its own process group (setsid) and is stopped by signalling the whole group:
+# a SIGTERM to the cluster's main process alone waits for busy workers (up to Q_TIMEOUT), and
+# a killed main process would leave its workers running as orphans.
+Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >var/qcluster-runs.log 2>&1 &
+RUNS_PID=$!
+Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
+HOUSEKEEPING_PID=$!
+stop_clusters() {
+  kill -TERM -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 -- "-$RUNS_PID" 2>/dev/null || kill -0 -- "-$HOUSEKEEPING_PID" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  kill -KILL -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
+}
+trap stop_clusters EXIT INT TERM
 
 cat <<EOF2
 
@@ -30,7 +45,8 @@ cat <<EOF2
   Log in as  $DEMO_EMAIL / $DEMO_PASSWORD   (also a Django admin: /admin/)
   API key    $KEY
   CLI        BELVEDIR_API_KEY=$KEY BELVEDIR_URL=http://127.0.0.1:$PORT .venv/bin/belvedir benchmarks list
-  Workers    django-q2 cluster (pid $QPID, log var/qcluster.log)
+  Workers    django-q2 clusters: runs (pid $RUNS_PID, var/qcluster-runs.log),
+             housekeeping (pid $HOUSEKEEPING_PID, var/qcluster-housekeeping.log)
 
 EOF2
 $PY manage.py runserver "127.0.0.1:$PORT" --noreload

@@ -105,6 +105,14 @@ def harness(owner):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """Throttle counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Tests sign users up by the dozen; a slow hasher only slows them down."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

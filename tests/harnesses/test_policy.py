@@ -4,6 +4,7 @@ import pytest
 
 from belvedir.errors import DomainError
 from harnesses import policy
+from harnesses.env_secrets import is_secret_name
 from harnesses.policy import TASKS_MAX_BYTES, env_key_refusal
 
 HARNESS = {
@@ -95,7 +96,9 @@ def test_api_refuses_each_refused_env_key_with_400_naming_it(owner, key):
 def test_api_accepts_each_ordinary_env_key(owner, key):
     response = owner.api.post("/api/v1/harnesses", {**HARNESS, "env": {key: "x"}}, format="json")
     assert response.status_code == 201, response.json()
-    assert response.json()["env"] == {key: "x"}
+    # A secret-looking name (MODEL_API_KEY, BELVEDIR_AGENT_TOKEN) is accepted and shown masked.
+    shown = "••••" if is_secret_name(key) else "x"
+    assert response.json()["env"] == {key: shown}
 
 
 @pytest.mark.parametrize("env", [["PATH=/x"], "PATH=/x", {"GOOD": {"nested": 1}}, {"GOOD": True}])

@@ -24,6 +24,7 @@ def cluster(live_server, tmp_path):
         **os.environ,
         "DATABASE_URL": subprocess_database_url(),
         "Q_WORKERS": "1",
+        "Q_CLUSTER_NAME": "runs",
         "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
         "BELVEDIR_SANDBOX_NETWORK": "host",
         "BELVEDIR_SANDBOX_MEMORY": "1g",

@@ -1,5 +1,9 @@
-"""Upsert the django-q2 schedules in code: the run reaper and the trace task-former."""
+"""Upsert the django-q2 schedules in code: the run reaper and the trace task-former.
 
+They run on the "housekeeping" cluster (Q_CLUSTER_NAME=housekeeping), never behind runs.
+"""
+
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django_q.models import Schedule
 
@@ -30,6 +34,7 @@ class Command(BaseCommand):
                     "schedule_type": Schedule.MINUTES,
                     "minutes": minutes,
                     "repeats": -1,
+                    "cluster": settings.Q_HOUSEKEEPING_CLUSTER,
                 },
             )
             self.stdout.write(f"schedule {name!r}: {func} every {minutes} min")
