@@ -180,7 +180,7 @@ CLIENT_SCRIPT = textwrap.dedent(
 def test_a_client_generated_from_the_schema_registers_a_harness_launches_a_run_and_reads_it(
     live_server, owner, tmp_path, settings
 ):
-    settings.BELVEDIR_ALLOW_FILE_REPOS = True
+    settings.BELVEDIR_FILE_REPO_ROOT = str(tmp_path)
     schema_file = tmp_path / "schema.json"
     call_command("spectacular", "--format", "openapi-json", "--file", str(schema_file))
     config = tmp_path / "config.yaml"
