@@ -193,9 +193,10 @@ class RunTasksView(APIView):
         key = request.auth
         if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
             raise Forbidden("Only the run's own key can download its Tasks file.")
-        if key.run_id != run_id:
+        run = selectors.run_of_key(key)
+        if run is None or run.pk != run_id:
             raise NotFound("Not found.")
-        tasks = key.run.harness_snapshot.get("tasks") or ""
+        tasks = run.harness_snapshot.get("tasks") or ""
         if not tasks:
             raise NotFound("This run has no Tasks.")
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")

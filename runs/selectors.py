@@ -3,7 +3,15 @@
 from django.db.models import Q, QuerySet
 
 from belvedir.access import Access
+from belvedir.models import ApiKey
 from runs.models import Run, Status
+
+
+def run_of_key(key: ApiKey) -> Run | None:
+    """The run a per-run key belongs to; None for a project key."""
+    if key.kind != ApiKey.Kind.RUN:
+        return None
+    return Run.objects.filter(ingest_key=key).first()
 
 
 def runs_for(

@@ -19,6 +19,8 @@ from runs.models import Run, Status
 @login_required
 def run_list(request):
     access = access_for_request(request)
+    if request.htmx and request.GET.get("fragment") == "harness-runs":
+        return _harness_runs(request, access)
     runs = selectors.runs_for(
         access=access,
         harness=request.GET.get("harness"),
@@ -38,22 +40,21 @@ def run_list(request):
     return render(request, "runs/list.html", context)
 
 
+def _harness_runs(request, access):
+    """A harness's recent runs, the partial its page pulls in (`hx-get`, `hx-trigger="load"`)."""
+    harness = access.get(Harness, pk=request.GET.get("harness") or "")
+    runs = selectors.runs_for(access=access, harness=harness.pk)[:10]
+    return render(request, "runs/list.html#harness-runs", {"harness": harness, "runs": runs})
+
+
 @login_required
 def run_detail(request, run_id: str):
     access = access_for_request(request)
     run = access.get(Run, pk=run_id)
-    context = {"run": run, "queue_position": selectors.queue_position(run), **_trace_context(run)}
+    context = {"run": run, "queue_position": selectors.queue_position(run)}
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     return render(request, "runs/detail.html", context)
-
-
-def _trace_context(run: Run) -> dict:
-    try:
-        from traces.selectors import run_trace_summary
-    except ImportError:
-        return {}
-    return {"trace": run_trace_summary(run)}
 
 
 @login_required
@@ -109,9 +110,3 @@ def run_url(run: Run) -> str:
     from django.urls import reverse
 
     return reverse("runs:detail", kwargs={"run_id": run.pk})
-
-
-def harness_run_context(request, harness: Harness) -> dict:
-    """Recent runs of a harness and the launch form, for the harness page."""
-    runs = Run.objects.filter(harness=harness).order_by("-created_at")[:10]
-    return {"harness_runs": runs, "launch_form": LaunchForm()}

@@ -8,6 +8,14 @@ from rest_framework.test import APIClient
 
 from belvedir import services
 from belvedir.models import Membership, Role
+from tests.helpers.hypothesis_profiles import load_profile
+
+# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster), for every app.
+pytest_plugins = ["tests.helpers.run_fixtures"]
+
+
+def pytest_configure(config):
+    load_profile()  # few examples locally, the full count in CI (tests/helpers/hypothesis_profiles)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from belvedir.access import access_for_request
 from belvedir.errors import DomainError
+from runs.models import Run
 from traces import selectors
 from traces.models import Session, TaskGroup
 
@@ -14,6 +15,11 @@ from traces.models import Session, TaskGroup
 def session_list(request):
     access = access_for_request(request)
     q = request.GET
+    if request.htmx and q.get("fragment") == "run-summary":
+        # The run page pulls this in (`hx-get`, `hx-trigger="load"`).
+        run = access.get(Run, pk=q.get("run") or "")
+        context = {"trace": selectors.run_trace_summary(run)}
+        return render(request, "traces/sessions.html#run-summary", context)
     error, status = None, 200
     try:
         sessions = selectors.sessions_for(

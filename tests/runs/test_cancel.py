@@ -7,7 +7,7 @@ import pytest
 from belvedir.models import ApiKey
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import Background, containers_of, wait_for
+from tests.runs.helpers import Background, containers_of, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +36,7 @@ def test_cancelling_a_running_run_kills_its_sandbox_within_seconds(sandbox_setti
     assert run.status == "cancelled" and run.score is None
     assert run.finished_at is not None and run.cancel_requested_at is not None
     assert "tick 0" in run.log_tail and "done" not in run.log_tail
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
     time.sleep(1.5)  # a late heartbeat or finish must not bring it back
     run.refresh_from_db()
     assert run.status == "cancelled"
@@ -51,7 +51,7 @@ def test_a_cancelled_queued_run_never_executes(sandbox_settings, launch, owner):
     run.refresh_from_db()
     assert run.status == "cancelled" and run.started_at is None and run.log_tail == ""
     assert containers_of(run.pk) == []
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
 
 
 def test_a_finished_run_cannot_be_cancelled(sandbox_settings, launch, owner):

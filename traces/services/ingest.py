@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from belvedir.models import ApiKey
 from runs.models import Run
+from runs.selectors import run_of_key
 from traces import otlp
 from traces.models import Session, Span
 
@@ -91,7 +92,7 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
     if not spans:
         return 0
     project = key.project
-    run = key.run if key.kind == ApiKey.Kind.RUN else None
+    run = run_of_key(key)
     external_ids = _resolve_session_ids(project, spans)
     now = timezone.now()
     with transaction.atomic():

@@ -6,6 +6,7 @@ from django.utils import timezone
 from belvedir.errors import DomainError
 from belvedir.models import ApiKey
 from belvedir.validators import storable
+from runs.selectors import run_of_key
 from traces.models import Outcome, Session
 from traces.semconv import MAX_SESSION_ID_CHARS
 from traces.services.task_forming import groups_refresh
@@ -26,12 +27,10 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session | None:
         raise DomainError('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
-    if (
-        session is not None
-        and key.kind == ApiKey.Kind.RUN
-        and session.run_id not in (None, key.run_id)
-    ):
-        session = None  # a run's key speaks for its own sessions only
+    if session is not None and session.run_id is not None and key.kind == ApiKey.Kind.RUN:
+        run = run_of_key(key)
+        if run is None or session.run_id != run.pk:
+            session = None  # a run's key speaks for its own sessions only
     if session is None:
         return None
     with transaction.atomic():
