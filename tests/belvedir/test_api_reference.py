@@ -15,7 +15,7 @@ from openapi_spec_validator import validate
 from rest_framework.test import APIClient
 
 from runs.models import Run
-from tests.runs.conftest import EXAMPLES, git_repo_of
+from tests.runs.helpers import EXAMPLES, git_repo_of
 
 VENV_BIN = Path(sys.executable).parent
 
