@@ -83,9 +83,7 @@ class ApiKeyListView(AccessMixin, ListAPIView):
         responses={200: ApiKeySerializer(many=True), **errors(401, 404)},
     )
     def get(self, request):
-        keys = self.access.scope(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT)).filter(
-            project=self.access.project
-        )
+        keys = self.access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
         return get_paginated_response(view=self, queryset=keys, serializer_class=ApiKeySerializer)
 
     @extend_schema(

@@ -10,6 +10,7 @@ from belvedir.schema import errors
 from harnesses import env_secrets, services
 from harnesses.catalog import presets_by_group
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 
 
 class HarnessSerializer(serializers.ModelSerializer):
@@ -83,7 +84,7 @@ class HarnessListView(AccessMixin, ListAPIView):
         responses={200: HarnessSerializer(many=True), **errors(401, 404)},
     )
     def get(self, request):
-        harnesses = self.access.scope(Harness.objects.all()).filter(project=self.access.project)
+        harnesses = harnesses_for(project=self.access.project)
         return get_paginated_response(
             view=self, queryset=harnesses, serializer_class=HarnessSerializer
         )

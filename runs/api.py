@@ -104,7 +104,7 @@ class RunListView(AccessMixin, ListAPIView):
     )
     def get(self, request):
         runs = selectors.runs_for(
-            access=self.access,
+            project=self.access.project,
             harness=request.query_params.get("harness"),
             status=request.query_params.get("status"),
             model=request.query_params.get("model"),
@@ -122,7 +122,7 @@ class RunListView(AccessMixin, ListAPIView):
         data = RunLaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
-        harness = self.access.scope(Harness.objects.all()).filter(pk=values.pop("harness")).first()
+        harness = self.access.scope(Harness).filter(pk=values.pop("harness")).first()
         if harness is None:
             raise Invalid("No such harness in this project.", field="harness")
         user = request.user if getattr(request.user, "pk", None) else None

@@ -156,7 +156,7 @@ class SessionListView(AccessMixin, ListAPIView):
     def get(self, request):
         q = request.query_params
         sessions = selectors.sessions_for(
-            access=self.access,
+            project=self.access.project,
             run=q.get("run"),
             outcome=q.get("outcome"),
             model=q.get("model"),
@@ -221,7 +221,7 @@ class TaskGroupListView(AccessMixin, ListAPIView):
     def get(self, request):
         return get_paginated_response(
             view=self,
-            queryset=selectors.task_groups_for(access=self.access),
+            queryset=selectors.task_groups_for(project=self.access.project),
             serializer_class=TaskGroupSerializer,
         )
 
@@ -234,7 +234,7 @@ class TaskGroupDetailView(AccessMixin, APIView):
     )
     def get(self, request, group_id: str):
         group = self.access.get(TaskGroup, pk=group_id)
-        tasks = selectors.tasks_for(access=self.access, group=group.pk)[:200]
+        tasks = selectors.tasks_for(project=group.project, group=group.pk)[:200]
         return Response(
             TaskGroupSerializer(group).data | {"tasks": TaskSerializer(tasks, many=True).data}
         )

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from belvedir.authentication import bearer_token
 from belvedir.error_responses import body_of, headers_of, status_of
-from belvedir.errors import DomainError, Invalid, NotFound
+from belvedir.errors import DomainError, Invalid
 from belvedir.services import api_key_authenticate
 from traces import otlp
 from traces.services.ingest import spans_ingest
@@ -127,8 +127,6 @@ def outcomes(request):
         session = outcome_record(
             key=key, session_id=data.get("session_id"), outcome=data.get("outcome")
         )
-    except DomainError as exc:
+    except DomainError as exc:  # Invalid is a 400, NotFound (no such session) a 404
         return _refusal(exc)
-    if session is None:
-        return _refusal(NotFound("No session with this id in the project.", field="session_id"))
     return JsonResponse({"session_id": session.external_id, "outcome": session.outcome})
