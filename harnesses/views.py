@@ -13,12 +13,13 @@ from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 
 
 @login_required
 def harness_list(request):
     access = access_for_request(request)
-    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    harnesses = harnesses_for(project=access.project)
     page = Paginator(harnesses, 25).get_page(request.GET.get("page"))
     return render(request, "harnesses/list.html", {"page": page})
 

@@ -11,6 +11,7 @@ from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 from runs import selectors, services
 from runs.forms import LaunchForm
 from runs.models import Run, Status
@@ -22,13 +23,13 @@ def run_list(request):
     if request.htmx and request.GET.get("fragment") == "harness-runs":
         return _harness_runs(request, access)
     runs = selectors.runs_for(
-        access=access,
+        project=access.project,
         harness=request.GET.get("harness"),
         status=request.GET.get("status"),
         model=request.GET.get("model"),
-    ).filter(project=access.project)
+    )
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
-    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    harnesses = harnesses_for(project=access.project)
     context = {
         "page": page,
         "harnesses": harnesses,
@@ -43,7 +44,7 @@ def run_list(request):
 def _harness_runs(request, access):
     """A harness's recent runs, the partial its page pulls in (`hx-get`, `hx-trigger="load"`)."""
     harness = access.get(Harness, pk=request.GET.get("harness") or "")
-    runs = selectors.runs_for(access=access, harness=harness.pk)[:10]
+    runs = selectors.runs_for(project=harness.project, harness=harness.pk)[:10]
     return render(request, "runs/list.html#harness-runs", {"harness": harness, "runs": runs})
 
 
@@ -78,8 +79,7 @@ def run_launch(request, harness_id: str | None = None):
     harness = access.get(Harness, pk=harness_id) if harness_id else None
     choices = None
     if harness is None:
-        harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
-        choices = [(h.pk, h.name) for h in harnesses]
+        choices = [(h.pk, h.name) for h in harnesses_for(project=access.project)]
     form = LaunchForm(request.POST or None, harness_choices=choices)
     if request.method == "POST":
         access.require_write()

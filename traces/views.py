@@ -23,13 +23,13 @@ def session_list(request):
     error, status = None, 200
     try:
         sessions = selectors.sessions_for(
-            access=access,
+            project=access.project,
             run=q.get("run"),
             outcome=q.get("outcome"),
             model=q.get("model"),
             since=q.get("since"),
             until=q.get("until"),
-        ).filter(project=access.project)
+        )
     except DomainError as exc:
         # A filter that cannot be applied shows no rows rather than every session unfiltered.
         error, status = exc.message, 400
@@ -61,7 +61,7 @@ def session_detail(request, session_id: str):
 @login_required
 def task_group_list(request):
     access = access_for_request(request)
-    groups = selectors.task_groups_for(access=access).filter(project=access.project)
+    groups = selectors.task_groups_for(project=access.project)
     page = Paginator(groups, 25).get_page(request.GET.get("page"))
     return render(request, "traces/task_groups.html", {"page": page})
 
@@ -70,7 +70,7 @@ def task_group_list(request):
 def task_group_detail(request, group_id: str):
     access = access_for_request(request)
     group = access.get(TaskGroup, pk=group_id)
-    page = Paginator(selectors.tasks_for(access=access, group=group.pk), 25).get_page(
+    page = Paginator(selectors.tasks_for(project=group.project, group=group.pk), 25).get_page(
         request.GET.get("page")
     )
     return render(request, "traces/task_group.html", {"group": group, "page": page})
@@ -79,6 +79,6 @@ def task_group_detail(request, group_id: str):
 @login_required
 def task_list(request):
     access = access_for_request(request)
-    tasks = selectors.tasks_for(access=access).filter(project=access.project)
+    tasks = selectors.tasks_for(project=access.project)
     page = Paginator(tasks, 25).get_page(request.GET.get("page"))
     return render(request, "traces/tasks.html", {"page": page})

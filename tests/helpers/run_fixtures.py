@@ -4,10 +4,13 @@ Registered for the whole suite in tests/conftest.py (`pytest_plugins`).
 """
 
 import os
+import random
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +18,7 @@ from harnesses.services import harness_create
 from tests.runs.helpers import EXAMPLES, git_repo_of, subprocess_database_url, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -98,3 +102,41 @@ def cluster(sandbox_settings, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)  # any worker left behind
         except ProcessLookupError:
             pass
+
+
+def sandbox_ports() -> list[int]:
+    """The ports sandboxes may reach on the gateway IP, in random order (tests running side
+    by side then rarely try the same one first)."""
+    from django.conf import settings
+
+    low, _, high = settings.BELVEDIR_SANDBOX_PORTS.partition(":")
+    ports = list(range(int(low), int(high or low) + 1))
+    random.shuffle(ports)
+    return ports
+
+
+def serve_to_sandboxes(make: Callable[[str, int], T]) -> T:
+    """`make(host, port)` on the gateway IP and a free sandbox port: the only place on this
+    host sandboxes reach (a model server or a package index standing in for the internet)."""
+    from django.conf import settings
+
+    for port in sandbox_ports():
+        try:
+            return make(settings.BELVEDIR_SANDBOX_GATEWAY, port)
+        except OSError:
+            continue
+    pytest.fail(f"no free port in {settings.BELVEDIR_SANDBOX_PORTS} on the gateway IP")
+
+
+@pytest.fixture
+def sandbox_gateway(live_server, settings):
+    """The sandbox gateway on the sandbox network's gateway IP (a free port of the sandbox
+    port range), forwarding to this test's live server; sandboxes get it as their base URL."""
+    from runs.sandbox.gateway import GatewayThread
+
+    gateway = GatewayThread(
+        host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=sandbox_ports(), upstream=live_server.url
+    )
+    settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
+    yield gateway.url
+    gateway.stop()

@@ -26,7 +26,7 @@ from django.test import Client
 from harnesses.services import harness_create
 from runs import services as run_services
 from runs.executor import execute_run
-from tests.conftest import serve_to_sandboxes
+from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.runs.helpers import containers_of, git_repo_of
 from tests.traces.fake_openai import FakeOpenAI, usage_for
 from tests.traces.helpers import TRACES, body_of, span
