@@ -3,12 +3,15 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
+from belvedir.http import see_other
 from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
@@ -41,10 +44,10 @@ def harness_new(request):
             else:
                 messages.success(request, f"Harness {harness.name} created.")
                 if request.htmx:
-                    response = render(request, "harnesses/new.html#form", {"form": form})
-                    response["HX-Redirect"] = harness_url(harness)
-                    return response
-                return redirect("harnesses:detail", harness_id=harness.pk)
+                    return HttpResponseClientRedirect(
+                        reverse("harnesses:detail", args=[harness.pk])
+                    )
+                return see_other("harnesses:detail", harness_id=harness.pk)
     else:
         initial = {"compute": "cpu"}
         if request.GET.get("preset"):
@@ -60,12 +63,6 @@ def harness_new(request):
     if request.htmx:
         return render(request, "harnesses/new.html#form", context, status=status)
     return render(request, "harnesses/new.html", context, status=status)
-
-
-def harness_url(harness: Harness) -> str:
-    from django.urls import reverse
-
-    return reverse("harnesses:detail", kwargs={"harness_id": harness.pk})
 
 
 @login_required
@@ -84,7 +81,7 @@ def harness_detail(request, harness_id: str):
             else:
                 if not request.htmx:
                     messages.success(request, "Saved.")
-                    return redirect("harnesses:detail", harness_id=harness.pk)
+                    return see_other("harnesses:detail", harness_id=harness.pk)
                 saved = True
                 form = HarnessForm(
                     initial=HarnessForm.initial_from(services.harness_values(harness=harness))
@@ -108,4 +105,4 @@ def harness_delete(request, harness_id: str):
     harness = access.get(Harness, write=True, pk=harness_id)
     services.harness_delete(harness=harness)
     messages.info(request, f"Harness {harness.name} deleted.")
-    return redirect("harnesses:list")
+    return see_other("harnesses:list")

@@ -37,15 +37,18 @@ def get_backend() -> SandboxBackend:
 
 def spec_from_settings(**fields: Any) -> SandboxSpec:
     """A SandboxSpec of `fields` (run_id, command, env, workspace, …), the rest from settings:
-    BELVEDIR_SANDBOX_{IMAGE,NETWORK,CPUS,MEMORY,PIDS,RUNTIME,DISK_BYTES}."""
+    BELVEDIR_SANDBOX_{IMAGE,NETWORK,CPUS,MEMORY,PIDS,RUNTIME,DISK}; the host's network
+    instead of BELVEDIR_SANDBOX_NETWORK under BELVEDIR_SANDBOX_HOST_NETWORK=1 (development)."""
     defaults: dict[str, Any] = {
         "image": settings.BELVEDIR_SANDBOX_IMAGE,
-        "network": settings.BELVEDIR_SANDBOX_NETWORK,
+        "network": "host"
+        if settings.BELVEDIR_SANDBOX_HOST_NETWORK
+        else settings.BELVEDIR_SANDBOX_NETWORK,
         "cpus": float(settings.BELVEDIR_SANDBOX_CPUS),
         "memory": str(settings.BELVEDIR_SANDBOX_MEMORY),
         "pids": int(settings.BELVEDIR_SANDBOX_PIDS),
         "runtime": settings.BELVEDIR_SANDBOX_RUNTIME,
-        "disk_bytes": settings.BELVEDIR_SANDBOX_DISK_BYTES or None,
+        "disk_bytes": settings.BELVEDIR_SANDBOX_DISK or None,
     }
     return SandboxSpec(**{**defaults, **fields})
 

@@ -20,6 +20,7 @@ from runs import git
 from runs.db import reconnecting
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
+from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
 
 
@@ -108,6 +109,7 @@ def run_launch(
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
     sandbox_check()
+    isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=project.organization_id)

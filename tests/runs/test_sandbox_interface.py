@@ -28,28 +28,30 @@ def test_the_interface_and_the_docker_backend_import_without_django():
 
 def test_a_spec_takes_its_limits_image_and_runtime_from_settings(settings):
     settings.BELVEDIR_SANDBOX_IMAGE = "sandbox:test"
-    settings.BELVEDIR_SANDBOX_NETWORK = "none"
+    settings.BELVEDIR_SANDBOX_NETWORK = "sandboxes-test"
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = False
     settings.BELVEDIR_SANDBOX_CPUS = 0.5
     settings.BELVEDIR_SANDBOX_MEMORY = "512m"
     settings.BELVEDIR_SANDBOX_PIDS = 64
     settings.BELVEDIR_SANDBOX_RUNTIME = "runsc"
-    settings.BELVEDIR_SANDBOX_DISK_BYTES = 10 << 30
-    spec = spec_from_settings(run_id="run_x", command=["true"], network="host")
+    settings.BELVEDIR_SANDBOX_DISK = 10 << 30
+    spec = spec_from_settings(run_id="run_x", command=["true"], cpus=0.25)
     assert spec == SandboxSpec(
         run_id="run_x",
         image="sandbox:test",
         command=["true"],
-        network="host",  # a field given wins over the setting
-        cpus=0.5,
+        network="sandboxes-test",
+        cpus=0.25,  # a field given wins over the setting
         memory="512m",
         pids=64,
         runtime="runsc",
         disk_bytes=10 << 30,
     )
-    settings.BELVEDIR_SANDBOX_DISK_BYTES = 0
+    settings.BELVEDIR_SANDBOX_DISK = 0
     settings.BELVEDIR_SANDBOX_RUNTIME = ""
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = True
     spec = spec_from_settings(run_id="run_x", command=["true"])
-    assert spec.disk_bytes is None and spec.runtime == ""
+    assert spec.disk_bytes is None and spec.runtime == "" and spec.network == "host"
 
 
 def test_the_configured_backend_is_built_from_settings(settings, db):
