@@ -60,6 +60,12 @@ HEARTBEAT_SECONDS = 1.0
 DRAIN_SECONDS = 120.0
 ENTRYPOINT_SOURCE = Path(entrypoint.__file__)
 RESULTS_FILE = f"{contract.REPO_DIR}/results.json"
+# The entrypoint's markers for a results.json the engine may not see (gVisor keeps them inside).
+HIDDEN_KINDS = {
+    "results-fifo": FileKind.FIFO,
+    "results-socket": FileKind.SOCKET,
+    "results-device": FileKind.DEVICE,
+}
 
 
 class Heartbeat:
@@ -256,7 +262,8 @@ class Execution:
             self.handle, [contract.STAGE_FILE, RESULTS_FILE], contract.RESULTS_MAX_BYTES
         )
         exited = f"belvedir: the run command exited with code {exit_code}."
-        stage = self._failed_stage(files[contract.STAGE_FILE]) if exit_code != 0 else ""
+        marker = self._marker(files[contract.STAGE_FILE])
+        stage = marker if exit_code != 0 else ""
         if stage == "tasks":
             return self.fail(
                 "belvedir: the Tasks file could not be downloaded, so the run did not start.",
@@ -267,6 +274,8 @@ class Execution:
                 f"belvedir: the install command exited with code {exit_code}.", exit_code=exit_code
             )
         results = files[RESULTS_FILE]
+        if results.kind is FileKind.MISSING and marker in HIDDEN_KINDS:
+            results = Collected(HIDDEN_KINDS[marker])  # seen only inside the sandbox
         if results.kind not in (FileKind.FILE, FileKind.MISSING):
             note = f"belvedir: results.json is a {results.kind}, not a file."
             return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
@@ -313,8 +322,9 @@ class Execution:
         )
         return status
 
-    def _failed_stage(self, marker: Collected) -> str:
-        """The stage the entrypoint recorded as failed, if the marker is really its own."""
+    def _marker(self, marker: Collected) -> str:
+        """What the entrypoint recorded (a failed stage, a special results.json), if the
+        marker is really its own; "" otherwise."""
         if marker.content is None:
             return ""
         text = marker.content.decode(errors="replace").strip()

@@ -6,11 +6,12 @@ reach into it). Standard library only; it runs as the sandbox user, like the har
 
 The platform must tell its own failures (the Tasks file could not be downloaded, the install
 command failed) from the harness's, and the harness runs as the same user and could write
-any file this process writes. So a failure is recorded in the stage file as
+any file this process writes. So such a failure is recorded in the stage file as
 `<stage> <HMAC of the stage>` under a per-run key that this process reads and deletes before
-any harness code starts, and keeps only in its own memory, made undumpable so that a
-process of the same user cannot read it through /proc. The harness can erase a marker but
-never forge one.
+any harness code starts, and keeps only in its own memory, made undumpable so that a process
+of the same user cannot read it through /proc. The harness can erase a marker but never forge
+one. The same marker says when results.json is a FIFO, a socket or a device
+(`results-fifo`, …): some kernels (gVisor's) keep those out of sight of the engine.
 
 Exit code: the install command's when it failed, 97 when the Tasks file could not be
 downloaded, 96 when the repo is missing, else the run command's (128 + N after signal N).
@@ -20,6 +21,7 @@ import ctypes
 import hashlib
 import hmac
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ CONTROL_DIR = "/workspace/.belvedir"
 REPO_DIR = "/workspace/repo"
 STAGE_FILE = f"{CONTROL_DIR}/stage"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
+RESULTS_FILE = f"{REPO_DIR}/results.json"
 PR_SET_DUMPABLE = 4
 
 
@@ -54,7 +57,7 @@ def make_undumpable() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def mark_failed(key: str, stage: str) -> None:
+def mark(key: str, stage: str) -> None:
     if not key:
         return
     try:
@@ -97,7 +100,7 @@ def main() -> int:
     make_undumpable()
     tasks_file = os.environ.get("BELVEDIR_TASKS_FILE", "")
     if tasks_file and not fetch_tasks(tasks_file):
-        mark_failed(key, "tasks")
+        mark(key, "tasks")
         return 97
     try:
         os.chdir(REPO_DIR)
@@ -106,10 +109,29 @@ def main() -> int:
         return 96
     code = run_script("install.sh")
     if code != 0:
-        mark_failed(key, "install")
+        mark(key, "install")
         return code
-    sys.stdout.flush()
-    return run_script("run.sh")
+    code = run_script("run.sh")
+    special = special_kind(RESULTS_FILE)
+    if special:
+        mark(key, f"results-{special}")
+    return code
+
+
+def special_kind(path: str) -> str:
+    """ "fifo", "socket" or "device" when `path` is one (a kernel like gVisor's may keep those
+    to itself, out of sight of the engine that reads results.json back); else ""."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return ""
 
 
 if __name__ == "__main__":

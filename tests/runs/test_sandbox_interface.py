@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runs import contract
+from runs import contract, executor
 from runs.sandbox import entrypoint
 from runs.sandbox.base import SandboxError, SandboxSpec
 from runs.sandbox.docker import DockerBackend
@@ -72,4 +72,5 @@ def test_the_entrypoint_and_the_executor_agree_on_the_stage_markers():
     assert entrypoint.STAGE_FILE == contract.STAGE_FILE
     assert entrypoint.STAGE_KEY_FILE == contract.STAGE_KEY_FILE
     assert entrypoint.REPO_DIR == contract.REPO_DIR
+    assert entrypoint.RESULTS_FILE == executor.RESULTS_FILE
     assert contract.COMMAND[-1] == contract.ENTRYPOINT_FILE
