@@ -26,12 +26,8 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session | None:
         raise DomainError('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
-    if (
-        session is not None
-        and key.kind == ApiKey.Kind.RUN
-        and session.run_id not in (None, key.run_id)
-    ):
-        session = None  # a run's key speaks for its own sessions only
+    if session is not None and key.kind == ApiKey.Kind.RUN and session.run_id != key.run_id:
+        session = None  # a run's key speaks for its own run's sessions only
     if session is None:
         return None
     with transaction.atomic():

@@ -1,4 +1,5 @@
-"""A span sent with a run key has that run's secrets redacted before it is stored."""
+"""A run key at ingest: its run's secrets are redacted from its spans, and it speaks only for its
+own run's sessions."""
 
 from belvedir import crypto
 from belvedir.models import ApiKey
@@ -62,3 +63,12 @@ def test_a_project_keys_spans_are_stored_as_sent(owner, harness):
     run, _ = _run_with_secrets(owner, harness)
     post_traces(owner.key, body_of(span("plain", attributes=llm_attributes(run.pk, note="hi"))))
     assert Span.objects.get().attributes["note"] == "hi"
+
+
+def test_a_run_key_cannot_set_the_outcome_of_a_project_session(owner, harness):
+    from tests.traces.conftest import post_outcome
+
+    _, key = _run_with_secrets(owner, harness)
+    post_traces(owner.key, body_of(span("x", attributes=llm_attributes("project-session"))))
+    response = post_outcome(key, {"session_id": "project-session", "outcome": "success"})
+    assert response.status_code == 404
