@@ -29,8 +29,11 @@ up: venv machine sandbox-image
 test: venv machine sandbox-image
 	bash scripts/test.sh
 
+# ruff, then the import contracts in pyproject.toml (floors, CLI and sandbox imports).
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 bench: venv machine sandbox-image
 	$(PIP) install -q -e ".[test,bench]"

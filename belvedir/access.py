@@ -1,5 +1,10 @@
 """The one scoping helper: every page and API resolves objects through it.
 
+- `access.get(Model, pk=…)`: one object the caller may open (any project of their
+  organization, or the key's project), else 404; with `write=True`, 403 for a read-only member.
+- `access.scoped(Model)`: the rows of the caller's current project, what list pages and list
+  APIs show. Selectors take that project (`runs_for(project=access.project)`).
+
 Another organization's object is a 404; a read-only member's write is a 403.
 """
 
@@ -58,11 +63,20 @@ class Access:
             return Project.objects.filter(pk=self.project.pk)
         return Project.objects.filter(organization=self.organization)
 
-    def scope(self, queryset: QuerySet, *, project_field: str = "project") -> QuerySet:
-        """Filter a queryset of project-owned rows to what the caller may see."""
+    def scope(
+        self, queryset: QuerySet | type[Model], *, project_field: str = "project"
+    ) -> QuerySet:
+        """Project-owned rows the caller may open: the key's project, or the whole organization."""
+        queryset = _queryset(queryset)
         if self.api_key is not None:
             return queryset.filter(**{project_field: self.project})
         return queryset.filter(**{f"{project_field}__organization": self.organization})
+
+    def scoped(
+        self, queryset: QuerySet | type[Model], *, project_field: str = "project"
+    ) -> QuerySet:
+        """Project-owned rows of the caller's current project (a key's is its own)."""
+        return _queryset(queryset).filter(**{project_field: self.project})
 
     def get(
         self,
@@ -73,14 +87,16 @@ class Access:
         **lookup,
     ):
         """One object in scope, else 404; a write by a read-only member is 403."""
-        if isinstance(queryset, type):
-            queryset = queryset.objects.all()
         obj = self.scope(queryset, project_field=project_field).filter(**lookup).first()
         if obj is None:
             raise NotFound("Not found.")
         if write:
             self.require_write()
         return obj
+
+
+def _queryset(source: QuerySet | type[Model]) -> QuerySet:
+    return source.objects.all() if isinstance(source, type) else source
 
 
 def access_for_key(key: ApiKey) -> Access:

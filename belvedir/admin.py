@@ -74,14 +74,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "prefix",
         "kind",
         "project",
-        "run",
         "created_at",
         "last_used_at",
         "revoked_at",
     ]
     list_filter = ["kind", ("revoked_at", admin.EmptyFieldListFilter), "project__organization"]
-    search_fields = ["name", "prefix", "project__name", "run__id"]
-    readonly_fields = ["prefix", "hashed", "created_at", "last_used_at", "run"]
+    # A run's key is named "run <run id>", so searching by run id finds it.
+    search_fields = ["name", "prefix", "project__name"]
+    readonly_fields = ["prefix", "hashed", "created_at", "last_used_at"]
     exclude = []
     actions = [revoke_keys]
 

@@ -65,9 +65,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
 
 class ApiKeyListView(AccessMixin, APIView):
     def get(self, request):
-        keys = self.access.scope(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT)).filter(
-            project=self.access.project
-        )
+        keys = self.access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
         page = Pagination()
         rows = page.paginate_queryset(keys, request, view=self)
         return page.get_paginated_response(ApiKeySerializer(rows, many=True).data)

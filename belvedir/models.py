@@ -77,9 +77,6 @@ class ApiKey(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.PROJECT)
-    run = models.ForeignKey(
-        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys"
-    )
     prefix = models.CharField(max_length=24, unique=True)
     hashed = models.CharField(max_length=64)
     created_by = models.ForeignKey(

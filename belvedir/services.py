@@ -95,7 +95,7 @@ def member_invite(*, organization: Organization, email: str, role: str) -> Membe
 
 
 def api_key_create(
-    *, project: Project, name: str, created_by=None, kind: str = ApiKey.Kind.PROJECT, run=None
+    *, project: Project, name: str, created_by=None, kind: str = ApiKey.Kind.PROJECT
 ) -> tuple[ApiKey, str]:
     """Create a key; returns the row and the plaintext, which is never stored."""
     name = (name or "").strip()
@@ -112,7 +112,6 @@ def api_key_create(
                     project=project,
                     name=name,
                     kind=kind,
-                    run=run,
                     prefix=prefix,
                     hashed=_hash_key(plaintext),
                     created_by=created_by,
@@ -153,7 +152,7 @@ def api_key_authenticate(plaintext: str) -> ApiKey | None:
         return None
     prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]
     key = (
-        ApiKey.objects.select_related("project__organization", "run")
+        ApiKey.objects.select_related("project__organization")
         .filter(prefix=prefix, revoked_at__isnull=True)
         .first()
     )

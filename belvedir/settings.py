@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "traces",
     "billing",
     "models_registry",
+    "router",
 ]
 
 MIDDLEWARE = [

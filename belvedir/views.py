@@ -85,7 +85,7 @@ def project_settings(request):
                 form_error(key_form, exc)
             else:
                 key_form = ApiKeyForm(prefix="key")
-    keys = ApiKey.objects.filter(project=access.project, kind=ApiKey.Kind.PROJECT)
+    keys = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
     status = form_status(key_form)
     if request.htmx:

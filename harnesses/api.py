@@ -8,6 +8,7 @@ from belvedir.api import AccessMixin, Pagination
 from harnesses import env_secrets, services
 from harnesses.catalog import presets_by_group
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 
 
 class HarnessSerializer(serializers.ModelSerializer):
@@ -49,7 +50,7 @@ def _input(request) -> dict:
 
 class HarnessListView(AccessMixin, APIView):
     def get(self, request):
-        harnesses = self.access.scope(Harness.objects.all()).filter(project=self.access.project)
+        harnesses = harnesses_for(project=self.access.project)
         page = Pagination()
         rows = page.paginate_queryset(harnesses, request, view=self)
         return page.get_paginated_response(HarnessSerializer(rows, many=True).data)

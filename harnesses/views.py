@@ -13,12 +13,13 @@ from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 
 
 @login_required
 def harness_list(request):
     access = access_for_request(request)
-    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    harnesses = harnesses_for(project=access.project)
     page = Paginator(harnesses, 25).get_page(request.GET.get("page"))
     return render(request, "harnesses/list.html", {"page": page})
 
@@ -92,20 +93,12 @@ def harness_detail(request, harness_id: str):
         form = HarnessForm(
             initial=HarnessForm.initial_from(services.harness_values(harness=harness))
         )
-    context = {"harness": harness, "form": form, "saved": saved, **_run_context(request, harness)}
+    # Its recent runs and the launch dialog are the runs app's partials, pulled in with hx-get.
+    context = {"harness": harness, "form": form, "saved": saved}
     status = form_status(form)
     if request.htmx:
         return render(request, "harnesses/detail.html#form", context, status=status)
     return render(request, "harnesses/detail.html", context, status=status)
-
-
-def _run_context(request, harness: Harness) -> dict:
-    """The harness's recent runs, for its page (filled in by the runs app)."""
-    try:
-        from runs.views import harness_run_context
-    except ImportError:
-        return {}
-    return harness_run_context(request, harness)
 
 
 @login_required

@@ -61,6 +61,7 @@ class RunAdmin(admin.ModelAdmin):
         "notes",
         "log_tail",
         "log_size",
+        "ingest_key",
         "exit_code",
         "container_id",
         "worker",
@@ -74,3 +75,9 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # runs are launched through the checks in runs.services
+
+    def delete_model(self, request, obj):
+        services.runs_delete(runs=Run.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        services.runs_delete(runs=queryset)

@@ -82,7 +82,7 @@ class RunLaunchSerializer(serializers.Serializer):
 class RunListView(AccessMixin, APIView):
     def get(self, request):
         runs = selectors.runs_for(
-            access=self.access,
+            project=self.access.project,
             harness=request.query_params.get("harness"),
             status=request.query_params.get("status"),
             model=request.query_params.get("model"),
@@ -96,7 +96,7 @@ class RunListView(AccessMixin, APIView):
         data = RunLaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
-        harness = self.access.scope(Harness.objects.all()).filter(pk=values.pop("harness")).first()
+        harness = self.access.scope(Harness).filter(pk=values.pop("harness")).first()
         if harness is None:
             raise Invalid("No such harness in this project.", field="harness")
         user = request.user if getattr(request.user, "pk", None) else None
@@ -138,9 +138,10 @@ class RunTasksView(APIView):
         key = request.auth
         if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
             raise Forbidden("Only the run's own key can download its Tasks file.")
-        if key.run_id != run_id:
+        run = selectors.run_of_key(key)
+        if run is None or run.pk != run_id:
             raise NotFound("Not found.")
-        tasks = key.run.harness_snapshot.get("tasks") or ""
+        tasks = run.harness_snapshot.get("tasks") or ""
         if not tasks:
             raise NotFound("This run has no Tasks.")
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")

@@ -53,6 +53,15 @@ class Run(models.Model):
     # Bytes of output ever written; the tail covers the last len(log_tail) of them.
     log_size = models.BigIntegerField(default=0)
     run_key_encrypted = models.TextField(blank=True)
+    # The run's own key (trace ingest, its Tasks file): the run owns the link, so the core app
+    # (a lower floor) never points at runs.
+    ingest_key = models.OneToOneField(
+        "belvedir.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="ingest_run",
+    )
     exit_code = models.IntegerField(null=True, blank=True)
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)

@@ -1,19 +1,27 @@
-"""Run reads."""
+"""Run reads. Lists take the project (views pass `access.project`)."""
 
 from django.db.models import Q, QuerySet
 
-from belvedir.access import Access
+from belvedir.models import ApiKey, Project
 from runs.models import Run, Status
+
+
+def run_of_key(key: ApiKey) -> Run | None:
+    """The run a per-run key belongs to; None for a project key."""
+    if key.kind != ApiKey.Kind.RUN:
+        return None
+    return Run.objects.filter(ingest_key=key).first()
 
 
 def runs_for(
     *,
-    access: Access,
+    project: Project,
     harness: str | None = None,
     status: str | None = None,
     model: str | None = None,
 ) -> QuerySet[Run]:
-    runs = access.scope(Run.objects.all())
+    """The project's runs, newest first, optionally of one harness, status or model."""
+    runs = Run.objects.filter(project=project)
     if harness:
         runs = runs.filter(harness_id=harness)
     if status and status in Status.values:

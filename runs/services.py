@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from belvedir import audit, crypto
@@ -176,15 +177,14 @@ def run_launch(
             grading=grading,
             created_by=created_by,
         )
-        _, run_key = api_key_create(
+        run.ingest_key, run_key = api_key_create(
             project=project,
             name=f"run {run.pk}",
             kind=ApiKey.Kind.RUN,
-            run=run,
             created_by=created_by,
         )
         run.run_key_encrypted = crypto.encrypt(run_key)
-        run.save(update_fields=["run_key_encrypted"])
+        run.save(update_fields=["ingest_key", "run_key_encrypted"])
         audit.audit_record(
             action=audit.RUN_LAUNCH,
             organization=org,
@@ -265,8 +265,17 @@ def run_finish(
 
 
 def run_keys_revoke(*, run_id: str) -> None:
-    for key in ApiKey.objects.filter(run_id=run_id, revoked_at__isnull=True):
+    for key in ApiKey.objects.filter(ingest_run__pk=run_id, revoked_at__isnull=True):
         api_key_revoke(key=key)
+
+
+def runs_delete(*, runs: QuerySet[Run]) -> int:
+    """Delete runs together with their per-run keys (a run's key is only ever that run's)."""
+    with transaction.atomic():
+        key_ids = list(runs.exclude(ingest_key=None).values_list("ingest_key_id", flat=True))
+        deleted, _ = runs.delete()
+        ApiKey.objects.filter(pk__in=key_ids, kind=ApiKey.Kind.RUN).delete()
+    return deleted
 
 
 def run_cancel(*, run: Run) -> Run:

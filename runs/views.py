@@ -11,6 +11,7 @@ from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from harnesses.models import Harness
+from harnesses.selectors import harnesses_for
 from runs import selectors, services
 from runs.forms import LaunchForm
 from runs.models import Run, Status
@@ -19,14 +20,16 @@ from runs.models import Run, Status
 @login_required
 def run_list(request):
     access = access_for_request(request)
+    if request.htmx and request.GET.get("fragment") == "harness-runs":
+        return _harness_runs(request, access)
     runs = selectors.runs_for(
-        access=access,
+        project=access.project,
         harness=request.GET.get("harness"),
         status=request.GET.get("status"),
         model=request.GET.get("model"),
-    ).filter(project=access.project)
+    )
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
-    harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
+    harnesses = harnesses_for(project=access.project)
     context = {
         "page": page,
         "harnesses": harnesses,
@@ -38,22 +41,21 @@ def run_list(request):
     return render(request, "runs/list.html", context)
 
 
+def _harness_runs(request, access):
+    """A harness's recent runs, the partial its page pulls in (`hx-get`, `hx-trigger="load"`)."""
+    harness = access.get(Harness, pk=request.GET.get("harness") or "")
+    runs = selectors.runs_for(project=harness.project, harness=harness.pk)[:10]
+    return render(request, "runs/list.html#harness-runs", {"harness": harness, "runs": runs})
+
+
 @login_required
 def run_detail(request, run_id: str):
     access = access_for_request(request)
     run = access.get(Run, pk=run_id)
-    context = {"run": run, "queue_position": selectors.queue_position(run), **_trace_context(run)}
+    context = {"run": run, "queue_position": selectors.queue_position(run)}
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     return render(request, "runs/detail.html", context)
-
-
-def _trace_context(run: Run) -> dict:
-    try:
-        from traces.selectors import run_trace_summary
-    except ImportError:
-        return {}
-    return {"trace": run_trace_summary(run)}
 
 
 @login_required
@@ -77,8 +79,7 @@ def run_launch(request, harness_id: str | None = None):
     harness = access.get(Harness, pk=harness_id) if harness_id else None
     choices = None
     if harness is None:
-        harnesses = access.scope(Harness.objects.all()).filter(project=access.project)
-        choices = [(h.pk, h.name) for h in harnesses]
+        choices = [(h.pk, h.name) for h in harnesses_for(project=access.project)]
     form = LaunchForm(request.POST or None, harness_choices=choices)
     if request.method == "POST":
         access.require_write()
@@ -109,9 +110,3 @@ def run_url(run: Run) -> str:
     from django.urls import reverse
 
     return reverse("runs:detail", kwargs={"run_id": run.pk})
-
-
-def harness_run_context(request, harness: Harness) -> dict:
-    """Recent runs of a harness and the launch form, for the harness page."""
-    runs = Run.objects.filter(harness=harness).order_by("-created_at")[:10]
-    return {"harness_runs": runs, "launch_form": LaunchForm()}

@@ -1,65 +1,34 @@
 """Shared fixtures: an owner, a read-only member and an outsider of another organization."""
 
-from dataclasses import dataclass
-
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
-from belvedir import services
-from belvedir.models import Membership, Role
+from belvedir.models import Role
+from tests.helpers.hypothesis_profiles import load_profile
+from tests.helpers.tenants import Tenant, member_of, tenant
 
-
-@dataclass
-class Tenant:
-    user: object
-    org: object
-    project: object
-    key: str
-    api: APIClient
-    web: object
+# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster), for every app.
+pytest_plugins = ["tests.helpers.run_fixtures"]
 
 
-def _tenant(client_factory, email: str, org_name: str) -> Tenant:
-    user = services.user_signup(email=email, password="correct-horse-9", organization_name=org_name)
-    membership = Membership.objects.get(user=user)
-    org = membership.organization
-    project = org.projects.get()
-    _, key = services.api_key_create(project=project, name="tests", created_by=user)
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    web = client_factory()
-    web.force_login(user)
-    return Tenant(user, org, project, key, api, web)
+def pytest_configure(config):
+    load_profile()  # few examples locally, the full count in CI (tests/helpers/hypothesis_profiles)
 
 
 @pytest.fixture
 def owner(db, client_factory) -> Tenant:
-    return _tenant(client_factory, "owner@example.com", "Acme")
+    return tenant(client_factory, "owner@example.com", "Acme")
 
 
 @pytest.fixture
 def outsider(db, client_factory) -> Tenant:
-    return _tenant(client_factory, "outsider@example.com", "Globex")
-
-
-def _member_of(owner: Tenant, client_factory, email: str, role: str) -> Tenant:
-    """Another user in the owner's organization with this role, signed in to the browser and API."""
-    user = get_user_model().objects.create_user(
-        username=email, email=email, password="correct-horse-9"
-    )
-    Membership.objects.create(user=user, organization=owner.org, role=role)
-    web = client_factory()
-    web.force_login(user)
-    api = APIClient()
-    api.force_authenticate(user=user)
-    return Tenant(user, owner.org, owner.project, "", api, web)
+    return tenant(client_factory, "outsider@example.com", "Globex")
 
 
 @pytest.fixture
 def readonly(db, owner, client_factory) -> Tenant:
     """A read-only member of the owner's organization."""
-    return _member_of(owner, client_factory, "ro@example.com", Role.READONLY)
+    return member_of(owner, client_factory, "ro@example.com", Role.READONLY)
 
 
 @pytest.fixture
@@ -72,7 +41,7 @@ def client_factory():
 @pytest.fixture
 def member(db, owner, client_factory) -> Tenant:
     """A plain member (can write, cannot manage the organization) of the owner's organization."""
-    return _member_of(owner, client_factory, "member@example.com", Role.MEMBER)
+    return member_of(owner, client_factory, "member@example.com", Role.MEMBER)
 
 
 @pytest.fixture

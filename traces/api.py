@@ -110,7 +110,7 @@ class SessionListView(AccessMixin, APIView):
     def get(self, request):
         q = request.query_params
         sessions = selectors.sessions_for(
-            access=self.access,
+            project=self.access.project,
             run=q.get("run"),
             outcome=q.get("outcome"),
             model=q.get("model"),
@@ -159,7 +159,7 @@ class TaskGroupListView(AccessMixin, APIView):
     def get(self, request):
         page = Pagination()
         rows = page.paginate_queryset(
-            selectors.task_groups_for(access=self.access), request, view=self
+            selectors.task_groups_for(project=self.access.project), request, view=self
         )
         return page.get_paginated_response(TaskGroupSerializer(rows, many=True).data)
 
@@ -167,7 +167,7 @@ class TaskGroupListView(AccessMixin, APIView):
 class TaskGroupDetailView(AccessMixin, APIView):
     def get(self, request, group_id: str):
         group = self.access.get(TaskGroup, pk=group_id)
-        tasks = selectors.tasks_for(access=self.access, group=group.pk)[:200]
+        tasks = selectors.tasks_for(project=group.project, group=group.pk)[:200]
         return Response(
             TaskGroupSerializer(group).data | {"tasks": TaskSerializer(tasks, many=True).data}
         )

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from belvedir.authentication import bearer_token
+from belvedir.error_responses import status_of
 from belvedir.errors import DomainError
 from belvedir.services import api_key_authenticate
 from traces import otlp
@@ -123,8 +124,6 @@ def outcomes(request):
         session = outcome_record(
             key=key, session_id=data.get("session_id"), outcome=data.get("outcome")
         )
-    except DomainError as exc:
-        return JsonResponse(exc.as_dict(), status=400)
-    if session is None:
-        return JsonResponse({"session_id": ["No session with this id in the project."]}, status=404)
+    except DomainError as exc:  # Invalid is a 400, NotFound (no such session) a 404
+        return JsonResponse(exc.as_dict(), status=status_of(exc))
     return JsonResponse({"session_id": session.external_id, "outcome": session.outcome})

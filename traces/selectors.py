@@ -1,4 +1,4 @@
-"""Trace reads, always scoped through the caller's access."""
+"""Trace reads. Lists take the project (views pass `access.project`)."""
 
 from datetime import UTC, datetime
 
@@ -6,8 +6,8 @@ from django.db.models import QuerySet, Sum
 from django.urls import reverse
 from django.utils import timezone
 
-from belvedir.access import Access
 from belvedir.errors import DomainError, Invalid
+from belvedir.models import Project
 from runs.models import Run
 from traces.models import Session, Span, Task, TaskGroup
 
@@ -31,14 +31,14 @@ def _parse_time(value: str, field: str) -> datetime:
 
 def sessions_for(
     *,
-    access: Access,
+    project: Project,
     run: str | None = None,
     outcome: str | None = None,
     model: str | None = None,
     since: str | None = None,
     until: str | None = None,
 ) -> QuerySet[Session]:
-    sessions = access.scope(Session.objects.all()).select_related("run")
+    sessions = Session.objects.filter(project=project).select_related("run")
     if run:
         sessions = sessions.filter(run_id=run)
     if outcome:
@@ -80,15 +80,17 @@ def session_tree(session: Session) -> list[tuple[int, Span]]:
     return out
 
 
-def task_groups_for(*, access: Access) -> QuerySet[TaskGroup]:
-    return access.scope(TaskGroup.objects.all())
+def task_groups_for(*, project: Project) -> QuerySet[TaskGroup]:
+    return TaskGroup.objects.filter(project=project)
 
 
 def tasks_for(
-    *, access: Access, group: str | None = None, session: str | None = None
+    *, project: Project, group: str | None = None, session: str | None = None
 ) -> QuerySet[Task]:
     tasks = (
-        access.scope(Task.objects.all()).select_related("session", "group").order_by("-started_at")
+        Task.objects.filter(project=project)
+        .select_related("session", "group")
+        .order_by("-started_at")
     )
     if group:
         tasks = tasks.filter(group_id=group)

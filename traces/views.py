@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from belvedir.access import access_for_request
 from belvedir.errors import DomainError
+from runs.models import Run
 from traces import selectors
 from traces.models import Session, TaskGroup
 
@@ -14,16 +15,21 @@ from traces.models import Session, TaskGroup
 def session_list(request):
     access = access_for_request(request)
     q = request.GET
+    if request.htmx and q.get("fragment") == "run-summary":
+        # The run page pulls this in (`hx-get`, `hx-trigger="load"`).
+        run = access.get(Run, pk=q.get("run") or "")
+        context = {"trace": selectors.run_trace_summary(run)}
+        return render(request, "traces/sessions.html#run-summary", context)
     error, status = None, 200
     try:
         sessions = selectors.sessions_for(
-            access=access,
+            project=access.project,
             run=q.get("run"),
             outcome=q.get("outcome"),
             model=q.get("model"),
             since=q.get("since"),
             until=q.get("until"),
-        ).filter(project=access.project)
+        )
     except DomainError as exc:
         # A filter that cannot be applied shows no rows rather than every session unfiltered.
         error, status = exc.message, 400
@@ -55,7 +61,7 @@ def session_detail(request, session_id: str):
 @login_required
 def task_group_list(request):
     access = access_for_request(request)
-    groups = selectors.task_groups_for(access=access).filter(project=access.project)
+    groups = selectors.task_groups_for(project=access.project)
     page = Paginator(groups, 25).get_page(request.GET.get("page"))
     return render(request, "traces/task_groups.html", {"page": page})
 
@@ -64,7 +70,7 @@ def task_group_list(request):
 def task_group_detail(request, group_id: str):
     access = access_for_request(request)
     group = access.get(TaskGroup, pk=group_id)
-    page = Paginator(selectors.tasks_for(access=access, group=group.pk), 25).get_page(
+    page = Paginator(selectors.tasks_for(project=group.project, group=group.pk), 25).get_page(
         request.GET.get("page")
     )
     return render(request, "traces/task_group.html", {"group": group, "page": page})
@@ -73,6 +79,6 @@ def task_group_detail(request, group_id: str):
 @login_required
 def task_list(request):
     access = access_for_request(request)
-    tasks = selectors.tasks_for(access=access).filter(project=access.project)
+    tasks = selectors.tasks_for(project=access.project)
     page = Paginator(tasks, 25).get_page(request.GET.get("page"))
     return render(request, "traces/tasks.html", {"page": page})

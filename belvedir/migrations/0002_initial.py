@@ -11,16 +11,10 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('belvedir', '0001_initial'),
-        ('runs', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
-        migrations.AddField(
-            model_name='apikey',
-            name='run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to='runs.run'),
-        ),
         migrations.AddField(
             model_name='membership',
             name='user',

@@ -8,7 +8,7 @@ from django.urls import reverse
 from harnesses.admin import HarnessAdminForm
 from harnesses.models import Harness
 
-APPS = ["belvedir", "harnesses", "runs", "traces", "billing", "models_registry"]
+APPS = ["belvedir", "harnesses", "runs", "traces", "billing", "models_registry", "router"]
 
 
 def _models(app_label):
@@ -145,3 +145,44 @@ def test_operator_adds_a_valid_harness_in_the_admin(superuser, owner):
     response = superuser.post(reverse("admin:harnesses_harness_add"), _admin_form_data(owner))
     assert response.status_code == 302
     assert Harness.objects.get(name="Admin made").project == owner.project
+
+
+def _run_with_key(owner, harness):
+    from belvedir.models import ApiKey
+    from belvedir.services import api_key_create
+    from runs.models import Run
+
+    run = Run.objects.create(project=owner.project, harness=harness, harness_name=harness.name)
+    run.ingest_key, _ = api_key_create(
+        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
+    )
+    run.save(update_fields=["ingest_key"])
+    return run
+
+
+def test_deleting_a_run_in_the_admin_deletes_its_key_too(superuser, owner, harness):
+    from belvedir.models import ApiKey
+    from runs.models import Run
+
+    run, kept = _run_with_key(owner, harness), _run_with_key(owner, harness)
+    url = reverse("admin:runs_run_delete", args=[run.pk])
+    assert superuser.post(url, {"post": "yes"}).status_code == 302
+
+    assert not Run.objects.filter(pk=run.pk).exists()
+    assert not ApiKey.objects.filter(pk=run.ingest_key_id).exists()
+    assert ApiKey.objects.filter(pk=kept.ingest_key_id).exists()
+    assert ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT).exists()  # the project's key stays
+
+
+def test_deleting_runs_in_bulk_in_the_admin_deletes_their_keys_too(superuser, owner, harness):
+    from belvedir.models import ApiKey
+    from runs.models import Run
+
+    runs = [_run_with_key(owner, harness) for _ in range(2)]
+    response = superuser.post(
+        reverse("admin:runs_run_changelist"),
+        {"action": "delete_selected", "_selected_action": [r.pk for r in runs], "post": "yes"},
+    )
+    assert response.status_code == 302
+    assert not Run.objects.exists()
+    assert not ApiKey.objects.filter(kind=ApiKey.Kind.RUN).exists()

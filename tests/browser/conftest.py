@@ -4,10 +4,6 @@ import os
 
 import pytest
 
-# Run fixtures, for the browser tests that launch real runs.
-from tests.runs.conftest import contract_repo, make_harness, sandbox_settings  # noqa: F401
-from tests.runs.test_worker import cluster  # noqa: F401
-
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # (fixtures, assertions) are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

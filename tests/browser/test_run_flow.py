@@ -14,7 +14,7 @@ def test_a_run_launched_from_the_harness_page_streams_its_log_and_shows_its_scor
     sandbox_settings,
     cluster,
     signed_in_page,
-    make_harness,  # noqa: F811
+    make_harness,
 ):
     page = signed_in_page
     harness = make_harness(name="browser run", env={"SLEEP": "4", "ECHO_SECRET": "1"})

@@ -1,146 +1,22 @@
-"""Fixtures for runs: the example harness in a local git repo, sandbox settings for tests."""
+"""Fixtures for runs: launching runs of the example harness and writing Run rows directly.
+
+The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster) are in
+tests/helpers/run_fixtures.py; helpers in tests/runs/helpers.py.
+"""
 
 import itertools
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable
-from pathlib import Path
 
-import docker
 import pytest
-from django.db import connection
 
-from harnesses.services import harness_create
 from runs import services
-from runs.executor import execute_run
-from runs.sandbox.base import LABEL_RUN_ID
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 _names = itertools.count(1)
-
-
-def git(dest: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=dest,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
-def git_repo_of(source: Path, dest: Path) -> str:
-    """Commit a copy of `source` into a new git repository; its file:// URL."""
-    shutil.copytree(source, dest)
-    git(dest, "init", "-q", "-b", "main")
-    git(dest, "add", "-A")
-    git(dest, "commit", "-qm", "harness")
-    return f"file://{dest}"
-
-
-def wait_for(
-    predicate: Callable[[], object],
-    timeout: float,
-    what: str,
-    every: float = 0.1,
-    on_timeout: Callable[[], object] | None = None,
-):
-    """Poll until `predicate()` is truthy; its value. Fails the test after `timeout` s,
-    with what `on_timeout()` returns (e.g. a subprocess's stderr) in the message."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f"\n{on_timeout()}" if on_timeout else ""
-            pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}")
-        time.sleep(every)
-
-
-def containers_of(run_id: str) -> list:
-    """Every container (any state) labelled with this run id, straight from the engine."""
-    client = docker.from_env()
-    try:
-        return client.containers.list(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"})
-    finally:
-        client.close()
-
-
-def subprocess_database_url() -> str:
-    """A DATABASE_URL for the database this test runs against (for subprocesses)."""
-    s = connection.settings_dict
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-class Background:
-    """execute_run in a thread, as a worker would; closes its DB connection at the end."""
-
-    def __init__(self, run_id: str):
-        self.run_id = run_id
-        self.result: str | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._go, daemon=True, name=f"exec {run_id}")
-        self.thread.start()
-
-    def _go(self) -> None:
-        try:
-            self.result = execute_run(self.run_id)
-        except BaseException as exc:  # surfaced by join()
-            self.error = exc
-        finally:
-            connection.close()
-
-    def join(self, timeout: float = 60) -> str | None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"execute_run({self.run_id}) still running"
-        if self.error:
-            raise self.error
-        return self.result
 
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """The shared fixtures sign users up; a slow hasher would dominate these tests' setup."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def contract_repo(tmp_path) -> str:
-    return git_repo_of(EXAMPLES / "contract-harness", tmp_path / "contract-harness")
-
-
-@pytest.fixture
-def sandbox_settings(settings, live_server):
-    """Sandboxes on host networking that reach this test's live server on 127.0.0.1."""
-    settings.BELVEDIR_SANDBOX_BASE_URL = live_server.url
-    settings.BELVEDIR_SANDBOX_NETWORK = "host"
-    settings.BELVEDIR_SANDBOX_MEMORY = "1g"
-    settings.BELVEDIR_SANDBOX_CPUS = 1.0
-    settings.BELVEDIR_RUN_TIMEOUT = 120
-    return settings
-
-
-@pytest.fixture
-def make_harness(owner, contract_repo):
-    def make(name: str = "contract", **fields):
-        data = {
-            "name": name,
-            "repo_url": contract_repo,
-            "install_command": "bash install.sh",
-            "run_command": "python3 run.py",
-            **fields,
-        }
-        return harness_create(project=owner.project, created_by=owner.user, **data)
-
-    return make
 
 
 @pytest.fixture
@@ -173,73 +49,3 @@ def make_run(owner):
         return Run.objects.create(project=project, harness=harness, **values)
 
     return make
-
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_qcluster(name: str, log: Path, **env: str) -> subprocess.Popen:
-    """`Q_CLUSTER_NAME=name manage.py qcluster` on this test's database, in its own process
-    group (as scripts/up.sh starts it); stop it with stop_qcluster."""
-    environment = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "Q_CLUSTER_NAME": name,
-        **env,
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=environment,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    wait_for(
-        lambda: process.poll() is not None or b"running." in log.read_bytes(),
-        60,
-        f"the {name} cluster to start",
-        on_timeout=log.read_text,
-    )
-    assert process.poll() is None, log.read_text()
-    return process
-
-
-def process_group_members(pgid: int) -> list[int]:
-    """Live processes (zombies, already dead, left out) in process group `pgid`, from /proc."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # it exited while we looked
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ")".
-        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def process_group_alive(pgid: int) -> bool:
-    return bool(process_group_members(pgid))
-
-
-def stop_qcluster(process: subprocess.Popen, grace: float = 20) -> None:
-    """Stop a cluster the documented way: SIGTERM to its whole process group, then SIGKILL to
-    what is left once its workers are gone (django-q2's main process waits forever for a
-    sentinel that died) or after `grace` seconds; reaps the main process."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + grace
-    while set(process_group_members(process.pid)) - {process.pid}:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=10)

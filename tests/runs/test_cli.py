@@ -8,7 +8,7 @@ from django.db import connection
 
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import Background, containers_of, wait_for
+from tests.runs.helpers import Background, containers_of, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 

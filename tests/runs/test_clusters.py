@@ -11,7 +11,7 @@ from django_q.tasks import async_task
 
 from runs import services
 from runs.models import Run
-from tests.runs.conftest import (
+from tests.runs.helpers import (
     process_group_alive,
     start_qcluster,
     stop_qcluster,

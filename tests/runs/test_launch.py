@@ -18,7 +18,7 @@ from harnesses.models import Harness
 from harnesses.services import harness_create
 from runs import contract, services
 from runs.models import Run
-from tests.runs.conftest import git
+from tests.runs.helpers import git
 
 RUN_FIELDS = {
     "id",
@@ -273,7 +273,7 @@ def test_launching_through_the_api_stores_the_settings_and_returns_the_run(owner
     run = Run.objects.get(pk=body["id"])
     assert crypto.decrypt(run.model_api_key_encrypted) == "sk-model-secret-1234"
     assert crypto.decrypt(run.judge_api_key_encrypted) == "sk-judge-secret-5678"
-    key = ApiKey.objects.get(run=run)
+    key = ApiKey.objects.get(ingest_run=run)
     assert key.kind == ApiKey.Kind.RUN and key.revoked_at is None
     assert run.harness_snapshot["repo_url"] == harness.repo_url
 

@@ -6,7 +6,7 @@ import pytest
 
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import Background, wait_for
+from tests.runs.helpers import Background, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +23,7 @@ from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
 from runs.sandbox.base import SandboxHandle, SandboxSettings, get_backend
-from tests.runs.conftest import Background, containers_of, subprocess_database_url, wait_for
+from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,9 +103,9 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
 
     # The sandbox outlives its worker; the run still says "running".
     assert [c.status for c in containers_of(run.pk)] == ["running"]
-    sandbox_settings.BELVEDIR_HEARTBEAT_STALE = 2
     assert reaper.reap()["failed"] == []  # the last heartbeat is still fresh
-    time.sleep(2.5)
+    # No one beats for it any more: its last heartbeat grows older than the stale limit.
+    backdate_heartbeat(run, seconds=sandbox_settings.BELVEDIR_HEARTBEAT_STALE + 1)
 
     result = reaper.reap()
     assert result["failed"] == [run.pk] and result["removed"] == 1
@@ -116,7 +115,7 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
     assert note.startswith("belvedir: the worker running this run stopped responding")
     assert note in run.log_tail and "tick 0" in run.log_tail
     assert containers_of(run.pk) == []
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
 
     assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0}  # nothing left to do
 
@@ -185,7 +184,7 @@ def test_the_reaper_leaves_a_run_whose_worker_beats_again_before_the_update(laun
     assert run_finish(run_id=run.pk, status="failed", heartbeat_before=cutoff) is False
     run.refresh_from_db()
     assert run.status == "running"
-    assert run.api_keys.get().revoked_at is None
+    assert run.ingest_key.revoked_at is None
 
 
 def test_a_run_launched_without_a_model_records_the_harness_model(launch):
@@ -222,18 +221,27 @@ def test_a_slow_clone_keeps_beating_so_the_reaper_leaves_the_run_alone(
     from runs import executor
 
     real_clone = executor.clone_repo
+    cloning, cloned = threading.Event(), threading.Event()
 
     def slow_clone(*args, **kwargs):
-        time.sleep(4)  # longer than the stale limit below
+        cloning.set()
+        assert cloned.wait(30)  # the clone lasts until the test has reaped
         return real_clone(*args, **kwargs)
 
     monkeypatch.setattr(executor, "clone_repo", slow_clone)
-    sandbox_settings.BELVEDIR_HEARTBEAT_STALE = 2
     run = launch()
     worker = Background(run.pk)
-    wait_for(lambda: Run.objects.get(pk=run.pk).status == "running", 10, "the claim")
-    time.sleep(3)
-    assert reaper.reap()["failed"] == []
+    try:
+        assert cloning.wait(10)
+        # As if the clone had already taken longer than the stale limit...
+        old = backdate_heartbeat(run, seconds=sandbox_settings.BELVEDIR_HEARTBEAT_STALE + 1)
+        # ...the worker still beats while it clones,
+        wait_for(lambda: Run.objects.get(pk=run.pk).heartbeat_at > old, 10, "a heartbeat")
+        # so the reaper leaves the run alone.
+        assert reaper.reap()["failed"] == []
+        assert Run.objects.get(pk=run.pk).status == "running"
+    finally:
+        cloned.set()
     assert worker.join() == "succeeded"
 
 
@@ -243,22 +251,32 @@ def test_a_run_reaped_while_its_worker_was_still_cloning_is_never_started(
     from runs import executor
 
     real_clone = executor.clone_repo
-    cloning = threading.Event()
+    cloning, cancelled = threading.Event(), threading.Event()
 
     def clone_then_wait(*args, **kwargs):
         cloning.set()
-        time.sleep(2)
+        assert cancelled.wait(30)  # the run is cancelled while its repo is being cloned
         return real_clone(*args, **kwargs)
 
     monkeypatch.setattr(executor, "clone_repo", clone_then_wait)
     run = launch()
     worker = Background(run.pk)
     assert cloning.wait(10)
-    assert owner_cancel(run) == "cancelled"
+    try:
+        assert owner_cancel(run) == "cancelled"
+    finally:
+        cancelled.set()
     assert worker.join() == "cancelled"
     assert containers_of(run.pk) == []
     run.refresh_from_db()
     assert run.status == "cancelled" and "installing" not in run.log_tail
+
+
+def backdate_heartbeat(run, *, seconds: float):
+    """Set the run's last heartbeat `seconds` ago (instead of waiting that long); that time."""
+    then = timezone.now() - timedelta(seconds=seconds)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=then)
+    return then
 
 
 def owner_cancel(run) -> str:

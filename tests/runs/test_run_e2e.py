@@ -17,7 +17,7 @@ from belvedir import crypto
 from belvedir.models import ApiKey
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.conftest import containers_of, git
+from tests.runs.helpers import containers_of, git
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -85,7 +85,7 @@ def test_a_run_that_writes_a_score_succeeds_with_the_contract_env(
     assert seen["JUDGE_MODEL"] == "harness-judge"
     assert run.results["model"] == "openai/gpt-4.1-mini"
     assert run.results["uid"] == 1000
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
     assert "installing contract-harness" in run.log_tail
 
 
@@ -329,4 +329,4 @@ def test_the_run_key_works_during_the_run_and_is_revoked_after_it(sandbox_settin
     run = run_it(run)
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert sandbox.get(f"/api/v1/runs/{run.pk}/tasks").status_code == 401
-    assert ApiKey.objects.get(run=run).revoked_at is not None
+    assert ApiKey.objects.get(ingest_run=run).revoked_at is not None

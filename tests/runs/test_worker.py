@@ -1,64 +1,16 @@
 """A real django-q2 cluster picks up a launched run within seconds and runs it to the end."""
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from runs.models import Run
-from tests.runs.conftest import subprocess_database_url, wait_for
+from tests.runs.helpers import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def cluster(live_server, tmp_path):
-    """`manage.py qcluster` on this test's database (the ORM broker), stopped afterwards."""
-    log = tmp_path / "qcluster.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "Q_WORKERS": "1",
-        "Q_CLUSTER_NAME": "runs",
-        "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
-        "BELVEDIR_SANDBOX_NETWORK": "host",
-        "BELVEDIR_SANDBOX_MEMORY": "1g",
-        "BELVEDIR_SANDBOX_CPUS": "1",
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its workers share its process group
-        )
-    try:
-        wait_for(
-            lambda: process.poll() is not None or b"running." in log.read_bytes(),
-            30,
-            "the cluster to start",
-        )
-        assert process.poll() is None, log.read_text()
-        yield log
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # any worker left behind
-        except ProcessLookupError:
-            pass
 
 
 def test_a_launched_run_is_picked_up_by_a_worker_within_seconds(

@@ -6,7 +6,7 @@ from belvedir.models import ApiKey
 from belvedir.services import api_key_create
 from harnesses import env_secrets
 from runs.models import Run
-from tests.traces.conftest import body_of, llm_attributes, post_traces, span
+from tests.traces.helpers import body_of, llm_attributes, post_outcome, post_traces, span
 from traces.models import Span
 
 HF = "hf_secret_token_5c1e9b0d7a"
@@ -22,10 +22,11 @@ def _run_with_secrets(owner, harness) -> tuple[Run, str]:
         model_api_key_encrypted=crypto.encrypt(MODEL_KEY),
         harness_env_secrets_encrypted=env_secrets.secrets_encrypt({"HF_TOKEN": HF}),
     )
-    _, key = api_key_create(
-        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN, run=run
+    run.ingest_key, key = api_key_create(
+        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
     )
-    Run.objects.filter(pk=run.pk).update(run_key_encrypted=crypto.encrypt(key))
+    run.run_key_encrypted = crypto.encrypt(key)
+    run.save(update_fields=["ingest_key", "run_key_encrypted"])
     return run, key
 
 
@@ -66,7 +67,6 @@ def test_a_project_keys_spans_are_stored_as_sent(owner, harness):
 
 
 def test_a_run_key_cannot_set_the_outcome_of_a_project_session(owner, harness):
-    from tests.traces.conftest import post_outcome
 
     _, key = _run_with_secrets(owner, harness)
     post_traces(owner.key, body_of(span("x", attributes=llm_attributes("project-session"))))

@@ -26,9 +26,9 @@ from django.test import Client
 from harnesses.services import harness_create
 from runs import services as run_services
 from runs.executor import execute_run
-from tests.runs.conftest import containers_of, git_repo_of
-from tests.traces.conftest import TRACES, body_of, span
+from tests.runs.helpers import containers_of, git_repo_of
 from tests.traces.fake_openai import FakeOpenAI, usage_for
+from tests.traces.helpers import TRACES, body_of, span
 from traces.models import Session, Span, Task
 from traces.services.task_forming import tasks_form
 
@@ -220,9 +220,12 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
     assert task.total_tokens == sum(s.total_tokens for s in llm)
     assert task.group.success_count == 1
 
-    # The run page links to it.
-    page = owner.web.get(f"/runs/{run.pk}/")
-    assert f"/traces/sessions/{session.pk}/" in page.content.decode()
+    # The run page pulls in its trace summary, which links to it.
+    summary_url = f"/traces/?run={run.pk}&fragment=run-summary"
+    page = owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert f'hx-get="{summary_url.replace("&", "&amp;")}"' in page
+    summary = owner.web.get(summary_url, HTTP_HX_REQUEST="true").content.decode()
+    assert f"/traces/sessions/{session.pk}/" in summary
 
     # The run is over: its key no longer sends anything.
     response = Client().post(

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.db.models import F
 from django_q.models import Schedule
 
-from tests.traces.conftest import (
+from tests.traces.helpers import (
     body_of,
     fixture_bytes,
     llm_attributes,
@@ -115,6 +115,16 @@ def test_the_schedule_runs_the_former_every_minute(db):
 
     schedule = Schedule.objects.get(func="traces.tasks.form_tasks")
     assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == (Schedule.MINUTES, 1, -1)
+
+
+def test_every_scheduled_job_names_a_function_that_exists(db):
+    from django.utils.module_loading import import_string
+
+    call_command("setup_schedules", stdout=open("/dev/null", "w"))
+
+    funcs = [s.func for s in Schedule.objects.all()]
+    assert sorted(funcs) == ["runs.tasks.reap", "traces.tasks.form_tasks"]
+    assert all(callable(import_string(func)) for func in funcs)
 
 
 # --- what ------------------------------------------------------------------------------------

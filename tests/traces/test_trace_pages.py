@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.traces.conftest import (
+from tests.traces.helpers import (
     body_of,
     fixture_bytes,
     llm_attributes,
@@ -321,27 +321,6 @@ def test_the_task_pages_come_25_a_page(owner):
     assert html_of(owner.web.get("/traces/tasks/")).count("<tr><td>job ") == 25
     assert html_of(owner.web.get("/traces/tasks/?page=2")).count("<tr><td>job ") == 1
     assert "Page 1 of 2" in html_of(owner.web.get("/traces/task-groups/"))
-
-
-# --- the run page ---------------------------------------------------------------------------------
-
-
-def test_the_run_page_links_to_its_session_with_llm_calls_and_tokens(owner, running_run):
-    post_traces(
-        running_run.key,
-        body_of(
-            *(span("openai.chat", attributes=llm_attributes(running_run.pk)) for _ in range(3))
-        ),
-    )
-    session = Session.objects.get(run=running_run)
-
-    html = html_of(owner.web.get(f"/runs/{running_run.pk}/"))
-
-    assert f'<a href="/traces/sessions/{session.pk}/">3 LLM calls · 45 tokens</a>' in html
-
-
-def test_a_run_without_traces_shows_no_trace_link(owner, running_run):
-    assert "LLM calls" not in html_of(owner.web.get(f"/runs/{running_run.pk}/"))
 
 
 # --- the API --------------------------------------------------------------------------------------

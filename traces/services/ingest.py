@@ -11,6 +11,7 @@ from django.utils import timezone
 from belvedir.models import ApiKey
 from runs import contract
 from runs.models import Run
+from runs.selectors import run_of_key
 from runs.services import run_secret_values
 from traces import otlp
 from traces.models import Session, Span
@@ -121,7 +122,9 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     if not spans:
         return IngestOutcome(0)
     project = key.project
-    run = key.run if key.kind == ApiKey.Kind.RUN else None
+    run = run_of_key(key)
+    if run is None and key.kind == ApiKey.Kind.RUN:  # a run key whose run is gone
+        return IngestOutcome(0, len(spans), ["This run key belongs to no run."])
     external_ids = _resolve_session_ids(project, spans)
     refused = 0
     if run is not None:

@@ -3,9 +3,10 @@
 from django.db import transaction
 from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import Invalid, NotFound
 from belvedir.models import ApiKey
 from belvedir.validators import storable
+from runs.selectors import run_of_key
 from traces.models import Outcome, Session
 from traces.semconv import MAX_SESSION_ID_CHARS
 from traces.services.task_forming import groups_refresh
@@ -17,19 +18,21 @@ def _stored_session_id(session_id: str) -> str:
     return storable(session_id).strip()[:MAX_SESSION_ID_CHARS]
 
 
-def outcome_record(*, key: ApiKey, session_id, outcome) -> Session | None:
-    """Record the outcome; None when the key's project has no such session (or a run's key
-    asks about another run's session), which the endpoint answers with a 404."""
+def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
+    """Record the outcome. NotFound when the key's project has no such session, or when a
+    run's key names another run's session."""
     if not isinstance(session_id, str) or not session_id.strip():
-        raise DomainError("session_id must be a non-empty string.", field="session_id")
+        raise Invalid("session_id must be a non-empty string.", field="session_id")
     if outcome not in Outcome.values:
-        raise DomainError('outcome must be "success" or "fail".', field="outcome")
+        raise Invalid('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
-    if session is not None and key.kind == ApiKey.Kind.RUN and session.run_id != key.run_id:
-        session = None  # a run's key speaks for its own run's sessions only
+    if session is not None and key.kind == ApiKey.Kind.RUN:
+        run = run_of_key(key)
+        if run is None or session.run_id != run.pk:
+            session = None  # a run's key speaks for its own run's sessions only
     if session is None:
-        return None
+        raise NotFound("No session with this id in the project.", field="session_id")
     with transaction.atomic():
         session.outcome = outcome
         session.outcome_at = timezone.now()

@@ -18,15 +18,7 @@ class Command(BaseCommand):
     help = "Create or update the platform's periodic jobs."
 
     def handle(self, *args, **options):
-        import importlib
-
         for name, func, minutes in SCHEDULES:
-            module, _, attr = func.rpartition(".")
-            try:
-                getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                Schedule.objects.filter(name=name).delete()
-                continue
             Schedule.objects.update_or_create(
                 name=name,
                 defaults={

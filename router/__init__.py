@@ -1,0 +1,1 @@
+"""The OpenAI-compatible model router, the top floor: it may import every app; nothing imports it."""
