@@ -177,9 +177,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "belvedir.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "belvedir.pagination.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "belvedir.schema.AutoSchema",
     "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["belvedir.security.ApiRateThrottle"],
@@ -206,6 +206,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "DESCRIPTION": (
+        "Register benchmark harnesses, launch runs in sandboxes, read scores, send and read "
+        "traces. Authenticate with a project API key: `Authorization: Bearer bv_live_…`."
+    ),
+    # Request bodies get their own components (`RunLaunchRequest`), as generated clients expect.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "traces.schema.ingest_endpoints",
+    ],
     # The schema's completeness is not a deployment setting: keep `check --deploy` about
     # deployment (`manage.py spectacular --validate` reports the schema's own warnings).
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
