@@ -43,7 +43,7 @@ def test_a_runs_trace_summary_is_404_to_outsiders_and_readable_by_readers(
     post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(running_run.pk))))
     assert outsider.web.get(run_summary_url(running_run), HTTP_HX_REQUEST="true").status_code == 404
     summary = readonly.web.get(run_summary_url(running_run), HTTP_HX_REQUEST="true")
-    assert "1 LLM calls" in html_of(summary)
+    assert "1 LLM call ·" in html_of(summary)
 
 
 def test_a_trace_summary_of_an_unknown_run_is_404(owner):
