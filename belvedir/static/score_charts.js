@@ -3,6 +3,7 @@
 // keeps the points as an open table; once the chart is drawn that table folds away.
 (function () {
   "use strict";
+  var DAY = 86400000;
   var COLORS = ["#3b5bdb", "#2b8a3e", "#e67700", "#c92a2a", "#862e9c", "#0b7285", "#5c940d", "#a61e4d"];
 
   function when(ms) {
@@ -18,6 +19,12 @@
     figure.querySelector(".chart-box").hidden = false;
     var table = figure.querySelector("details.chart-data");
     if (table) table.open = false;
+    var xs = [].concat.apply([], data.series.map(function (s) { return s.points.map(function (p) { return p.x; }); }));
+    var range = Math.max.apply(null, xs) - Math.min.apply(null, xs);
+    // Day ticks on whole days for long ranges; date and time within a few days.
+    var ticks = range > 3 * DAY
+      ? { stepSize: DAY * Math.ceil(range / DAY / 6), callback: function (v) { return new Date(v).toLocaleDateString(); } }
+      : { maxTicksLimit: 6, callback: function (v) { return when(v); } };
     new window.Chart(canvas, {
       type: "line",
       data: {
@@ -30,7 +37,7 @@
         animation: false,
         maintainAspectRatio: false,
         scales: {
-          x: { type: "linear", ticks: { callback: function (value) { return new Date(value).toLocaleDateString(); }, maxTicksLimit: 6 } },
+          x: { type: "linear", ticks: ticks },
           y: { min: 0, max: 1, title: { display: true, text: "score" } },
         },
         plugins: {

@@ -6,6 +6,8 @@ from datetime import timedelta
 from django import template
 from django.utils.safestring import mark_safe
 
+from belvedir import text
+
 register = template.Library()
 
 # Every page shows a score with this many decimals (the API returns the stored number).
@@ -29,12 +31,11 @@ def score(value) -> str:
 def counted(value, noun: str) -> str:
     """A count with its noun: `3|counted:"task"` → "3 tasks", "1 task";
     an irregular plural after a comma: `n|counted:"entry,entries"`."""
-    singular, _, plural = noun.partition(",")
     try:
         number = int(value or 0)
     except (TypeError, ValueError):
         return ""
-    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+    return text.counted(number, noun)
 
 
 @register.filter

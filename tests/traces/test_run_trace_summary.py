@@ -53,3 +53,11 @@ def test_a_trace_summary_of_an_unknown_run_is_404(owner):
 
 def run_summary_url(run) -> str:
     return f"/traces/?run={run.pk}&fragment=run-summary"
+
+
+def test_the_run_tokens_fragment_counts_a_run_s_tokens_for_the_comparison(owner, running_run):
+    post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(running_run.pk))))
+    url = f"/traces/?run={running_run.pk}&fragment=run-tokens"
+    html = html_of(owner.web.get(url, HTTP_HX_REQUEST="true"))
+    assert html.strip().startswith(f'<span class="run-tokens" data-run="{running_run.pk}">')
+    assert "1 LLM call<" in html and " tokens</a>" in html
