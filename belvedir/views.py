@@ -9,7 +9,8 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
+from django_htmx.http import HttpResponseClientRefresh
 
 from belvedir import services
 from belvedir.access import access_for_request, switch_project
@@ -67,30 +68,40 @@ def switch(request):
 
 
 @login_required
+@require_safe
 def project_settings(request):
     access = access_for_request(request)
-    key_form = ApiKeyForm(prefix="key")
-    new_key = None
-    if request.method == "POST" and "key-name" in request.POST:
-        access.require_write()
-        key_form = ApiKeyForm(request.POST, prefix="key")
-        if key_form.is_valid():
-            try:
-                key, new_key = services.api_key_create(
-                    project=access.project,
-                    name=key_form.cleaned_data["name"],
-                    created_by=request.user,
-                )
-            except DomainError as exc:
-                form_error(key_form, exc)
-            else:
-                key_form = ApiKeyForm(prefix="key")
+    return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
+
+
+def _keys_response(request, access, *, key_form: ApiKeyForm, new_key: str | None = None):
+    """The project settings page, or for HTMX its `keys` partial."""
     keys = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
-    status = form_status(key_form)
+    template = "belvedir/project_settings.html"
     if request.htmx:
-        return render(request, "belvedir/project_settings.html#keys", context, status=status)
-    return render(request, "belvedir/project_settings.html", context, status=status)
+        template += "#keys"
+    return render(request, template, context, status=form_status(key_form))
+
+
+@login_required
+@require_POST
+def api_key_create(request):
+    """Create a project key; the page (or its keys partial) shows the plaintext once."""
+    access = access_for_request(request)
+    access.require_write()
+    key_form = ApiKeyForm(request.POST, prefix="key")
+    new_key = None
+    if key_form.is_valid():
+        try:
+            _, new_key = services.api_key_create(
+                project=access.project, name=key_form.cleaned_data["name"], created_by=request.user
+            )
+        except DomainError as exc:
+            form_error(key_form, exc)
+        else:
+            key_form = ApiKeyForm(prefix="key")
+    return _keys_response(request, access, key_form=key_form, new_key=new_key)
 
 
 @login_required
@@ -99,51 +110,85 @@ def api_key_revoke(request, key_id: str):
     access = access_for_request(request)
     key = access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id)
     services.api_key_revoke(key=key)
+    if request.htmx:
+        return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
     messages.info(request, f"Key {key.name} revoked.")
     return redirect("project-settings")
 
 
 @login_required
+@require_safe
 def organization_settings(request):
+    return _organization_response(request, access_for_request(request))
+
+
+def _organization_response(request, access, *, invite_form=None, project_form=None):
+    """The organization page; for HTMX, the partial of the form that was posted."""
+    invite_form = invite_form or InviteForm(prefix="invite")
+    project_form = project_form or ProjectForm(prefix="project")
+    context = {
+        "invite_form": invite_form,
+        "project_form": project_form,
+        "members": Membership.objects.filter(organization=access.organization).select_related(
+            "user"
+        ),
+    }
+    status = form_status(invite_form, project_form)
+    template = "belvedir/organization_settings.html"
+    if request.htmx and invite_form.is_bound:
+        template += "#invite-form"
+    elif request.htmx and project_form.is_bound:
+        template += "#project-form"
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_POST
+def member_invite(request):
     access = access_for_request(request)
-    invite_form = InviteForm(prefix="invite")
-    project_form = ProjectForm(prefix="project")
-    if request.method == "POST":
-        access.require_manage()
-        if "invite-email" in request.POST:
-            invite_form = InviteForm(request.POST, prefix="invite")
-            if invite_form.is_valid():
-                try:
-                    services.member_invite(
-                        organization=access.organization,
-                        email=invite_form.cleaned_data["email"],
-                        role=invite_form.cleaned_data["role"],
-                    )
-                except DomainError as exc:
-                    form_error(invite_form, exc)
-                else:
-                    messages.success(request, "Member added.")
-                    return redirect("organization-settings")
-        elif "project-name" in request.POST:
-            project_form = ProjectForm(request.POST, prefix="project")
-            if project_form.is_valid():
-                try:
-                    project = services.project_create(
-                        organization=access.organization, name=project_form.cleaned_data["name"]
-                    )
-                except DomainError as exc:
-                    form_error(project_form, exc)
-                else:
-                    switch_project(request, project.pk)
-                    messages.success(request, f"Project {project.name} created.")
-                    return redirect("organization-settings")
-    members = Membership.objects.filter(organization=access.organization).select_related("user")
-    return render(
-        request,
-        "belvedir/organization_settings.html",
-        {"invite_form": invite_form, "project_form": project_form, "members": members},
-        status=form_status(invite_form, project_form),
-    )
+    access.require_manage()
+    form = InviteForm(request.POST, prefix="invite")
+    if form.is_valid():
+        try:
+            services.member_invite(
+                organization=access.organization,
+                email=form.cleaned_data["email"],
+                role=form.cleaned_data["role"],
+            )
+        except DomainError as exc:
+            form_error(form, exc)
+        else:
+            messages.success(request, "Member added.")
+            return _reload(request, "organization-settings")
+    return _organization_response(request, access, invite_form=form)
+
+
+@login_required
+@require_POST
+def project_create(request):
+    """Create a project in the organization and switch to it."""
+    access = access_for_request(request)
+    access.require_manage()
+    form = ProjectForm(request.POST, prefix="project")
+    if form.is_valid():
+        try:
+            project = services.project_create(
+                organization=access.organization, name=form.cleaned_data["name"]
+            )
+        except DomainError as exc:
+            form_error(form, exc)
+        else:
+            switch_project(request, project.pk)
+            messages.success(request, f"Project {project.name} created.")
+            return _reload(request, "organization-settings")
+    return _organization_response(request, access, project_form=form)
+
+
+def _reload(request, url_name: str):
+    """After a change the whole page shows: HTMX reloads it, a plain form is redirected to it."""
+    if request.htmx:
+        return HttpResponseClientRefresh()
+    return redirect(url_name)
 
 
 @login_required

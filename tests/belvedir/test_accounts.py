@@ -165,7 +165,8 @@ def someone(db):
 
 def test_owner_invites_an_existing_user_by_email(owner, someone):
     response = owner.web.post(
-        "/settings/organization/", {"invite-email": "Someone@Example.com", "invite-role": "member"}
+        "/settings/organization/members/new/",
+        {"invite-email": "Someone@Example.com", "invite-role": "member"},
     )
     assert response.status_code == 302
     assert Membership.objects.get(user=someone, organization=owner.org).role == Role.MEMBER
@@ -174,7 +175,8 @@ def test_owner_invites_an_existing_user_by_email(owner, someone):
 
 def test_an_invited_member_sees_the_organizations_projects(owner, someone, client):
     owner.web.post(
-        "/settings/organization/", {"invite-email": someone.email, "invite-role": "readonly"}
+        "/settings/organization/members/new/",
+        {"invite-email": someone.email, "invite-role": "readonly"},
     )
     client.force_login(someone)
     html = client.get("/harnesses/").content.decode()
@@ -183,7 +185,8 @@ def test_an_invited_member_sees_the_organizations_projects(owner, someone, clien
 
 def test_inviting_an_unknown_email_is_400_naming_the_email(owner):
     response = owner.web.post(
-        "/settings/organization/", {"invite-email": "nobody@example.com", "invite-role": "member"}
+        "/settings/organization/members/new/",
+        {"invite-email": "nobody@example.com", "invite-role": "member"},
     )
     assert response.status_code == 400
     errors = response.context["invite_form"].errors["email"]
@@ -193,7 +196,8 @@ def test_inviting_an_unknown_email_is_400_naming_the_email(owner):
 
 def test_inviting_an_existing_member_again_is_400(owner, readonly):
     response = owner.web.post(
-        "/settings/organization/", {"invite-email": "ro@example.com", "invite-role": "member"}
+        "/settings/organization/members/new/",
+        {"invite-email": "ro@example.com", "invite-role": "member"},
     )
     assert response.status_code == 400
     assert "already a member" in response.context["invite_form"].errors["email"][0]
@@ -206,7 +210,7 @@ def test_inviting_an_existing_member_again_is_400(owner, readonly):
 )
 def test_inviting_with_bad_input_is_400_naming_the_field(owner, someone, change, field):
     data = {"invite-email": someone.email, "invite-role": "member", **change}
-    response = owner.web.post("/settings/organization/", data)
+    response = owner.web.post("/settings/organization/members/new/", data)
     assert response.status_code == 400
     assert field in response.context["invite_form"].errors
     assert not Membership.objects.filter(user=someone).exists()
@@ -214,15 +218,15 @@ def test_inviting_with_bad_input_is_400_naming_the_field(owner, someone, change,
 
 def test_only_owners_and_admins_can_invite(readonly, member, someone):
     data = {"invite-email": someone.email, "invite-role": "admin"}
-    assert readonly.web.post("/settings/organization/", data).status_code == 403
-    assert member.web.post("/settings/organization/", data).status_code == 403
+    assert readonly.web.post("/settings/organization/members/new/", data).status_code == 403
+    assert member.web.post("/settings/organization/members/new/", data).status_code == 403
     assert not Membership.objects.filter(user=someone).exists()
 
 
 def test_an_admin_can_invite(owner, member, someone):
     Membership.objects.filter(user=member.user).update(role=Role.ADMIN)
     data = {"invite-email": someone.email, "invite-role": "member"}
-    assert member.web.post("/settings/organization/", data).status_code == 302
+    assert member.web.post("/settings/organization/members/new/", data).status_code == 302
     assert Membership.objects.filter(user=someone, organization=owner.org).exists()
 
 
@@ -233,21 +237,24 @@ def test_read_only_members_see_the_organization_page_without_the_forms(readonly)
 
 
 def test_owner_creates_a_project_and_is_switched_to_it(owner):
-    response = owner.web.post("/settings/organization/", {"project-name": "Research"})
+    response = owner.web.post("/settings/organization/projects/new/", {"project-name": "Research"})
     assert response.status_code == 302
     project = Project.objects.get(organization=owner.org, name="Research")
     assert owner.web.session[SESSION_PROJECT] == project.pk
 
 
 def test_a_duplicate_project_name_is_400_naming_name(owner):
-    response = owner.web.post("/settings/organization/", {"project-name": "Default"})
+    response = owner.web.post("/settings/organization/projects/new/", {"project-name": "Default"})
     assert response.status_code == 400
     assert "name" in response.context["project_form"].errors
     assert owner.org.projects.count() == 1
 
 
 def test_read_only_member_cannot_create_a_project(readonly):
-    assert readonly.web.post("/settings/organization/", {"project-name": "X"}).status_code == 403
+    assert (
+        readonly.web.post("/settings/organization/projects/new/", {"project-name": "X"}).status_code
+        == 403
+    )
 
 
 def test_login_accepts_the_email_in_any_case(db, client):
