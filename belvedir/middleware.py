@@ -8,7 +8,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 
-from belvedir.errors import DomainError
+from belvedir.error_responses import page_response
+from belvedir.errors import DomainError, NotFound
 
 log = logging.getLogger("django.request")
 
@@ -94,6 +95,8 @@ class StyledNotFoundMiddleware:
             and response.get("Content-Type", "").startswith("text/html")
             and not getattr(response, "styled_error", False)
         ):
+            if getattr(request, "htmx", False):  # a fragment's request: the message, in #page-error
+                return page_response(request, NotFound("Nothing is at this address."))
             return not_found_page(request)
         return response
 

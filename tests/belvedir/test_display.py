@@ -122,3 +122,12 @@ def test_messages_count_with_the_same_words_as_pages():
     from belvedir.text import counted as counted_text
 
     assert counted_text(1, "run") == "1 run" and counted_text(4, "run") == "4 runs"
+
+
+@pytest.mark.django_db
+def test_an_htmx_request_to_an_unknown_url_gets_the_message_for_the_page_error_box(owner, settings):
+    settings.DEBUG = True
+    response = owner.web.get("/no/such/fragment/", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 404 and response["HX-Retarget"] == "#page-error"
+    assert "Nothing is at this address." in html and "<html" not in html and "URLconf" not in html
