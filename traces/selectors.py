@@ -1,26 +1,32 @@
 """Trace reads. Lists take the project (views pass `access.project`)."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
+from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import DomainError, Invalid
 from belvedir.models import Project
 from runs.models import Run
 from traces.models import Session, Span, Task, TaskGroup
 
 
 def _parse_time(value: str, field: str) -> datetime:
+    """An ISO 8601 time in UTC; naive times are read in the site's time zone."""
     try:
         parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            parsed = timezone.make_aware(parsed)
+        # An offset that moves the time past year 1 or 9999 overflows here, not in the query.
+        return parsed.astimezone(UTC)
     except ValueError:
-        raise DomainError(f"{field} must be an ISO 8601 date or time.", field=field) from None
-    if parsed.tzinfo is None:
-        from django.utils import timezone
-
-        parsed = timezone.make_aware(parsed)
-    return parsed
+        raise Invalid(f"{field} must be an ISO 8601 date or time.", field=field) from None
+    except OverflowError:
+        raise Invalid(
+            f"{field} is out of range: with its offset it falls before year 1 or after 9999.",
+            field=field,
+        ) from None
 
 
 def sessions_for(
