@@ -15,9 +15,9 @@ from belvedir import services
 from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
-from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
+from belvedir.forms import ApiKeyForm, SignupForm
 from belvedir.middleware import api_server_error_response
-from belvedir.models import ApiKey, AuditEvent, Membership
+from belvedir.models import ApiKey, AuditEvent
 from belvedir.security import SignupThrottle
 
 
@@ -101,49 +101,6 @@ def api_key_revoke(request, key_id: str):
     services.api_key_revoke(key=key)
     messages.info(request, f"Key {key.name} revoked.")
     return redirect("project-settings")
-
-
-@login_required
-def organization_settings(request):
-    access = access_for_request(request)
-    invite_form = InviteForm(prefix="invite")
-    project_form = ProjectForm(prefix="project")
-    if request.method == "POST":
-        access.require_manage()
-        if "invite-email" in request.POST:
-            invite_form = InviteForm(request.POST, prefix="invite")
-            if invite_form.is_valid():
-                try:
-                    services.member_invite(
-                        organization=access.organization,
-                        email=invite_form.cleaned_data["email"],
-                        role=invite_form.cleaned_data["role"],
-                    )
-                except DomainError as exc:
-                    form_error(invite_form, exc)
-                else:
-                    messages.success(request, "Member added.")
-                    return redirect("organization-settings")
-        elif "project-name" in request.POST:
-            project_form = ProjectForm(request.POST, prefix="project")
-            if project_form.is_valid():
-                try:
-                    project = services.project_create(
-                        organization=access.organization, name=project_form.cleaned_data["name"]
-                    )
-                except DomainError as exc:
-                    form_error(project_form, exc)
-                else:
-                    switch_project(request, project.pk)
-                    messages.success(request, f"Project {project.name} created.")
-                    return redirect("organization-settings")
-    members = Membership.objects.filter(organization=access.organization).select_related("user")
-    return render(
-        request,
-        "belvedir/organization_settings.html",
-        {"invite_form": invite_form, "project_form": project_form, "members": members},
-        status=form_status(invite_form, project_form),
-    )
 
 
 @login_required

@@ -32,7 +32,8 @@ def test_key_revoke_on_the_page_is_recorded_with_the_user_as_actor(owner):
 def test_an_invitation_is_recorded_with_the_role(owner):
     get_user_model().objects.create_user(username="s@example.com", email="s@example.com")
     owner.web.post(
-        "/settings/organization/", {"invite-email": "s@example.com", "invite-role": "admin"}
+        "/settings/organization/members/new/",
+        {"invite-email": "s@example.com", "invite-role": "admin"},
     )
     event = AuditEvent.objects.get(organization=owner.org, action="member.invite")
     assert event.target == "s@example.com" and event.metadata == {"role": "admin"}
