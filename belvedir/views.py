@@ -11,7 +11,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.http import require_POST
 
-from belvedir import services
+from belvedir import onboarding, services
 from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
@@ -48,10 +48,13 @@ def signup(request):
     return render(request, "belvedir/signup.html", {"form": form}, status=status)
 
 
-@login_required
 def home(request):
-    access_for_request(request)
-    return redirect("harnesses:list")
+    """Signed out: what the product is. Signed in: the project's next steps and its dashboard."""
+    if not request.user.is_authenticated:
+        return render(request, "belvedir/landing.html")
+    access = access_for_request(request)
+    has_key = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT)).exists()
+    return render(request, "belvedir/home.html", {"steps": onboarding.home_steps(has_key=has_key)})
 
 
 @login_required

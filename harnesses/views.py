@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
@@ -20,6 +21,8 @@ from harnesses.selectors import harnesses_for
 def harness_list(request):
     access = access_for_request(request)
     harnesses = harnesses_for(project=access.project)
+    if onboarding.is_fragment(request):  # the home page's "add a harness" step
+        return onboarding.step_response(request, slug="harness", done=harnesses.exists())
     page = Paginator(harnesses, 25).get_page(request.GET.get("page"))
     return render(request, "harnesses/list.html", {"page": page})
 

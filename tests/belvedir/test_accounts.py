@@ -90,11 +90,6 @@ def test_log_out_ends_the_session(owner):
     assert owner.web.get("/harnesses/").status_code == 302
 
 
-def test_home_sends_members_to_their_harnesses_and_visitors_to_log_in(client, owner):
-    assert owner.web.get("/")["Location"] == "/harnesses/"
-    assert client.get("/")["Location"].startswith("/login/")
-
-
 def test_a_user_with_no_organization_gets_404_not_a_crash(client, db):
     user = get_user_model().objects.create_user(
         username="lonely@example.com", email="lonely@example.com"
