@@ -1,19 +1,31 @@
-"""Shared REST API pieces: pagination, error shape, the access-aware base view."""
+"""Shared REST API pieces: the error answers, the access-aware base view; API keys.
+
+Pagination (`get_paginated_response`) lives in belvedir.pagination, imported here for the apps.
+"""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
-from rest_framework import exceptions, pagination
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from belvedir import services
 from belvedir.access import Access, access_for_request
 from belvedir.error_responses import body_of, headers_of, status_of
 from belvedir.errors import DomainError, Forbidden, NotFound
+from belvedir.models import ApiKey
+from belvedir.pagination import ListAPIView, Pagination, get_paginated_response
+from belvedir.schema import errors
 
-
-class Pagination(pagination.LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 500
+__all__ = [
+    "AccessMixin",
+    "ListAPIView",
+    "Pagination",
+    "exception_handler",
+    "get_paginated_response",
+]
 
 
 def exception_handler(exc, context):
@@ -46,12 +58,6 @@ class AccessMixin:
 
 # --- API keys --------------------------------------------------------------
 
-from rest_framework import serializers, status  # noqa: E402
-from rest_framework.views import APIView  # noqa: E402
-
-from belvedir import services  # noqa: E402
-from belvedir.models import ApiKey  # noqa: E402
-
 
 class ApiKeySerializer(serializers.ModelSerializer):
     class Meta:
@@ -59,17 +65,33 @@ class ApiKeySerializer(serializers.ModelSerializer):
         fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="The key itself: shown this once, never again.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+
+
 class ApiKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=120)
 
 
-class ApiKeyListView(AccessMixin, APIView):
+class ApiKeyListView(AccessMixin, ListAPIView):
+    @extend_schema(
+        operation_id="keys_list",
+        summary="List the project's API keys (prefixes only, never the keys).",
+        responses={200: ApiKeySerializer(many=True), **errors(401, 404)},
+    )
     def get(self, request):
         keys = self.access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
-        page = Pagination()
-        rows = page.paginate_queryset(keys, request, view=self)
-        return page.get_paginated_response(ApiKeySerializer(rows, many=True).data)
+        return get_paginated_response(view=self, queryset=keys, serializer_class=ApiKeySerializer)
 
+    @extend_schema(
+        operation_id="keys_create",
+        summary="Create a project API key; the answer holds the key, shown only this once.",
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer, **errors(400, 401, 403, 404)},
+    )
     def post(self, request):
         self.access.require_write()
         data = ApiKeyCreateSerializer(data=request.data)
@@ -83,10 +105,20 @@ class ApiKeyListView(AccessMixin, APIView):
 
 
 class ApiKeyDetailView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="keys_read",
+        summary="Read one API key's name, prefix and use.",
+        responses={200: ApiKeySerializer, **errors(401, 404)},
+    )
     def get(self, request, key_id: str):
         key = self.access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), pk=key_id)
         return Response(ApiKeySerializer(key).data)
 
+    @extend_schema(
+        operation_id="keys_revoke",
+        summary="Revoke an API key; it stops working at once.",
+        responses={200: ApiKeySerializer, **errors(401, 403, 404)},
+    )
     def delete(self, request, key_id: str):
         key = self.access.get(
             ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id

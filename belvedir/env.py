@@ -55,6 +55,23 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def envsize(name: str, default: int, *, minimum: int = 0) -> int:
+    """A size in bytes: a whole number, optionally with K, M, G or T (powers of 1024)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    match = _SIZE.match(raw)
+    if not match:
+        raise ImproperlyConfigured(f"{name} must be a size like 10G, 512M or 1048576, not {raw!r}")
+    value = int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum} bytes, not {raw!r}")
+    return value
+
+
 _RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
 
 

@@ -1,5 +1,6 @@
 """Belvedir Benchmarks settings: one module, driven by environment variables."""
 
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envint, envlist, envrate, envstr
+from belvedir.env import envbool, envfloat, envint, envlist, envrate, envsize, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -195,9 +196,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "belvedir.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "belvedir.pagination.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "belvedir.schema.AutoSchema",
     "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["belvedir.security.ApiRateThrottle"],
@@ -224,6 +225,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "DESCRIPTION": (
+        "Register benchmark harnesses, launch runs in sandboxes, read scores, send and read "
+        "traces. Authenticate with a project API key: `Authorization: Bearer bv_live_…`."
+    ),
+    # Request bodies get their own components (`RunLaunchRequest`), as generated clients expect.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "traces.schema.ingest_endpoints",
+    ],
     # The schema's completeness is not a deployment setting: keep `check --deploy` about
     # deployment (`manage.py spectacular --validate` reports the schema's own warnings).
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
@@ -265,9 +277,40 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
-BELVEDIR_SANDBOX_BASE_URL = envstr("BELVEDIR_SANDBOX_BASE_URL", BELVEDIR_BASE_URL)
+# Sandbox isolation (README, "How sandboxes are isolated"): sandboxes join the bridge network
+# that scripts/sandbox-network.sh installs and reach the platform only through the sandbox
+# gateway (`manage.py sandbox_gateway`) on the gateway IP. Host networking is for
+# single-tenant development only and needs BELVEDIR_SANDBOX_HOST_NETWORK=1.
+BELVEDIR_SANDBOX_HOST_NETWORK = envbool("BELVEDIR_SANDBOX_HOST_NETWORK", False)
+BELVEDIR_SANDBOX_NETWORK = envstr("BELVEDIR_SANDBOX_NETWORK", "belvedir-sandbox")
+if BELVEDIR_SANDBOX_NETWORK in {"host", "bridge", "none", "default"}:
+    raise ImproperlyConfigured(
+        "BELVEDIR_SANDBOX_NETWORK must name the isolated sandbox network (belvedir-sandbox), not "
+        f"{BELVEDIR_SANDBOX_NETWORK!r}; host networking needs BELVEDIR_SANDBOX_HOST_NETWORK=1"
+    )
+BELVEDIR_SANDBOX_SUBNET = envstr("BELVEDIR_SANDBOX_SUBNET", "172.30.0.0/24")
+BELVEDIR_SANDBOX_GATEWAY = envstr("BELVEDIR_SANDBOX_GATEWAY", "172.30.0.1")
+BELVEDIR_SANDBOX_BRIDGE = envstr("BELVEDIR_SANDBOX_BRIDGE", "br-belvedir")
+BELVEDIR_SANDBOX_PORTS = envstr("BELVEDIR_SANDBOX_PORTS", "18700:18799")
+if not re.match(r"^\d{1,5}(:\d{1,5})?$", BELVEDIR_SANDBOX_PORTS):
+    raise ImproperlyConfigured("BELVEDIR_SANDBOX_PORTS must be a port or a range like 18700:18799")
+BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
+    "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
+)
+BELVEDIR_SANDBOX_BASE_URL = envstr(
+    "BELVEDIR_SANDBOX_BASE_URL",
+    BELVEDIR_BASE_URL
+    if BELVEDIR_SANDBOX_HOST_NETWORK
+    else f"http://{BELVEDIR_SANDBOX_GATEWAY}:{BELVEDIR_SANDBOX_PORTS.split(':')[0]}",
+)
+# gVisor by default; runc works too, with a warning on the admin and in the log.
+BELVEDIR_SANDBOX_RUNTIME = envstr("BELVEDIR_SANDBOX_RUNTIME", "runsc")
+# Per-sandbox disk quota (loop-mounted ext4 images under the data dir; needs root), and the
+# free space a worker keeps: new runs are refused below it.
+BELVEDIR_SANDBOX_DISK = envsize("BELVEDIR_SANDBOX_DISK", 10 * 2**30, minimum=16 * 2**20)
+BELVEDIR_SANDBOX_DATA_DIR = envstr("BELVEDIR_SANDBOX_DATA_DIR", "/var/lib/belvedir/sandboxes")
+BELVEDIR_MIN_FREE_DISK = envsize("BELVEDIR_MIN_FREE_DISK", 2 * 2**30, minimum=0)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
-BELVEDIR_SANDBOX_NETWORK = envstr("BELVEDIR_SANDBOX_NETWORK", "bridge")
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
 BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")
 BELVEDIR_SANDBOX_PIDS = envint("BELVEDIR_SANDBOX_PIDS", 512, minimum=16)

@@ -44,6 +44,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch/", views.switch, name="switch"),
     path("settings/project/", views.project_settings, name="project-settings"),
+    path("settings/project/keys/new/", views.api_key_create, name="api-key-create"),
     path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
     path(
         "settings/organization/", member_views.organization_settings, name="organization-settings"

@@ -9,7 +9,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from belvedir import onboarding, services
 from belvedir.access import access_for_request, switch_project
@@ -70,30 +70,40 @@ def switch(request):
 
 
 @login_required
+@require_safe
 def project_settings(request):
     access = access_for_request(request)
-    key_form = ApiKeyForm(prefix="key")
-    new_key = None
-    if request.method == "POST" and "key-name" in request.POST:
-        access.require_write()
-        key_form = ApiKeyForm(request.POST, prefix="key")
-        if key_form.is_valid():
-            try:
-                key, new_key = services.api_key_create(
-                    project=access.project,
-                    name=key_form.cleaned_data["name"],
-                    created_by=request.user,
-                )
-            except DomainError as exc:
-                form_error(key_form, exc)
-            else:
-                key_form = ApiKeyForm(prefix="key")
+    return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
+
+
+def _keys_response(request, access, *, key_form: ApiKeyForm, new_key: str | None = None):
+    """The project settings page, or for HTMX its `keys` partial."""
     keys = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT))
     context = {"key_form": key_form, "new_key": new_key, "keys": keys}
-    status = form_status(key_form)
+    template = "belvedir/project_settings.html"
     if request.htmx:
-        return render(request, "belvedir/project_settings.html#keys", context, status=status)
-    return render(request, "belvedir/project_settings.html", context, status=status)
+        template += "#keys"
+    return render(request, template, context, status=form_status(key_form))
+
+
+@login_required
+@require_POST
+def api_key_create(request):
+    """Create a project key; the page (or its keys partial) shows the plaintext once."""
+    access = access_for_request(request)
+    access.require_write()
+    key_form = ApiKeyForm(request.POST, prefix="key")
+    new_key = None
+    if key_form.is_valid():
+        try:
+            _, new_key = services.api_key_create(
+                project=access.project, name=key_form.cleaned_data["name"], created_by=request.user
+            )
+        except DomainError as exc:
+            form_error(key_form, exc)
+        else:
+            key_form = ApiKeyForm(prefix="key")
+    return _keys_response(request, access, key_form=key_form, new_key=new_key)
 
 
 @login_required
@@ -102,6 +112,8 @@ def api_key_revoke(request, key_id: str):
     access = access_for_request(request)
     key = access.get(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT), write=True, pk=key_id)
     services.api_key_revoke(key=key)
+    if request.htmx:
+        return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
     messages.info(request, f"Key {key.name} revoked.")
     return redirect("project-settings")
 

@@ -4,7 +4,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir import onboarding
 from belvedir.access import access_for_request
@@ -44,9 +46,9 @@ def harness_new(request):
             else:
                 messages.success(request, f"Harness {harness.name} created.")
                 if request.htmx:
-                    response = render(request, "harnesses/new.html#form", {"form": form})
-                    response["HX-Redirect"] = harness_url(harness)
-                    return response
+                    return HttpResponseClientRedirect(
+                        reverse("harnesses:detail", args=[harness.pk])
+                    )
                 return redirect("harnesses:detail", harness_id=harness.pk)
     else:
         initial = {"compute": "cpu"}
@@ -63,12 +65,6 @@ def harness_new(request):
     if request.htmx:
         return render(request, "harnesses/new.html#form", context, status=status)
     return render(request, "harnesses/new.html", context, status=status)
-
-
-def harness_url(harness: Harness) -> str:
-    from django.urls import reverse
-
-    return reverse("harnesses:detail", kwargs={"harness_id": harness.pk})
 
 
 @login_required

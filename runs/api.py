@@ -1,17 +1,20 @@
 """REST API for runs: launch, list, read, log, cancel; the Tasks file for the sandbox."""
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from belvedir.api import AccessMixin, Pagination
+from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
 from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
+from belvedir.schema import errors
 from harnesses.models import Harness
 from runs import selectors, services
-from runs.models import MAX_ATTEMPTS, Grading, Run
+from runs.models import MAX_ATTEMPTS, Grading, Run, Status
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -79,7 +82,26 @@ class RunLaunchSerializer(serializers.Serializer):
     )
 
 
-class RunListView(AccessMixin, APIView):
+class RunLogSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="The log from `offset` on, as far as the tail holds it.")
+    offset = serializers.IntegerField(help_text="Where the log ends now: the next `offset`.")
+    status = serializers.ChoiceField(choices=Status.choices)
+    truncated = serializers.BooleanField(
+        help_text="True when the log from `offset` has already left the 16 KB tail."
+    )
+
+
+class RunListView(AccessMixin, ListAPIView):
+    @extend_schema(
+        operation_id="runs_list",
+        summary="List the project's runs, newest first.",
+        parameters=[
+            OpenApiParameter("harness", str, description="Only runs of this harness id."),
+            OpenApiParameter("status", str, enum=Status.values, description="Only this status."),
+            OpenApiParameter("model", str, description="Only runs of this model."),
+        ],
+        responses={200: RunSerializer(many=True), **errors(401, 404)},
+    )
     def get(self, request):
         runs = selectors.runs_for(
             project=self.access.project,
@@ -87,10 +109,14 @@ class RunListView(AccessMixin, APIView):
             status=request.query_params.get("status"),
             model=request.query_params.get("model"),
         )
-        page = Pagination()
-        rows = page.paginate_queryset(runs, request, view=self)
-        return page.get_paginated_response(RunSerializer(rows, many=True).data)
+        return get_paginated_response(view=self, queryset=runs, serializer_class=RunSerializer)
 
+    @extend_schema(
+        operation_id="runs_launch",
+        summary="Launch a run of a harness; it is queued for a sandbox at once.",
+        request=RunLaunchSerializer,
+        responses={201: RunSerializer, **errors(400, 401, 403, 404, 429)},
+    )
     def post(self, request):
         self.access.require_write()
         data = RunLaunchSerializer(data=request.data)
@@ -107,11 +133,22 @@ class RunListView(AccessMixin, APIView):
 
 
 class RunDetailView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="runs_read",
+        summary="Read a run: its status, score, results and the tail of its log.",
+        responses={200: RunSerializer, **errors(401, 404)},
+    )
     def get(self, request, run_id: str):
         return Response(RunSerializer(self.access.get(Run, pk=run_id)).data)
 
 
 class RunCancelView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="runs_cancel",
+        summary="Cancel a queued or running run; its sandbox is stopped within seconds.",
+        request=None,
+        responses={200: RunSerializer, **errors(400, 401, 403, 404)},
+    )
     def post(self, request, run_id: str):
         run = self.access.get(Run, write=True, pk=run_id)
         return Response(RunSerializer(services.run_cancel(run=run)).data)
@@ -120,6 +157,16 @@ class RunCancelView(AccessMixin, APIView):
 class RunLogView(AccessMixin, APIView):
     """The log from byte `offset` on, as far as the 16 KB tail still holds it."""
 
+    @extend_schema(
+        operation_id="runs_log",
+        summary="Follow a run's log: the text after byte `offset`.",
+        parameters=[
+            OpenApiParameter(
+                "offset", int, description="Byte offset to read from (the last answer's offset)."
+            )
+        ],
+        responses={200: RunLogSerializer, **errors(400, 401, 404)},
+    )
     def get(self, request, run_id: str):
         run = self.access.get(Run, pk=run_id)
         try:
@@ -134,6 +181,14 @@ class RunTasksView(APIView):
 
     authentication_classes = [RunKeyAuthentication]
 
+    @extend_schema(
+        operation_id="runs_tasks",
+        summary="Download a run's Tasks file, with that run's own key (from its sandbox).",
+        responses={
+            (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="The Tasks file."),
+            **errors(401, 403, 404),
+        },
+    )
     def get(self, request, run_id: str):
         key = request.auth
         if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:

@@ -19,6 +19,7 @@ from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
+from runs.sandbox.isolation import isolation_require
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -137,6 +138,7 @@ def run_launch(
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
+    isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=project.organization_id)

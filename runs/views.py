@@ -3,9 +3,10 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir import onboarding
 from belvedir.access import access_for_request
@@ -107,18 +108,10 @@ def run_launch(request, harness_id: str | None = None):
             else:
                 messages.success(request, f"Run {run.pk} launched.")
                 if request.htmx:
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = run_url(run)
-                    return response
+                    return HttpResponseClientRedirect(reverse("runs:detail", args=[run.pk]))
                 return redirect("runs:detail", run_id=run.pk)
     context = {"form": form, "harness": harness}
     status = form_status(form)
     if request.htmx:
         return render(request, "runs/launch.html#launch-form", context, status=status)
     return render(request, "runs/launch.html", context, status=status)
-
-
-def run_url(run: Run) -> str:
-    from django.urls import reverse
-
-    return reverse("runs:detail", kwargs={"run_id": run.pk})

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine answers on this machine (run as root).
 #
-# Idempotent: exits at once when `docker info` already works. Otherwise it
-# installs docker.io (and debootstrap, for the offline sandbox image recipe)
-# when missing, starts dockerd detached from this shell (setsid + nohup, log in
-# /var/log/dockerd.log) and waits up to 60 s for it to answer.
+# Idempotent and quick when everything is in place. It installs docker.io,
+# debootstrap (for the offline sandbox image recipe) and runsc (gVisor, the
+# sandboxes' default runtime) when missing; registers runsc in
+# /etc/docker/daemon.json (merged into what is there, never clobbered); starts
+# dockerd detached from this shell (setsid + nohup, log in /var/log/dockerd.log)
+# when it is not running, or makes a running one reload its configuration with
+# SIGHUP (never a restart: other work may be using it); and finally installs the
+# isolated sandbox network and its firewall rules (scripts/sandbox-network.sh).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 LOG=/var/log/dockerd.log
 WAIT_SECONDS=${DOCKER_WAIT_SECONDS:-60}
+DAEMON_JSON=${DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
+# ptrace works on every VM (no KVM needed); --network=host makes gVisor use the network
+# namespace Docker made for the container, so Docker's bridge and our rules apply to it.
+RUNSC_ARGS='["--platform=ptrace", "--network=host"]'
 
 say() { echo "ensure-docker: $*"; }
 die() {
@@ -38,7 +47,52 @@ if ! command -v debootstrap >/dev/null 2>&1; then
     apt_install debootstrap
 fi
 
+if ! command -v runsc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt_install runsc || say "WARNING: runsc (gVisor) could not be installed; sandboxes need BELVEDIR_SANDBOX_RUNTIME=runc"
+fi
+
+# Merge the runsc runtime into daemon.json; prints "changed" when the file was rewritten.
+register_runsc() {
+    python3 - "$DAEMON_JSON" "$(command -v runsc)" "$RUNSC_ARGS" <<'PY'
+import json, os, sys
+path, binary, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+try:
+    with open(path) as f:
+        config = json.load(f) if os.path.getsize(path) else {}
+except FileNotFoundError:
+    config = {}
+wanted = {"path": binary, "runtimeArgs": args}
+if config.get("runtimes", {}).get("runsc") == wanted:
+    sys.exit(0)
+config.setdefault("runtimes", {})["runsc"] = wanted
+os.makedirs(os.path.dirname(path), exist_ok=True)
+tmp = path + ".belvedir.tmp"
+with open(tmp, "w") as f:
+    json.dump(config, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+print("changed")
+PY
+}
+
+runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+
+changed=""
+if command -v runsc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    changed=$(register_runsc) || die "could not update $DAEMON_JSON"
+    [ -n "$changed" ] && say "registered runsc in $DAEMON_JSON"
+fi
+
 if docker_ok; then
+    if command -v runsc >/dev/null 2>&1 && ! runsc_registered && [ "$(id -u)" = 0 ]; then
+        pid=$(dockerd_pid)
+        [ -n "$pid" ] || die "docker answers but no local dockerd to reload (is it remote?)"
+        say "dockerd (pid $pid) reloads its configuration (SIGHUP) to pick up runsc"
+        kill -HUP "$pid"
+        for _ in $(seq 1 20); do runsc_registered && break; sleep 0.5; done
+        runsc_registered || die "dockerd did not pick up the runsc runtime; see $LOG"
+    fi
+    [ "$(id -u)" = 0 ] && bash scripts/sandbox-network.sh
     exit 0
 fi
 
@@ -64,6 +118,7 @@ fi
 for _ in $(seq 1 "$WAIT_SECONDS"); do
     if docker_ok; then
         say "docker is up ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
+        bash scripts/sandbox-network.sh
         exit 0
     fi
     sleep 1

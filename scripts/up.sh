@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000 (web server + django-q2 clusters).
+# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000: the web server, the
+# sandbox gateway and two django-q2 clusters.
+#
+# Sandboxes run on the isolated sandbox network (scripts/sandbox-network.sh, run by
+# `make machine`) under gVisor, and reach this server only through the sandbox gateway on
+# the network's gateway IP (172.30.0.1:$GATEWAY_PORT), which forwards the sandbox-facing
+# endpoints to 127.0.0.1:$PORT. See README, "How sandboxes are isolated".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 export BELVEDIR_DEV=1
 export DEBUG="${DEBUG:-1}"
-# Sandboxes reach this server on the host's loopback; see README for production networking.
-export BELVEDIR_SANDBOX_NETWORK="${BELVEDIR_SANDBOX_NETWORK:-host}"
 PORT="${PORT:-8000}"
+GATEWAY_IP="${BELVEDIR_SANDBOX_GATEWAY:-172.30.0.1}"
+GATEWAY_PORT="${GATEWAY_PORT:-18700}"
 export BELVEDIR_BASE_URL="${BELVEDIR_BASE_URL:-http://127.0.0.1:$PORT}"
+export BELVEDIR_SANDBOX_GATEWAY_UPSTREAM="http://127.0.0.1:$PORT"
+export BELVEDIR_SANDBOX_BASE_URL="${BELVEDIR_SANDBOX_BASE_URL:-http://$GATEWAY_IP:$GATEWAY_PORT}"
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
 DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
@@ -20,6 +28,8 @@ KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EM
 $PY manage.py demo_data --email "$DEMO_EMAIL"
 
 mkdir -p var
+$PY manage.py sandbox_gateway --listen "$GATEWAY_IP:$GATEWAY_PORT" >var/gateway.log 2>&1 &
+GPID=$!
 # Two django-q2 clusters: "runs" executes runs (Q_WORKERS at a time, the rest wait queued),
 # "housekeeping" runs the reaper and the task former, so those never wait behind runs.
 # Each starts in its own process group (setsid) and is stopped by signalling the whole group:
@@ -30,6 +40,7 @@ RUNS_PID=$!
 Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
 HOUSEKEEPING_PID=$!
 stop_clusters() {
+  kill -TERM "$GPID" 2>/dev/null || true
   kill -TERM -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
   for _ in $(seq 50); do
     kill -0 -- "-$RUNS_PID" 2>/dev/null || kill -0 -- "-$HOUSEKEEPING_PID" 2>/dev/null || return 0
@@ -38,6 +49,13 @@ stop_clusters() {
   kill -KILL -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
 }
 trap stop_clusters EXIT INT TERM
+for _ in $(seq 1 50); do
+  if (exec 3<>"/dev/tcp/$GATEWAY_IP/$GATEWAY_PORT") 2>/dev/null; then break; fi
+  if ! kill -0 $GPID 2>/dev/null; then
+    echo "up: the sandbox gateway did not start:" >&2; cat var/gateway.log >&2; exit 1
+  fi
+  sleep 0.2
+done
 
 cat <<EOF2
 
@@ -47,6 +65,7 @@ cat <<EOF2
   CLI        BELVEDIR_API_KEY=$KEY BELVEDIR_URL=http://127.0.0.1:$PORT .venv/bin/belvedir benchmarks list
   Workers    django-q2 clusters: runs (pid $RUNS_PID, var/qcluster-runs.log),
              housekeeping (pid $HOUSEKEEPING_PID, var/qcluster-housekeeping.log)
+  Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log var/gateway.log)
 
 EOF2
 $PY manage.py runserver "127.0.0.1:$PORT" --noreload

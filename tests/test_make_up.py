@@ -1,6 +1,7 @@
 """`make up`'s script serves the platform with demo data, and a worker runs the demo harness."""
 
 import os
+import random
 import re
 import signal
 import socket
@@ -21,12 +22,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_gateway_port() -> int:
+    """A free port of the sandbox port range on the sandbox network's gateway IP."""
+    ports = list(range(18700, 18800))
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("172.30.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free port in 18700-18799 on 172.30.0.1")
+
+
 def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
     port = free_port()
     log = tmp_path / "up.log"
     env = {
         **os.environ,
         "PORT": str(port),
+        "GATEWAY_PORT": str(free_gateway_port()),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
     }
     with log.open("wb") as out:
@@ -47,6 +63,7 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
             time.sleep(0.3)
         text = log.read_text()
         assert "demo@belvedir.local / belvedir-demo" in text
+        assert f"Sandboxes  reach the platform at http://172.30.0.1:{env['GATEWAY_PORT']}" in text
         key = re.search(r"API key\s+(bv_live_\S+)", text).group(1)
         api = requests.Session()
         api.headers["Authorization"] = f"Bearer {key}"

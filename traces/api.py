@@ -1,13 +1,15 @@
 """REST API for sessions, their spans, LLM calls and tasks, and task groups."""
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from belvedir.api import AccessMixin, Pagination
+from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
 from belvedir.errors import Invalid
+from belvedir.schema import errors
 from traces import selectors
-from traces.models import Session, Span, Task, TaskGroup
+from traces.models import Outcome, Session, Span, Task, TaskGroup
 
 
 class SessionSerializer(serializers.ModelSerializer):
@@ -106,7 +108,51 @@ class TaskGroupSerializer(serializers.ModelSerializer):
         ]
 
 
-class SessionListView(AccessMixin, APIView):
+class SessionDetailSerializer(SessionSerializer):
+    spans_total = serializers.IntegerField(help_text="All spans of the session.")
+    span_offset = serializers.IntegerField(help_text="The first span's index in this answer.")
+    spans = SpanSerializer(many=True)
+    llm_calls = LlmCallSerializer(many=True, help_text="The LLM spans among `spans`.")
+    tasks = TaskSerializer(many=True)
+
+    class Meta(SessionSerializer.Meta):
+        fields = [
+            *SessionSerializer.Meta.fields,
+            "spans_total",
+            "span_offset",
+            "spans",
+            "llm_calls",
+            "tasks",
+        ]
+
+
+class TaskGroupDetailSerializer(TaskGroupSerializer):
+    tasks = TaskSerializer(many=True, help_text="The group's latest 200 tasks.")
+
+    class Meta(TaskGroupSerializer.Meta):
+        fields = [*TaskGroupSerializer.Meta.fields, "tasks"]
+
+
+class SessionListView(AccessMixin, ListAPIView):
+    @extend_schema(
+        operation_id="sessions_list",
+        summary="List the project's trace sessions, most recently active first.",
+        parameters=[
+            OpenApiParameter("run", str, description="Only sessions of this run id."),
+            OpenApiParameter(
+                "outcome",
+                str,
+                enum=[*Outcome.values, "none"],
+                description="Only this reported outcome (`none`: not reported).",
+            ),
+            OpenApiParameter("model", str, description="Only sessions that called this model."),
+            OpenApiParameter("since", str, description="Active at or after this time (ISO 8601)."),
+            OpenApiParameter(
+                "until", str, description="Started at or before this time (ISO 8601)."
+            ),
+        ],
+        responses={200: SessionSerializer(many=True), **errors(400, 401, 404)},
+    )
     def get(self, request):
         q = request.query_params
         sessions = selectors.sessions_for(
@@ -117,14 +163,25 @@ class SessionListView(AccessMixin, APIView):
             since=q.get("since"),
             until=q.get("until"),
         )
-        page = Pagination()
-        rows = page.paginate_queryset(sessions, request, view=self)
-        return page.get_paginated_response(SessionSerializer(rows, many=True).data)
+        return get_paginated_response(
+            view=self, queryset=sessions, serializer_class=SessionSerializer
+        )
 
 
 class SessionDetailView(AccessMixin, APIView):
     """A session with its spans (`span_limit`/`span_offset`, 500 by default), LLM calls and tasks."""
 
+    @extend_schema(
+        operation_id="sessions_read",
+        summary="Read a session with a page of its spans, its LLM calls and its tasks.",
+        parameters=[
+            OpenApiParameter(
+                "span_limit", int, description="Spans to include (500; at most 2000)."
+            ),
+            OpenApiParameter("span_offset", int, description="Spans to skip, in start order."),
+        ],
+        responses={200: SessionDetailSerializer, **errors(400, 401, 404)},
+    )
     def get(self, request, session_id: str):
         session = self.access.get(Session, pk=session_id)
         limit = _bounded_int(request, "span_limit", default=500, maximum=2000)
@@ -155,16 +212,26 @@ def _bounded_int(request, name: str, *, default: int, maximum: int) -> int:
     return int(raw)
 
 
-class TaskGroupListView(AccessMixin, APIView):
+class TaskGroupListView(AccessMixin, ListAPIView):
+    @extend_schema(
+        operation_id="task_groups_list",
+        summary="List task groups: tasks of the same name across sessions, with pass counts.",
+        responses={200: TaskGroupSerializer(many=True), **errors(401, 404)},
+    )
     def get(self, request):
-        page = Pagination()
-        rows = page.paginate_queryset(
-            selectors.task_groups_for(project=self.access.project), request, view=self
+        return get_paginated_response(
+            view=self,
+            queryset=selectors.task_groups_for(project=self.access.project),
+            serializer_class=TaskGroupSerializer,
         )
-        return page.get_paginated_response(TaskGroupSerializer(rows, many=True).data)
 
 
 class TaskGroupDetailView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="task_groups_read",
+        summary="Read a task group with its latest tasks.",
+        responses={200: TaskGroupDetailSerializer, **errors(401, 404)},
+    )
     def get(self, request, group_id: str):
         group = self.access.get(TaskGroup, pk=group_id)
         tasks = selectors.tasks_for(project=group.project, group=group.pk)[:200]

@@ -15,8 +15,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from belvedir.authentication import bearer_token
-from belvedir.error_responses import status_of
-from belvedir.errors import DomainError
+from belvedir.error_responses import body_of, headers_of, status_of
+from belvedir.errors import DomainError, Invalid
 from belvedir.services import api_key_authenticate
 from traces import otlp
 from traces.services.ingest import spans_ingest
@@ -100,28 +100,33 @@ def traces(request):
         _in_flight.release()
 
 
+def _refusal(exc: DomainError) -> JsonResponse:
+    return JsonResponse(body_of(exc), status=status_of(exc), headers=headers_of(exc))
+
+
 @csrf_exempt
 @require_POST
 def outcomes(request):
     key = api_key_authenticate(bearer_token(request) or "")
     if key is None:
-        return JsonResponse({"detail": "Unknown or revoked API key."}, status=401)
+        body = {"detail": "Unknown or revoked API key.", "code": "not_authenticated"}
+        return JsonResponse(body, status=401)
     try:
         body = _read_body(request, 64 * 1024)
     except BodyUnreadable:
-        return JsonResponse({"detail": "The body could not be read."}, status=400)
+        return _refusal(Invalid("The body could not be read."))
     if body is None:
-        return JsonResponse({"detail": "The body is over 64 KB."}, status=413)
+        return JsonResponse({"detail": "The body is over 64 KB.", "code": "too_large"}, status=413)
     try:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError):
-        return JsonResponse({"detail": "The body must be JSON."}, status=400)
+        return _refusal(Invalid("The body must be JSON."))
     if not isinstance(data, dict):
-        return JsonResponse({"detail": "The body must be a JSON object."}, status=400)
+        return _refusal(Invalid("The body must be a JSON object."))
     try:
         session = outcome_record(
             key=key, session_id=data.get("session_id"), outcome=data.get("outcome")
         )
     except DomainError as exc:  # Invalid is a 400, NotFound (no such session) a 404
-        return JsonResponse(exc.as_dict(), status=status_of(exc))
+        return _refusal(exc)
     return JsonResponse({"session_id": session.external_id, "outcome": session.outcome})

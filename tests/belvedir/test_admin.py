@@ -37,17 +37,24 @@ def test_every_changelist_of_the_app_loads_for_an_operator(superuser, owner, har
 
 
 def test_harness_and_key_change_pages_load(superuser, owner, harness):
+    from django.contrib.admin.utils import quote
+
     from belvedir.models import ApiKey
 
     key = ApiKey.objects.get(project=owner.project)
     assert (
-        superuser.get(reverse("admin:harnesses_harness_change", args=[harness.pk])).status_code
+        superuser.get(
+            reverse("admin:harnesses_harness_change", args=[quote(harness.pk)])
+        ).status_code
         == 200
     )
-    assert superuser.get(reverse("admin:belvedir_apikey_change", args=[key.pk])).status_code == 200
+    assert (
+        superuser.get(reverse("admin:belvedir_apikey_change", args=[quote(key.pk)])).status_code
+        == 200
+    )
     assert (
         superuser.get(
-            reverse("admin:belvedir_organization_change", args=[owner.org.pk])
+            reverse("admin:belvedir_organization_change", args=[quote(owner.org.pk)])
         ).status_code
         == 200
     )

@@ -29,7 +29,7 @@ def _works(key: str) -> bool:
 
 
 def test_creating_a_key_on_the_page_shows_the_plaintext_once(owner):
-    response = owner.web.post("/settings/project/", {"key-name": "CI"})
+    response = owner.web.post("/settings/project/keys/new/", {"key-name": "CI"})
     assert response.status_code == 200
     html = response.content.decode()
     plaintext = KEY.search(html).group(0)
@@ -44,7 +44,7 @@ def test_creating_a_key_on_the_page_shows_the_plaintext_once(owner):
 
 
 def test_creating_a_key_with_htmx_returns_only_the_keys_section(owner):
-    response = owner.web.post("/settings/project/", {"key-name": "CI"}, **HX)
+    response = owner.web.post("/settings/project/keys/new/", {"key-name": "CI"}, **HX)
     assert response.status_code == 200
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="keys">') and "<header" not in html
@@ -52,7 +52,7 @@ def test_creating_a_key_with_htmx_returns_only_the_keys_section(owner):
 
 
 def test_a_key_without_a_name_is_400_with_the_error_inline(owner):
-    response = owner.web.post("/settings/project/", {"key-name": "  "}, **HX)
+    response = owner.web.post("/settings/project/keys/new/", {"key-name": "  "}, **HX)
     assert response.status_code == 400
     html = response.content.decode()
     assert 'class="errorlist"' in html and "required" in html
@@ -63,7 +63,9 @@ def test_a_key_without_a_name_is_400_with_the_error_inline(owner):
 def test_read_only_member_sees_keys_but_cannot_create_one(readonly):
     page = readonly.web.get("/settings/project/")
     assert page.status_code == 200 and "Create key" not in page.content.decode()
-    assert readonly.web.post("/settings/project/", {"key-name": "Sneaky"}).status_code == 403
+    assert (
+        readonly.web.post("/settings/project/keys/new/", {"key-name": "Sneaky"}).status_code == 403
+    )
     assert not ApiKey.objects.filter(name="Sneaky").exists()
 
 

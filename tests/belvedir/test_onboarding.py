@@ -63,7 +63,7 @@ def test_the_key_page_shows_cli_curl_and_sdk_snippets_with_the_platform_url(owne
 
 def test_the_snippets_hold_the_key_just_created(owner, settings):
     settings.BELVEDIR_BASE_URL = "https://bench.example.org"
-    response = owner.web.post("/settings/project/", {"key-name": "ci"}, **HTMX)
+    response = owner.web.post("/settings/project/keys/new/", {"key-name": "ci"}, **HTMX)
     html = response.content.decode()
     plaintext = re.search(r"bv_live_\w{20,}", html).group(0)
     assert ApiKey.objects.filter(name="ci").exists()

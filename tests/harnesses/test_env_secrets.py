@@ -2,6 +2,7 @@
 
 import pytest
 from django.apps import apps
+from django.contrib.admin.utils import quote
 from django.db import connection
 
 from belvedir import crypto
@@ -107,7 +108,7 @@ def test_the_admin_shows_secrets_masked_and_keeps_them_on_save(owner, superuser)
     created = owner.api.post(
         "/api/v1/harnesses", {**HARNESS, "env": {"GITHUB_TOKEN": SECRET}}, format="json"
     ).json()
-    page = superuser.get(f"/admin/harnesses/harness/{created['id']}/change/")
+    page = superuser.get(f"/admin/harnesses/harness/{quote(created['id'])}/change/")
     assert page.status_code == 200
     assert SECRET not in page.content.decode()
     harness = Harness.objects.get(pk=created["id"])
@@ -115,7 +116,7 @@ def test_the_admin_shows_secrets_masked_and_keeps_them_on_save(owner, superuser)
     data = {name: form[name].value() or "" for name in form.fields}
     data["env"] = form["env"].value()
     data["project"] = harness.project_id
-    response = superuser.post(f"/admin/harnesses/harness/{harness.pk}/change/", data)
+    response = superuser.post(f"/admin/harnesses/harness/{quote(harness.pk)}/change/", data)
     assert response.status_code == 302, response.context["adminform"].form.errors
     harness.refresh_from_db()
     assert env_secrets.secrets_decrypt(harness.env_secrets_encrypted) == {"GITHUB_TOKEN": SECRET}

@@ -4,10 +4,13 @@ Registered for the whole suite in tests/conftest.py (`pytest_plugins`).
 """
 
 import os
+import random
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +18,7 @@ from harnesses.services import harness_create
 from tests.runs.helpers import EXAMPLES, git_repo_of, subprocess_database_url, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -23,14 +27,24 @@ def contract_repo(tmp_path) -> str:
 
 
 @pytest.fixture
-def sandbox_settings(settings, live_server):
-    """Sandboxes on host networking that reach this test's live server on 127.0.0.1."""
-    settings.BELVEDIR_SANDBOX_BASE_URL = live_server.url
-    settings.BELVEDIR_SANDBOX_NETWORK = "host"
+def sandbox_settings(settings, sandbox_gateway):
+    """Sandboxes as production runs them (the isolated network, gVisor, a disk quota), with
+    test-sized limits; they reach this test's live server through the sandbox gateway."""
     settings.BELVEDIR_SANDBOX_MEMORY = "1g"
     settings.BELVEDIR_SANDBOX_CPUS = 1.0
+    settings.BELVEDIR_SANDBOX_DISK = 2 * 2**30
     settings.BELVEDIR_RUN_TIMEOUT = 120
     return settings
+
+
+def worker_env(settings) -> dict[str, str]:
+    """This test's sandbox settings, for a worker in another process."""
+    return {
+        "BELVEDIR_SANDBOX_BASE_URL": settings.BELVEDIR_SANDBOX_BASE_URL,
+        "BELVEDIR_SANDBOX_MEMORY": str(settings.BELVEDIR_SANDBOX_MEMORY),
+        "BELVEDIR_SANDBOX_CPUS": str(settings.BELVEDIR_SANDBOX_CPUS),
+        "BELVEDIR_SANDBOX_DISK": str(settings.BELVEDIR_SANDBOX_DISK),
+    }
 
 
 @pytest.fixture
@@ -49,7 +63,7 @@ def make_harness(owner, contract_repo):
 
 
 @pytest.fixture
-def cluster(live_server, tmp_path):
+def cluster(sandbox_settings, tmp_path):
     """`manage.py qcluster` on this test's database (the ORM broker), stopped afterwards."""
     log = tmp_path / "qcluster.log"
     env = {
@@ -57,10 +71,7 @@ def cluster(live_server, tmp_path):
         "DATABASE_URL": subprocess_database_url(),
         "Q_WORKERS": "1",
         "Q_CLUSTER_NAME": "runs",
-        "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
-        "BELVEDIR_SANDBOX_NETWORK": "host",
-        "BELVEDIR_SANDBOX_MEMORY": "1g",
-        "BELVEDIR_SANDBOX_CPUS": "1",
+        **worker_env(sandbox_settings),
     }
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -91,3 +102,41 @@ def cluster(live_server, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)  # any worker left behind
         except ProcessLookupError:
             pass
+
+
+def sandbox_ports() -> list[int]:
+    """The ports sandboxes may reach on the gateway IP, in random order (tests running side
+    by side then rarely try the same one first)."""
+    from django.conf import settings
+
+    low, _, high = settings.BELVEDIR_SANDBOX_PORTS.partition(":")
+    ports = list(range(int(low), int(high or low) + 1))
+    random.shuffle(ports)
+    return ports
+
+
+def serve_to_sandboxes(make: Callable[[str, int], T]) -> T:
+    """`make(host, port)` on the gateway IP and a free sandbox port: the only place on this
+    host sandboxes reach (a model server or a package index standing in for the internet)."""
+    from django.conf import settings
+
+    for port in sandbox_ports():
+        try:
+            return make(settings.BELVEDIR_SANDBOX_GATEWAY, port)
+        except OSError:
+            continue
+    pytest.fail(f"no free port in {settings.BELVEDIR_SANDBOX_PORTS} on the gateway IP")
+
+
+@pytest.fixture
+def sandbox_gateway(live_server, settings):
+    """The sandbox gateway on the sandbox network's gateway IP (a free port of the sandbox
+    port range), forwarding to this test's live server; sandboxes get it as their base URL."""
+    from runs.sandbox.gateway import GatewayThread
+
+    gateway = GatewayThread(
+        host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=sandbox_ports(), upstream=live_server.url
+    )
+    settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
+    yield gateway.url
+    gateway.stop()

@@ -148,6 +148,22 @@ def test_my_benchmarks_new_benchmark_picks_a_harness_and_launches(
     assert (run.attempts, run.grading) == (2, "mean")
 
 
+def test_launching_with_htmx_sends_the_browser_to_the_new_run(
+    owner, make_harness, django_capture_on_commit_callbacks
+):
+    harness = make_harness(name="dialog")
+    with django_capture_on_commit_callbacks(execute=False):
+        response = owner.web.post(
+            f"/runs/launch/{harness.pk}/",
+            {"attempts": 1, "grading": "pass@1"},
+            HTTP_HX_REQUEST="true",
+        )
+    run = Run.objects.get(harness=harness)
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"/runs/{run.pk}/"
+    assert "Location" not in response
+
+
 def test_my_benchmarks_new_benchmark_refuses_another_organizations_harness(
     owner, outsider, make_harness
 ):

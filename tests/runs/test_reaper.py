@@ -23,6 +23,7 @@ from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
 from runs.sandbox.base import SandboxHandle, SandboxSettings, get_backend
+from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -54,7 +55,7 @@ def own_sandboxes(monkeypatch):
             backend.remove(SandboxHandle(id=info.id, run_id=run_id))
 
 
-def worker_process(run_id: str, live_server) -> subprocess.Popen:
+def worker_process(run_id: str, settings) -> subprocess.Popen:
     """A separate OS process running execute_run, as a django-q2 worker would."""
     code = (
         "import os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'belvedir.settings'); "
@@ -64,10 +65,7 @@ def worker_process(run_id: str, live_server) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": subprocess_database_url(),
-        "BELVEDIR_SANDBOX_BASE_URL": live_server.url,
-        "BELVEDIR_SANDBOX_NETWORK": "host",
-        "BELVEDIR_SANDBOX_MEMORY": "1g",
-        "BELVEDIR_SANDBOX_CPUS": "1",
+        **worker_env(settings),
     }
     return subprocess.Popen(
         [sys.executable, "-c", code],
@@ -79,11 +77,11 @@ def worker_process(run_id: str, live_server) -> subprocess.Popen:
 
 
 def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
-    sandbox_settings, launch, live_server, own_sandboxes
+    sandbox_settings, launch, own_sandboxes
 ):
     run = launch(env={"SLEEP": "60"})
     own_sandboxes.add(run.pk)
-    worker = worker_process(run.pk, live_server)
+    worker = worker_process(run.pk, sandbox_settings)
     try:
         wait_for(
             lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,

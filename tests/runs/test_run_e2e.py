@@ -45,9 +45,7 @@ def closed_port() -> int:
 # --- the env in -------------------------------------------------------------------------------
 
 
-def test_a_run_that_writes_a_score_succeeds_with_the_contract_env(
-    sandbox_settings, launch, live_server
-):
+def test_a_run_that_writes_a_score_succeeds_with_the_contract_env(sandbox_settings, launch):
     run = run_it(
         launch(
             env={
@@ -69,7 +67,9 @@ def test_a_run_that_writes_a_score_succeeds_with_the_contract_env(
     assert run.exit_code == 0 and run.notes == []
     seen = run.results["seen_env"]
     assert seen["BELVEDIR_RUN_ID"] == run.pk == seen["FRACTAL_RUN_ID"]
-    assert seen["BELVEDIR_BASE_URL"] == live_server.url == seen["FRACTAL_BASE_URL"]
+    gateway = sandbox_settings.BELVEDIR_SANDBOX_BASE_URL
+    assert gateway.startswith("http://172.30.0.1:187")
+    assert seen["BELVEDIR_BASE_URL"] == gateway == seen["FRACTAL_BASE_URL"]
     # The run key reached the sandbox; echoed into results, it is redacted like every secret.
     assert seen["BELVEDIR_API_KEY"] == "[redacted]" == seen["FRACTAL_API_KEY"]
     assert seen["BELVEDIR_TASK_ATTEMPTS"] == "3" and seen["BELVEDIR_GRADING"] == "pass@k"

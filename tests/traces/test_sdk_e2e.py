@@ -5,7 +5,7 @@ fake inside `belvedir.session(session_id=BELVEDIR_RUN_ID)`, flushes, reports an 
 writes results.json. Its spans come back to this test's live server with the run's key.
 
 The harness installs from a local wheel cache (no index): the wheels for the sandbox's
-Python 3.13 are downloaded once into $BELVEDIR_CACHE_DIR/wheels/ and served on 127.0.0.1.
+Python 3.13 are downloaded once into $BELVEDIR_CACHE_DIR/wheels/ and served on the sandbox network's gateway IP.
 """
 
 import functools
@@ -26,6 +26,7 @@ from django.test import Client
 from harnesses.services import harness_create
 from runs import services as run_services
 from runs.executor import execute_run
+from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.runs.helpers import containers_of, git_repo_of
 from tests.traces.fake_openai import FakeOpenAI, usage_for
 from tests.traces.helpers import TRACES, body_of, span
@@ -113,33 +114,38 @@ def sdk_wheels() -> Path:
 
 @pytest.fixture(scope="session")
 def wheel_index(sdk_wheels) -> str:
-    """The wheel cache served on 127.0.0.1 (a directory listing is a find-links page)."""
+    """The wheel cache served where sandboxes reach it (a directory listing is a find-links
+    page): the gateway IP, in the sandbox port range."""
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(sdk_wheels))
+    server = serve_to_sandboxes(
+        lambda host, port: http.server.ThreadingHTTPServer(
+            (host, port), functools.partial(Quiet, directory=str(sdk_wheels))
+        )
     )
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True, name="wheel-index").start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    host, port = server.server_address[:2]
+    yield f"http://{host}:{port}/"
     server.shutdown()
     server.server_close()
 
 
 @pytest.fixture
 def fake_openai():
-    with FakeOpenAI(reply=REPLY) as fake:
+    """The model provider, where sandboxes reach it."""
+    fake = serve_to_sandboxes(lambda host, port: FakeOpenAI(reply=REPLY, host=host, port=port))
+    with fake:
         yield fake
 
 
 @pytest.fixture
-def sandbox(settings, live_server):
-    """Sandboxes on host networking that reach this test's live server on 127.0.0.1."""
-    settings.BELVEDIR_SANDBOX_BASE_URL = live_server.url
-    settings.BELVEDIR_SANDBOX_NETWORK = "host"
+def sandbox(settings, sandbox_gateway):
+    """Sandboxes as production runs them; they reach this test's live server through the
+    sandbox gateway."""
     settings.BELVEDIR_SANDBOX_MEMORY = "2g"
     settings.BELVEDIR_SANDBOX_CPUS = 2.0
     settings.BELVEDIR_RUN_TIMEOUT = 600
@@ -155,7 +161,11 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
         repo_url=git_repo_of(HARNESS, tmp_path / "traced-harness"),
         install_command=INSTALL,
         run_command=RUN,
-        env={"PIP_FIND_LINKS": wheel_index, "PIP_NO_INDEX": "1"},
+        env={
+            "PIP_FIND_LINKS": wheel_index,
+            "PIP_NO_INDEX": "1",
+            "PIP_TRUSTED_HOST": django_settings.BELVEDIR_SANDBOX_GATEWAY,
+        },
         created_by=owner.user,
     )
     with django_capture_on_commit_callbacks(execute=False):

@@ -1,0 +1,22 @@
+"""System check: sandbox isolation, shown when runserver, qcluster or `manage.py check` start."""
+
+from django.core import checks
+
+from runs.sandbox.isolation import isolation_status
+
+
+@checks.register("sandbox")
+def sandbox_isolation(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """Warnings only: the platform still serves pages while launches are refused."""
+    status = isolation_status(refresh=True)
+    hint = "Run scripts/ensure-docker.sh as root (README: How sandboxes are isolated)."
+    found: list[checks.CheckMessage] = [
+        checks.Warning(
+            f"sandbox isolation is not in place: {problem}; launches are refused",
+            hint=hint,
+            id="runs.W001",
+        )
+        for problem in status.problems
+    ]
+    found += [checks.Warning(f"sandbox isolation: {w}", id="runs.W002") for w in status.warnings]
+    return found

@@ -1,0 +1,59 @@
+"""`manage.py sandbox_gateway`: serve the sandbox gateway (see runs/sandbox/gateway.py)."""
+
+import asyncio
+import logging
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.sandbox.gateway import Gateway
+
+
+def default_listen() -> str:
+    return f"{settings.BELVEDIR_SANDBOX_GATEWAY}:{settings.BELVEDIR_SANDBOX_PORTS.split(':')[0]}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Forward the sandbox-facing endpoints (tasks, traces, outcomes, the router, adapter "
+        "downloads) from the sandbox network's gateway IP to the platform's server."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--listen",
+            default=None,
+            help="host:port to listen on (default: BELVEDIR_SANDBOX_GATEWAY and the first of "
+            "BELVEDIR_SANDBOX_PORTS, e.g. 172.30.0.1:18700)",
+        )
+        parser.add_argument(
+            "--upstream",
+            default=None,
+            help="the platform's server (default BELVEDIR_SANDBOX_GATEWAY_UPSTREAM, "
+            "http://127.0.0.1:8000)",
+        )
+        parser.add_argument("--timeout", type=float, default=600.0, help="idle seconds")
+
+    def handle(self, *args, listen: str | None, upstream: str | None, timeout: float, **options):
+        host, sep, port = (listen or default_listen()).rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise CommandError(f"--listen must be host:port, not {listen!r}")
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        try:
+            gateway = Gateway(
+                host=host,
+                port=int(port),
+                upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
+                timeout=timeout,
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"sandbox gateway on {host}:{port} -> {gateway.upstream.netloc}")
+        self.stdout.flush()
+        try:
+            asyncio.run(gateway.serve())
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc}") from None
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,322 @@
+"""The isolated sandbox network: one Docker bridge network and the firewall rules around it.
+
+Sandboxes join the bridge network `belvedir-sandbox` (inter-container traffic off, its own
+bridge interface `br-belvedir`). Around it, iptables rules tagged `belvedir-sandbox`:
+
+- INPUT from the bridge (anything addressed to the host itself, on any of its addresses):
+  replies to connections the host opened, and TCP to the gateway IP on the sandbox-facing
+  port range (where the platform's sandbox gateway listens); everything else is dropped,
+  so PostgreSQL, Redis, the Docker API, SSH or whatever else listens on the host is out of
+  reach;
+- DOCKER-USER (forwarded traffic) from the bridge: link-local addresses (169.254.0.0/16,
+  cloud metadata) and every Docker bridge (other sandboxes, other containers) are dropped;
+  the internet (NAT out) stays reachable;
+- IPv6 from the bridge is dropped altogether (the network has no IPv6).
+
+Pure Python and the `docker`/`iptables` commands, no Django: `scripts/sandbox-network.sh`
+runs `python3 runs/sandbox/network.py install` before the venv exists, and the platform
+calls `problems()` to refuse launches while the isolation is not in place.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+TAG = "belvedir-sandbox"
+IN_CHAIN = "BELVEDIR-SANDBOX-IN"
+FWD_CHAIN = "BELVEDIR-SANDBOX-FWD"
+LINK_LOCAL = "169.254.0.0/16"
+RESERVED_NETWORKS = {"host", "bridge", "none", "default"}
+_TIMEOUT = 20
+
+
+class NetworkSetupError(Exception):
+    """The sandbox network or its rules could not be installed; the message says why."""
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Where sandboxes live: the Docker network, its bridge, subnet, gateway and ports."""
+
+    name: str = "belvedir-sandbox"
+    subnet: str = "172.30.0.0/24"
+    gateway: str = "172.30.0.1"
+    bridge: str = "br-belvedir"
+    ports: str = "18700:18799"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> NetworkConfig:
+        """From BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS} (defaults above)."""
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            name=env.get("BELVEDIR_SANDBOX_NETWORK") or defaults.name,
+            subnet=env.get("BELVEDIR_SANDBOX_SUBNET") or defaults.subnet,
+            gateway=env.get("BELVEDIR_SANDBOX_GATEWAY") or defaults.gateway,
+            bridge=env.get("BELVEDIR_SANDBOX_BRIDGE") or defaults.bridge,
+            ports=env.get("BELVEDIR_SANDBOX_PORTS") or defaults.ports,
+        ).validated()
+
+    def validated(self) -> NetworkConfig:
+        """Itself, or NetworkSetupError naming the bad value."""
+        if self.name in RESERVED_NETWORKS or not re.match(r"^[A-Za-z0-9][\w.-]{0,62}$", self.name):
+            raise NetworkSetupError(
+                f"BELVEDIR_SANDBOX_NETWORK must name a network of our own, not {self.name!r}"
+            )
+        if not re.match(r"^[A-Za-z0-9_-]{1,15}$", self.bridge):
+            raise NetworkSetupError(
+                f"BELVEDIR_SANDBOX_BRIDGE {self.bridge!r} is not an interface name"
+            )
+        try:
+            subnet = ipaddress.IPv4Network(self.subnet)
+            gateway = ipaddress.IPv4Address(self.gateway)
+        except ValueError as exc:
+            raise NetworkSetupError(f"bad sandbox subnet or gateway: {exc}") from None
+        if gateway not in subnet:
+            raise NetworkSetupError(f"the gateway {gateway} is not in the subnet {subnet}")
+        self.port_range()
+        return self
+
+    def port_range(self) -> tuple[int, int]:
+        match = re.match(r"^(\d+)(?::(\d+))?$", self.ports)
+        low, high = (
+            (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+        )
+        if not 1 <= low <= high <= 65535:
+            raise NetworkSetupError(
+                f"BELVEDIR_SANDBOX_PORTS must be a port or a range like 18700:18799, not {self.ports!r}"
+            )
+        return low, high
+
+    def gateway_url(self) -> str:
+        """The URL sandboxes use to reach a gateway on the first port of the range."""
+        return f"http://{self.gateway}:{self.port_range()[0]}"
+
+
+def _tag() -> str:
+    return f"-m comment --comment {TAG}"
+
+
+def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
+    """Our own chains' rules, exactly as `iptables -S <chain>` prints them."""
+    low, high = config.port_range()
+    ports = f"{low}:{high}" if high != low else str(low)
+    return {
+        IN_CHAIN: [
+            f"-A {IN_CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED {_tag()} -j ACCEPT",
+            f"-A {IN_CHAIN} -d {config.gateway}/32 -p tcp -m tcp --dport {ports} {_tag()} -j ACCEPT",
+            f"-A {IN_CHAIN} {_tag()} -j DROP",
+        ],
+        FWD_CHAIN: [
+            f"-A {FWD_CHAIN} -d {LINK_LOCAL} {_tag()} -j DROP",
+            f"-A {FWD_CHAIN} -o br-+ {_tag()} -j DROP",
+            f"-A {FWD_CHAIN} -o docker0 {_tag()} -j DROP",
+            f"-A {FWD_CHAIN} {_tag()} -j RETURN",
+        ],
+    }
+
+
+def hook_rules(config: NetworkConfig) -> list[tuple[str, str, str]]:
+    """(command, chain, rule) of the rules that send the bridge's traffic into our chains."""
+    bridge = f"-i {config.bridge} {_tag()}"
+    return [
+        ("iptables", "INPUT", f"{bridge} -j {IN_CHAIN}"),
+        ("iptables", "DOCKER-USER", f"{bridge} -j {FWD_CHAIN}"),
+        ("ip6tables", "INPUT", f"{bridge} -j DROP"),
+        ("ip6tables", "FORWARD", f"{bridge} -j DROP"),
+    ]
+
+
+def _run(args: list[str], *, stdin: str | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            args, input=stdin, capture_output=True, text=True, timeout=_TIMEOUT, check=False
+        )
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(args, 127, "", f"{args[0]} is not installed")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 124, "", f"{args[0]} took over {_TIMEOUT} s")
+
+
+def _error(done: subprocess.CompletedProcess) -> str:
+    return (done.stderr or done.stdout or "failed").strip().splitlines()[-1][:300]
+
+
+def _ipv6_firewall() -> bool:
+    """Whether this host filters IPv6 at all (no IPv6, no rules needed)."""
+    return (
+        os.path.exists("/proc/net/if_inet6") and _run(["ip6tables", "-S", "INPUT"]).returncode == 0
+    )
+
+
+# --- checking ------------------------------------------------------------------------------
+
+
+def network_problems(config: NetworkConfig, inspect: dict | None) -> list[str]:
+    """What is wrong with the Docker network as `docker network inspect` describes it."""
+    if inspect is None:
+        return [f"the Docker network {config.name} does not exist"]
+    options = inspect.get("Options") or {}
+    found = []
+    if inspect.get("Driver") != "bridge":
+        found.append(f"the Docker network {config.name} is not a bridge network")
+    if options.get("com.docker.network.bridge.enable_icc") != "false":
+        found.append(
+            f"the Docker network {config.name} lets containers talk to each other (icc on)"
+        )
+    if options.get("com.docker.network.bridge.name") != config.bridge:
+        found.append(f"the Docker network {config.name} does not use the bridge {config.bridge}")
+    ipam = [
+        (c.get("Subnet"), c.get("Gateway")) for c in (inspect.get("IPAM") or {}).get("Config") or []
+    ]
+    if ipam != [(config.subnet, config.gateway)]:
+        found.append(
+            f"the Docker network {config.name} has subnet/gateway {ipam}, "
+            f"not {config.subnet} via {config.gateway}"
+        )
+    if inspect.get("Internal"):
+        found.append(f"the Docker network {config.name} is internal (no internet)")
+    return found
+
+
+def inspect_network(name: str) -> dict | None:
+    """`docker network inspect`, or None when there is no such network."""
+    done = _run(["docker", "network", "inspect", name])
+    if done.returncode != 0:
+        if "No such network" in done.stderr or "not found" in done.stderr:
+            return None
+        raise NetworkSetupError(f"could not inspect the Docker network {name}: {_error(done)}")
+    return json.loads(done.stdout)[0]
+
+
+def rule_problems(config: NetworkConfig) -> list[str]:
+    """Which of our firewall rules are missing from the live ruleset."""
+    found = []
+    for chain, wanted in chain_rules(config).items():
+        done = _run(["iptables", "-S", chain])
+        if done.returncode != 0:
+            found.append(f"the firewall chain {chain} is missing ({_error(done)})")
+            continue
+        live = done.stdout.splitlines()
+        missing = [rule for rule in wanted if rule not in live]
+        if missing or [r for r in live if r.startswith("-A")] != wanted:
+            found.append(f"the firewall chain {chain} does not hold the belvedir-sandbox rules")
+    ipv6 = _ipv6_firewall()
+    for command, chain, rule in hook_rules(config):
+        if command == "ip6tables" and not ipv6:
+            continue
+        if _run([command, "-C", chain, *rule.split()]).returncode != 0:
+            found.append(f"the {command} rule '-A {chain} {rule}' is missing")
+    return found
+
+
+def problems(config: NetworkConfig) -> list[str]:
+    """Everything that keeps sandboxes from being isolated; empty when all is in place."""
+    try:
+        found = network_problems(config, inspect_network(config.name))
+    except NetworkSetupError as exc:
+        return [str(exc)]
+    return found + rule_problems(config)
+
+
+# --- installing ----------------------------------------------------------------------------
+
+
+def ensure_network(config: NetworkConfig, say: Callable[[str], None]) -> None:
+    """Create the Docker network, or check the one there; a wrong one is recreated if empty."""
+    current = inspect_network(config.name)
+    if current is not None:
+        wrong = network_problems(config, current)
+        if not wrong:
+            return
+        if current.get("Containers"):
+            raise NetworkSetupError(
+                f"{'; '.join(wrong)}, and containers are attached to it: remove them and run "
+                "scripts/sandbox-network.sh again"
+            )
+        say(f"recreating {config.name}: {'; '.join(wrong)}")
+        done = _run(["docker", "network", "rm", config.name])
+        if done.returncode != 0:
+            raise NetworkSetupError(f"could not remove {config.name}: {_error(done)}")
+    done = _run(
+        ["docker", "network", "create", "--driver", "bridge"]
+        + ["--subnet", config.subnet, "--gateway", config.gateway]
+        + ["-o", f"com.docker.network.bridge.name={config.bridge}"]
+        + ["-o", "com.docker.network.bridge.enable_icc=false"]
+        + ["-o", "com.docker.network.bridge.enable_ip_masquerade=true"]
+        + ["--label", "belvedir.managed=1", config.name]
+    )
+    if done.returncode != 0:
+        raise NetworkSetupError(
+            f"could not create the Docker network {config.name}: {_error(done)}"
+        )
+    say(f"created the Docker network {config.name} ({config.subnet}, bridge {config.bridge})")
+
+
+def ensure_rules(config: NetworkConfig, say: Callable[[str], None]) -> None:
+    """Load our chains in one atomic iptables-restore, then hook them in where missing."""
+    lines = ["*filter", *(f":{chain} - [0:0]" for chain in chain_rules(config))]
+    for rules in chain_rules(config).values():
+        lines += rules
+    lines.append("COMMIT")
+    done = _run(["iptables-restore", "--noflush"], stdin="\n".join(lines) + "\n")
+    if done.returncode != 0:
+        raise NetworkSetupError(f"could not load the sandbox firewall rules: {_error(done)}")
+    ipv6 = _ipv6_firewall()
+    for command, chain, rule in hook_rules(config):
+        if command == "ip6tables" and not ipv6:
+            continue
+        if _run([command, "-C", chain, *rule.split()]).returncode == 0:
+            continue
+        if chain == "DOCKER-USER" and _run([command, "-S", chain]).returncode != 0:
+            _run([command, "-N", chain])  # dockerd makes it too; whoever is first
+            _run([command, "-A", "FORWARD", "-j", chain])
+        done = _run([command, "-I", chain, "1", *rule.split()])
+        if done.returncode != 0:
+            raise NetworkSetupError(f"could not add '{command} -I {chain} {rule}': {_error(done)}")
+        say(f"added {command} -I {chain} {rule}")
+
+
+def install(config: NetworkConfig, say: Callable[[str], None] = print) -> None:
+    """Make the sandbox network and its rules be there (idempotent); raise if it cannot."""
+    if os.geteuid() != 0:
+        raise NetworkSetupError("installing the sandbox network needs root (iptables)")
+    ensure_network(config, say)
+    ensure_rules(config, say)
+    left = problems(config)
+    if left:
+        raise NetworkSetupError("; ".join(left))
+
+
+def main(argv: list[str]) -> int:
+    """`network.py install` (default) or `network.py check`; exit 1 with the reasons."""
+    action = argv[0] if argv else "install"
+    if action not in ("install", "check"):
+        print("usage: network.py [install|check]", file=sys.stderr)
+        return 2
+    try:
+        config = NetworkConfig.from_env()
+        if action == "install":
+            install(config, say=lambda text: print(f"sandbox-network: {text}"))
+        left = problems(config)
+    except NetworkSetupError as exc:
+        print(f"sandbox-network: ERROR: {exc}", file=sys.stderr)
+        return 1
+    for reason in left:
+        print(f"sandbox-network: {reason}", file=sys.stderr)
+    if not left:
+        print(
+            f"sandbox-network: {config.name} is isolated (gateway {config.gateway}, TCP {config.ports})"
+        )
+    return 1 if left else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

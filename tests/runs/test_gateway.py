@@ -1,0 +1,209 @@
+"""The sandbox gateway: only sandbox-facing paths get through, bodies and replies stream."""
+
+import http.client
+import http.server
+import json
+import socket
+import threading
+
+import pytest
+
+from runs.sandbox.gateway import GatewayThread, path_allowed
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/v1/traces",
+        "/api/v1/outcomes",
+        "/api/v1/runs/run_abc123/tasks",
+        "/api/v1/chat/completions",
+        "/api/v1/models",
+        "/api/v1/adapters/ad_1/download?sig=x",
+        "/git/acme/harness.git/info/refs?service=git-upload-pack",
+    ],
+)
+def test_sandbox_facing_paths_are_allowed(target):
+    assert path_allowed(target)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/",
+        "/admin/",
+        "/api/v1/keys",
+        "/api/v1/runs",
+        "/api/v1/runs/run_abc/log",
+        "/api/v1/runs/run_abc/cancel",
+        "/api/v1/traces/../keys",
+        "/api/v1/traces/%2e%2e/keys",
+        "/api/v1/runs/%2e%2e/tasks",
+        "/api/v1/runs/a%2Fb/tasks",
+        "/git/../admin/",
+        "/git/%2e%2e/admin/",
+        "//api/v1/traces",
+        "http://127.0.0.1:5432/api/v1/traces",
+        "127.0.0.1:6379",
+        "/api/v1/traces%00",
+        "/api/v1/tracesX",
+    ],
+)
+def test_every_other_path_is_refused(target):
+    assert not path_allowed(target)
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A fake platform: records each request; answers with a first piece, then the rest only
+    once `go_on` is set (a proxy that buffered whole replies would never show the first)."""
+
+    seen: list[dict] = []
+    go_on = threading.Event()
+
+    def do_POST(self):  # noqa: N802
+        if self.headers.get("Transfer-Encoding") == "chunked":
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        else:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: one\n\n")
+        self.wfile.flush()
+        if self.path == "/api/v1/chat/completions":
+            Recorder.go_on.wait(10)
+        self.wfile.write(b"data: two\n\ndata: [DONE]\n\n")
+
+    do_GET = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def upstream():
+    Recorder.seen = []
+    Recorder.go_on.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def gateway(upstream):
+    running = GatewayThread(host="127.0.0.1", ports=[0], upstream=upstream)
+    yield running.port
+    running.stop()
+
+
+def raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+def test_an_allowed_request_reaches_the_platform_with_its_body_and_no_forged_forwarding(
+    gateway,
+):
+    body = json.dumps({"session_id": "s", "outcome": "success"}).encode()
+    reply = raw(
+        gateway,
+        b"POST /api/v1/outcomes HTTP/1.1\r\nHost: 172.30.0.1:18700\r\n"
+        b"Authorization: Bearer bv_run_x\r\nX-Forwarded-For: 10.9.9.9\r\nForwarded: for=1.2.3.4\r\n"
+        b"Content-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body,
+    )
+
+    assert reply.startswith(b"HTTP/1.0 200") or reply.startswith(b"HTTP/1.1 200")
+    (seen,) = Recorder.seen
+    assert seen["path"] == "/api/v1/outcomes"
+    assert seen["body"] == body
+    assert seen["headers"]["Authorization"] == "Bearer bv_run_x"
+    assert seen["headers"]["X-Forwarded-For"] == "127.0.0.1"
+    assert seen["headers"]["X-Forwarded-Host"] == "172.30.0.1:18700"
+    assert seen["headers"]["Host"].startswith("127.0.0.1:")
+    assert "Forwarded" not in seen["headers"]
+
+
+def test_a_chunked_body_is_forwarded_whole(gateway):
+    reply = raw(
+        gateway,
+        b"POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n",
+    )
+
+    assert b" 200 " in reply.split(b"\r\n", 1)[0]
+    assert Recorder.seen[0]["body"] == b"hello world"
+
+
+def test_a_refused_path_is_a_404_and_never_reaches_the_platform(gateway):
+    reply = raw(gateway, b"GET /admin/ HTTP/1.1\r\nHost: x\r\n\r\n")
+
+    assert reply.startswith(b"HTTP/1.1 404 Not Found")
+    assert b"not available to sandboxes" in reply
+    assert Recorder.seen == []
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /api/v1/traces HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST /api/v1/traces HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+        b"POST /api/v1/traces HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        b"GET /api/v1/traces HTTP/1.1\r\nHost: x\r\n folded: header\r\n\r\n",
+        b"GET /api/v1/traces HTTP/2.0\r\n\r\n",
+        b"GARBAGE\r\n\r\n",
+    ],
+)
+def test_an_ambiguous_or_malformed_request_is_refused_before_the_platform(gateway, head):
+    reply = raw(gateway, head)
+
+    assert reply.split(b" ")[1] in (b"400", b"501")
+    assert Recorder.seen == []
+
+
+def test_an_oversized_request_head_is_refused(gateway):
+    reply = raw(gateway, b"GET /api/v1/traces HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n")
+
+    assert reply.startswith(b"HTTP/1.1 431")
+
+
+def test_a_streamed_reply_arrives_piece_by_piece(gateway):
+    conn = http.client.HTTPConnection("127.0.0.1", gateway, timeout=5)
+    conn.request("POST", "/api/v1/chat/completions", body=b"{}")
+    response = conn.getresponse()
+    first = response.fp.readline()  # times out if the gateway waits for the whole reply
+    Recorder.go_on.set()
+    rest = response.read()
+
+    assert first == b"data: one\n"
+    assert rest.endswith(b"data: [DONE]\n\n")
+
+
+def test_an_unreachable_platform_is_a_502(upstream):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    running = GatewayThread(host="127.0.0.1", ports=[0], upstream=f"http://127.0.0.1:{closed}")
+    try:
+        reply = raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+    finally:
+        running.stop()
+
+    assert reply.startswith(b"HTTP/1.1 502")

@@ -1,0 +1,171 @@
+"""The sandbox network and its firewall rules as the project's scripts install them.
+
+No traffic goes anywhere here: these read the installed rules and Docker's view of the
+network, and run the installers (which re-apply the same rules atomically).
+"""
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from runs.sandbox import network
+from runs.sandbox.network import NetworkConfig, NetworkSetupError
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = NetworkConfig()
+
+
+def iptables(*args: str) -> list[str]:
+    done = subprocess.run(["iptables", *args], capture_output=True, text=True, check=True)
+    return done.stdout.splitlines()
+
+
+def test_forwarded_traffic_from_sandboxes_to_link_local_addresses_is_dropped_by_rule():
+    forward = iptables("-S", network.FWD_CHAIN)
+    hooks = iptables("-S", "DOCKER-USER")
+
+    assert (
+        "-A BELVEDIR-SANDBOX-FWD -d 169.254.0.0/16 -m comment --comment belvedir-sandbox -j DROP"
+        in forward
+    )
+    assert (
+        "-A DOCKER-USER -i br-belvedir -m comment --comment belvedir-sandbox "
+        "-j BELVEDIR-SANDBOX-FWD"
+    ) == hooks[1]
+
+
+def test_traffic_from_sandboxes_to_other_bridges_is_dropped_and_the_internet_is_not():
+    forward = iptables("-S", network.FWD_CHAIN)
+
+    assert (
+        "-A BELVEDIR-SANDBOX-FWD -o br-+ -m comment --comment belvedir-sandbox -j DROP" in forward
+    )
+    assert (
+        "-A BELVEDIR-SANDBOX-FWD -o docker0 -m comment --comment belvedir-sandbox -j DROP"
+        in forward
+    )
+    assert forward[-1] == "-A BELVEDIR-SANDBOX-FWD -m comment --comment belvedir-sandbox -j RETURN"
+
+
+def test_traffic_from_sandboxes_to_the_host_is_dropped_but_for_the_gateway_ports():
+    inbound = iptables("-S", network.IN_CHAIN)
+    first_input_rule = iptables("-S", "INPUT")[1]
+
+    assert first_input_rule == (
+        "-A INPUT -i br-belvedir -m comment --comment belvedir-sandbox -j BELVEDIR-SANDBOX-IN"
+    )
+    assert inbound[1:] == [
+        "-A BELVEDIR-SANDBOX-IN -m conntrack --ctstate RELATED,ESTABLISHED "
+        "-m comment --comment belvedir-sandbox -j ACCEPT",
+        "-A BELVEDIR-SANDBOX-IN -d 172.30.0.1/32 -p tcp -m tcp --dport 18700:18799 "
+        "-m comment --comment belvedir-sandbox -j ACCEPT",
+        "-A BELVEDIR-SANDBOX-IN -m comment --comment belvedir-sandbox -j DROP",
+    ]
+
+
+def test_the_sandbox_network_keeps_containers_apart_and_has_its_own_bridge():
+    client = docker.from_env()
+    try:
+        attrs = client.networks.get("belvedir-sandbox").attrs
+    finally:
+        client.close()
+
+    assert attrs["Options"]["com.docker.network.bridge.enable_icc"] == "false"
+    assert attrs["Options"]["com.docker.network.bridge.name"] == "br-belvedir"
+    assert attrs["IPAM"]["Config"] == [{"Subnet": "172.30.0.0/24", "Gateway": "172.30.0.1"}]
+    assert network.problems(CONFIG) == []
+
+
+def test_a_network_that_lets_containers_talk_is_reported():
+    client = docker.from_env()
+    name = f"belvedir-test-icc-{uuid.uuid4().hex[:8]}"
+    made = client.networks.create(name, driver="bridge")
+    try:
+        found = network.network_problems(NetworkConfig(name=name), network.inspect_network(name))
+    finally:
+        made.remove()
+        client.close()
+
+    assert f"the Docker network {name} lets containers talk to each other (icc on)" in found
+    assert f"the Docker network {name} does not use the bridge br-belvedir" in found
+
+
+def test_installing_twice_changes_nothing():
+    before = iptables("-S")
+    for _ in range(2):
+        done = subprocess.run(
+            ["bash", "scripts/sandbox-network.sh"], cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "belvedir-sandbox is isolated" in done.stdout
+        assert "added" not in done.stdout
+
+    assert iptables("-S") == before
+    assert sum("belvedir-sandbox" in rule for rule in before) == 9
+
+
+def test_the_check_reports_what_is_missing_without_changing_anything():
+    env = {**os.environ, "BELVEDIR_SANDBOX_NETWORK": "belvedir-test-absent"}
+    done = subprocess.run(
+        ["bash", "scripts/sandbox-network.sh", "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+    assert done.returncode == 1
+    assert "the Docker network belvedir-test-absent does not exist" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"name": "host"}, "must name a network of our own"),
+        ({"name": "bridge"}, "must name a network of our own"),
+        ({"ports": "1-2"}, "must be a port or a range"),
+        ({"ports": "18799:18700"}, "must be a port or a range"),
+        ({"gateway": "10.0.0.1"}, "is not in the subnet"),
+        ({"bridge": "a-bridge-name-too-long"}, "is not an interface name"),
+    ],
+)
+def test_a_bad_network_setting_is_refused_by_name(values, message):
+    with pytest.raises(NetworkSetupError, match=message):
+        NetworkConfig(**values).validated()
+
+
+def test_ensure_docker_registers_gvisor_by_merging_into_an_existing_daemon_json(tmp_path):
+    daemon_json = tmp_path / "daemon.json"
+    daemon_json.write_text(
+        json.dumps({"log-level": "warn", "runtimes": {"kata": {"path": "/usr/bin/kata"}}})
+    )
+    env = {**os.environ, "DOCKER_DAEMON_JSON": str(daemon_json)}
+
+    first = subprocess.run(
+        ["bash", "scripts/ensure-docker.sh"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    written = daemon_json.read_text()
+    second = subprocess.run(
+        ["bash", "scripts/ensure-docker.sh"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+
+    assert first.returncode == 0, first.stderr
+    assert f"registered runsc in {daemon_json}" in first.stdout
+    assert json.loads(written) == {
+        "log-level": "warn",
+        "runtimes": {
+            "kata": {"path": "/usr/bin/kata"},
+            "runsc": {
+                "path": "/usr/bin/runsc",
+                "runtimeArgs": ["--platform=ptrace", "--network=host"],
+            },
+        },
+    }
+    assert second.returncode == 0, second.stderr
+    assert "registered" not in second.stdout
+    assert daemon_json.read_text() == written
