@@ -58,7 +58,7 @@ def test_the_key_page_shows_cli_curl_and_sdk_snippets_with_the_platform_url(owne
         block = re.search(rf'<pre id="{snippet}">(.*?)</pre>', html, re.S).group(1)
         assert "bench.example.org" in block and "bv_live_…" in block
     assert "export BELVEDIR_URL=https://bench.example.org" in html
-    assert "curl -H &quot;Authorization: Bearer bv_live_…&quot;" in html
+    assert 'curl -H "Authorization: Bearer bv_live_…"' in html
 
 
 def test_the_snippets_hold_the_key_just_created(owner, settings):

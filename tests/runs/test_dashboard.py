@@ -8,7 +8,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 def test_the_dashboard_shows_runs_in_flight_latest_scores_and_recent_failures(owner, make_run):
     make_run(harness_name="Busy", status="running", model="vendor/busy")
-    make_run(harness_name="Good", status="succeeded", score=0.8125)
+    make_run(harness_name="Good", status="succeeded", score=0.75)
     make_run(harness_name="Broken", status="failed", notes=["belvedir: the repo is gone"])
     response = owner.web.get("/runs/?fragment=dashboard", **HTMX)
     html = response.content.decode()
@@ -17,7 +17,7 @@ def test_the_dashboard_shows_runs_in_flight_latest_scores_and_recent_failures(ow
     scores = re.search(r'id="dashboard-scores">(.*?)</div>', html, re.S).group(1)
     failures = re.search(r'id="dashboard-failures">(.*?)</div>', html, re.S).group(1)
     assert "Busy" in flight and "vendor/busy" in flight and "Good" not in flight
-    assert "0.812" in scores and "Good" in scores
+    assert "0.750" in scores and "Good" in scores
     assert "Broken" in failures and "the repo is gone" in failures
 
 
