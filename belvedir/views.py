@@ -11,14 +11,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 
-from belvedir import onboarding, services
+from belvedir import crypto, onboarding, services
 from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
 from belvedir.forms import ApiKeyForm, SignupForm
+from belvedir.http import see_other
 from belvedir.middleware import api_server_error_response
 from belvedir.models import ApiKey, AuditEvent
 from belvedir.security import SignupThrottle
+
+NEW_KEY_SESSION = "belvedir_new_api_key"
 
 
 def signup(request):
@@ -73,7 +76,12 @@ def switch(request):
 @require_safe
 def project_settings(request):
     access = access_for_request(request)
-    return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
+    # A key made by a plain POST is shown once, by the GET its redirect leads to (held
+    # encrypted meanwhile, like every secret we keep: the session lives in the database).
+    new_key = None
+    if NEW_KEY_SESSION in request.session:
+        new_key = crypto.decrypt(request.session.pop(NEW_KEY_SESSION))
+    return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"), new_key=new_key)
 
 
 def _keys_response(request, access, *, key_form: ApiKeyForm, new_key: str | None = None):
@@ -102,6 +110,9 @@ def api_key_create(request):
         except DomainError as exc:
             form_error(key_form, exc)
         else:
+            if not request.htmx:
+                request.session[NEW_KEY_SESSION] = crypto.encrypt(new_key)
+                return see_other("project-settings")
             key_form = ApiKeyForm(prefix="key")
     return _keys_response(request, access, key_form=key_form, new_key=new_key)
 
@@ -115,7 +126,7 @@ def api_key_revoke(request, key_id: str):
     if request.htmx:
         return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
     messages.info(request, f"Key {key.name} revoked.")
-    return redirect("project-settings")
+    return see_other("project-settings")
 
 
 @login_required

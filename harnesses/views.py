@@ -3,7 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -12,6 +12,7 @@ from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
+from belvedir.http import see_other
 from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
@@ -49,7 +50,7 @@ def harness_new(request):
                     return HttpResponseClientRedirect(
                         reverse("harnesses:detail", args=[harness.pk])
                     )
-                return redirect("harnesses:detail", harness_id=harness.pk)
+                return see_other("harnesses:detail", harness_id=harness.pk)
     else:
         initial = {"compute": "cpu"}
         if request.GET.get("preset"):
@@ -83,7 +84,7 @@ def harness_detail(request, harness_id: str):
             else:
                 if not request.htmx:
                     messages.success(request, "Saved.")
-                    return redirect("harnesses:detail", harness_id=harness.pk)
+                    return see_other("harnesses:detail", harness_id=harness.pk)
                 saved = True
                 form = HarnessForm(
                     initial=HarnessForm.initial_from(services.harness_values(harness=harness))
@@ -107,4 +108,4 @@ def harness_delete(request, harness_id: str):
     harness = access.get(Harness, write=True, pk=harness_id)
     services.harness_delete(harness=harness)
     messages.info(request, f"Harness {harness.name} deleted.")
-    return redirect("harnesses:list")
+    return see_other("harnesses:list")

@@ -3,7 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -12,6 +12,7 @@ from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
+from belvedir.http import see_other
 from harnesses.models import Harness
 from harnesses.selectors import harnesses_for
 from runs import selectors, services
@@ -78,7 +79,7 @@ def run_cancel(request, run_id: str):
         messages.error(request, exc.message)
     else:
         messages.info(request, "Run cancelled.")
-    return redirect("runs:detail", run_id=run.pk)
+    return see_other("runs:detail", run_id=run.pk)
 
 
 @login_required
@@ -109,7 +110,7 @@ def run_launch(request, harness_id: str | None = None):
                 messages.success(request, f"Run {run.pk} launched.")
                 if request.htmx:
                     return HttpResponseClientRedirect(reverse("runs:detail", args=[run.pk]))
-                return redirect("runs:detail", run_id=run.pk)
+                return see_other("runs:detail", run_id=run.pk)
     context = {"form": form, "harness": harness}
     status = form_status(form)
     if request.htmx:

@@ -220,11 +220,17 @@ class Gateway:
         upstream: str,
         timeout: float = 600.0,
         max_connections: int = 256,
+        per_sandbox: int = 32,
     ) -> None:
+        """At most `max_connections` at once, `per_sandbox` of them from one address (so one
+        sandbox holding connections open cannot lock the others out)."""
         self.host, self.port = host, port
         self.upstream = Upstream.parse(upstream)
         self.timeout = timeout
         self._slots = asyncio.Semaphore(max_connections)
+        self.per_sandbox = per_sandbox
+        self._open: dict[str, int] = {}
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> asyncio.Server:
         return await asyncio.start_server(self._handle, self.host, self.port, limit=HEAD_LIMIT)
@@ -237,6 +243,12 @@ class Gateway:
 
     async def _handle(self, reader, writer) -> None:
         peer = (writer.get_extra_info("peername") or ("?",))[0]
+        if self._open.get(peer, 0) >= self.per_sandbox:
+            log.warning("sandbox gateway: %s holds %d connections; refused", peer, self.per_sandbox)
+            writer.close()
+            return
+        self._open[peer] = self._open.get(peer, 0) + 1
+        self._writers.add(writer)
         try:
             async with self._slots:
                 await self._exchange(reader, writer, peer)
@@ -245,6 +257,10 @@ class Gateway:
         except Exception:
             log.exception("sandbox gateway: request from %s failed", peer)
         finally:
+            self._writers.discard(writer)
+            self._open[peer] -= 1
+            if not self._open[peer]:
+                del self._open[peer]
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -305,19 +321,29 @@ class GatewayThread:
     (for tests, benchmarks and `make up`'s helpers); `url` says where it listens."""
 
     def __init__(
-        self, *, host: str, ports: Iterable[int], upstream: str, timeout: float = 600.0
+        self,
+        *,
+        host: str,
+        ports: Iterable[int],
+        upstream: str,
+        timeout: float = 600.0,
+        per_sandbox: int = 32,
     ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._server: asyncio.Server | None = None
+        self._gateway: Gateway | None = None
         for port in ports:
-            gateway = Gateway(host=host, port=port, upstream=upstream, timeout=timeout)
+            gateway = Gateway(
+                host=host, port=port, upstream=upstream, timeout=timeout, per_sandbox=per_sandbox
+            )
             started = asyncio.run_coroutine_threadsafe(gateway.start(), self._loop)
             try:
                 self._server = started.result(10)
             except OSError:
                 continue  # taken: try the next port
+            self._gateway = gateway
             self.port = self._server.sockets[0].getsockname()[1]  # port 0: the one given
             self.url = f"http://{host}:{self.port}"
             return
@@ -328,6 +354,12 @@ class GatewayThread:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            if self._gateway is not None:
+                for writer in list(self._gateway._writers):  # connections still open: end them
+                    writer.transport.abort()
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if pending:
+                await asyncio.wait(pending, timeout=5)
 
         if self._loop.is_running():
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)

@@ -55,7 +55,7 @@ def test_a_user_of_no_organization_gets_404_from_each_action(nobody, url):
 
 
 def test_an_outsiders_key_lands_in_their_own_project(owner, outsider):
-    assert outsider.web.post(CREATE_KEY, {"key-name": "Theirs"}).status_code == 200
+    assert outsider.web.post(CREATE_KEY, {"key-name": "Theirs"}).status_code == 303
     assert ApiKey.objects.get(name="Theirs").project == outsider.project
 
 

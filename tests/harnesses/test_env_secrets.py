@@ -98,7 +98,7 @@ def test_the_harness_page_keeps_a_masked_secret_on_save(owner):
     ).json()
     form = {**HARNESS, "compute": "cpu", "env": "DB_PASSWORD=••••\nMODEL=x"}
     response = owner.web.post(f"/harnesses/{created['id']}/", form)
-    assert response.status_code == 302
+    assert response.status_code == 303
     harness = Harness.objects.get(pk=created["id"])
     assert harness.env == {"MODEL": "x"}
     assert env_secrets.secrets_decrypt(harness.env_secrets_encrypted) == {"DB_PASSWORD": SECRET}

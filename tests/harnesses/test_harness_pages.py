@@ -110,7 +110,7 @@ def test_opening_an_unavailable_card_says_so_naming_it(owner):
 def test_owner_creates_a_harness_from_the_form_and_lands_on_its_page(owner):
     response = owner.web.post("/harnesses/new/", FORM)
     harness = Harness.objects.get(name="From the page")
-    assert response.status_code == 302 and response["Location"] == f"/harnesses/{harness.pk}/"
+    assert response.status_code == 303 and response["Location"] == f"/harnesses/{harness.pk}/"
     assert harness.project == owner.project and harness.created_by == owner.user
     assert harness.env == {"MODEL": "openai/gpt-4.1-mini", "HARBOR_N_TASKS": "3"}
 
@@ -124,7 +124,7 @@ def test_creating_with_htmx_redirects_the_browser_to_the_new_harness(owner):
 
 def test_a_card_submitted_with_a_cleared_field_keeps_it_cleared(owner):
     form = {**FORM, "preset": "openclaw", "name": "No tasks", "tasks": "", "install_command": ""}
-    assert owner.web.post("/harnesses/new/", form).status_code == 302
+    assert owner.web.post("/harnesses/new/", form).status_code == 303
     harness = Harness.objects.get(name="No tasks")
     assert harness.preset == "openclaw" and harness.tasks == "" and harness.install_command == ""
 
@@ -182,7 +182,7 @@ def test_owner_sees_the_harness_page_with_its_settings(owner, harness):
 def test_owner_edits_the_harness_from_its_page(owner, harness):
     form = {**FORM, "name": "Smoke v2", "env": "MODEL=x"}
     response = owner.web.post(f"/harnesses/{harness.pk}/", form)
-    assert response.status_code == 302
+    assert response.status_code == 303
     harness.refresh_from_db()
     assert harness.name == "Smoke v2" and harness.env == {"MODEL": "x"}
 
@@ -224,7 +224,7 @@ def test_outsider_gets_404_for_another_organizations_harness_page(outsider, harn
 
 def test_owner_deletes_a_harness_from_its_page(owner, harness):
     response = owner.web.post(f"/harnesses/{harness.pk}/delete/")
-    assert response.status_code == 302 and response["Location"] == "/harnesses/"
+    assert response.status_code == 303 and response["Location"] == "/harnesses/"
     assert not Harness.objects.filter(pk=harness.pk).exists()
 
 

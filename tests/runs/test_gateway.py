@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from runs.sandbox.gateway import GatewayThread, path_allowed
+from tests.runs.helpers import wait_for
 
 
 @pytest.mark.parametrize(
@@ -207,3 +208,27 @@ def test_an_unreachable_platform_is_a_502(upstream):
         running.stop()
 
     assert reply.startswith(b"HTTP/1.1 502")
+
+
+def test_one_sandbox_holding_connections_open_cannot_take_every_slot(upstream):
+    running = GatewayThread(host="127.0.0.1", ports=[0], upstream=upstream, per_sandbox=2)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", running.port)) for _ in range(2)]
+        for sock in idle:  # wait until the gateway holds both (each waits for its head)
+            sock.sendall(b"GET /api/v1/models HTTP/1.1\r\n")
+        try:
+            refused = raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        except ConnectionResetError:
+            refused = b""
+        idle.pop().close()
+        wait_for(
+            lambda: raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n"),
+            10,
+            "a slot to come free",
+        )
+        for sock in idle:
+            sock.close()
+    finally:
+        running.stop()
+
+    assert refused == b""

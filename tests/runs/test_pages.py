@@ -70,7 +70,7 @@ def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
 def test_cancelling_from_the_page_marks_the_run_cancelled(owner, make_run):
     run = make_run(status="queued")
     response = owner.web.post(f"/runs/{run.pk}/cancel/")
-    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert response.status_code == 303 and response["Location"] == f"/runs/{run.pk}/"
     run.refresh_from_db()
     assert run.status == "cancelled"
 
@@ -144,7 +144,7 @@ def test_my_benchmarks_new_benchmark_picks_a_harness_and_launches(
             "/runs/new/", {"harness": harness.pk, "attempts": 2, "grading": "mean"}
         )
     run = Run.objects.get(harness=harness)
-    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert response.status_code == 303 and response["Location"] == f"/runs/{run.pk}/"
     assert (run.attempts, run.grading) == (2, "mean")
 
 

@@ -49,8 +49,6 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"sandbox gateway on {host}:{port} -> {gateway.upstream.netloc}")
-        self.stdout.flush()
         try:
             asyncio.run(gateway.serve())
         except OSError as exc:

@@ -1,0 +1,82 @@
+// htmx glue for every page: refusals stay in their form, failures say so, the page survives.
+(function () {
+  "use strict";
+
+  // A whole HTML document (Django's own error pages, a CSRF failure), not one of our fragments.
+  function isDocument(text) {
+    return /^\s*(<!doctype|<html)/i.test(text || "");
+  }
+
+  // Our refusals (400, 403, 429…) are fragments for their form or for #page-error, swapped by
+  // the responseHandling in base.html. Under DEBUG (`make up`) django-htmx's debug script
+  // would replace the whole document with them: stop the event before it reaches that
+  // listener (on document); htmx itself goes on and swaps the fragment. Django's debug
+  // pages (whole documents) still reach it.
+  window.addEventListener(
+    "htmx:beforeOnLoad",
+    function (event) {
+      var xhr = event.detail.xhr;
+      if (xhr && xhr.status >= 400 && xhr.status < 500 && !isDocument(xhr.responseText)) {
+        event.stopPropagation();
+      }
+    },
+    true
+  );
+
+  // Where a problem with a request shows: at the top of its form, else the page's error box.
+  function showProblem(elt, message) {
+    var form = elt && elt.closest ? elt.closest("form") : null;
+    if (form) {
+      var box = form.querySelector(":scope > .htmx-problem");
+      if (!box) {
+        box = document.createElement("ul");
+        box.className = "errorlist htmx-problem";
+        box.setAttribute("role", "alert");
+        form.insertBefore(box, form.firstChild);
+      }
+      box.innerHTML = "";
+      var item = document.createElement("li");
+      item.textContent = message;
+      box.appendChild(item);
+      return;
+    }
+    var page = document.getElementById("page-error");
+    if (page) {
+      page.innerHTML = '<ul class="messages"><li class="error"></li></ul>';
+      page.querySelector("li").textContent = message;
+    }
+  }
+
+  function statusText(xhr) {
+    return xhr.status + (xhr.statusText ? " " + xhr.statusText : "");
+  }
+
+  // A whole-document error page never goes into a form: say what happened instead.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 400 && isDocument(xhr.responseText)) {
+      event.detail.shouldSwap = false;
+      showProblem(event.detail.elt, "The server refused this (" + statusText(xhr) + "). Reload the page and try again.");
+    }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 500) {
+      showProblem(event.detail.elt, "Something went wrong on our side (" + statusText(xhr) + "). Try again in a moment.");
+    }
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    showProblem(event.detail.elt, "The server could not be reached. Check your connection and try again.");
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    showProblem(event.detail.elt, "The server took too long to answer. Try again.");
+  });
+  // A form sent again starts without the last problem.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail.elt;
+    if (elt && elt.tagName === "FORM") {
+      var box = elt.querySelector(":scope > .htmx-problem");
+      if (box) box.remove();
+    }
+  });
+})();
