@@ -13,10 +13,18 @@ class ApiKeyForm(forms.Form):
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField()
+    email = forms.EmailField(
+        max_length=150, widget=forms.EmailInput(attrs={"placeholder": "colleague@example.com"})
+    )
     role = forms.ChoiceField(
         choices=[("member", "Member"), ("admin", "Admin"), ("readonly", "Read-only member")]
     )
+
+
+class InvitationSignupForm(forms.Form):
+    """Sign-up through an invitation link: the email is the invited one."""
+
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8)
 
 
 class ProjectForm(forms.Form):
@@ -25,6 +33,12 @@ class ProjectForm(forms.Form):
 
 class EmailLoginForm(AuthenticationForm):
     """Log in with the email address in any case; accounts are stored lowercased."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Please enter a correct email and password. The password is "
+        "case-sensitive.",
+    }
 
     def clean_username(self):
         return (self.cleaned_data.get("username") or "").strip().lower()

@@ -14,7 +14,6 @@ connection (`runs.db.reconnecting`).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -314,7 +313,7 @@ class Execution:
             run_id=self.run.pk,
             status=status,
             score=score,
-            results=self._redacted(results),
+            results=contract.redact_json(results, self.tail.secrets),
             notes=shown,
             exit_code=exit_code,
             log_tail=self.tail.text(),
@@ -338,11 +337,6 @@ class Execution:
             pump(self.backend.stream_logs(self.handle), self.tail)
         except SandboxError as exc:
             log.warning("the output of run %s broke off: %s", self.run.pk, exc)
-
-    def _redacted(self, results: dict | None) -> dict | None:
-        if results is None or not self.tail.secrets:
-            return results
-        return json.loads(self.tail.redact(json.dumps(results)))
 
     def clean_up(self) -> None:
         if self.handle is None:

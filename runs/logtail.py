@@ -7,9 +7,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 
-from runs.contract import LOG_TAIL_BYTES, clip_log_tail
-
-REDACTED = "[redacted]"
+from runs.contract import LOG_TAIL_BYTES, clip_log_tail, redact_text, secrets_for_redaction
 
 
 class LogTail:
@@ -24,7 +22,7 @@ class LogTail:
     """
 
     def __init__(self, secrets: list[str], limit: int = LOG_TAIL_BYTES):
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets = secrets_for_redaction(secrets)
         self.limit = limit
         self._pieces: deque[str] = deque()  # the redacted output's end, >= limit characters
         self._kept = 0  # characters in _pieces
@@ -71,9 +69,7 @@ class LogTail:
             return clip_log_tail("".join(self._pieces), self.limit)
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return redact_text(text, self.secrets)
 
 
 def pump(chunks: Iterable[bytes], tail: LogTail) -> None:
