@@ -8,5 +8,6 @@ urlpatterns = [
     path("new/", views.run_launch, name="new"),
     path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("<str:run_id>/again/", views.run_again, name="again"),
     path("launch/<str:harness_id>/", views.run_launch, name="launch"),
 ]

@@ -9,6 +9,8 @@ from runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
+LOG = "installing contract-harness\nboom <script>alert(1)</script>\n"
+
 
 @pytest.fixture
 def finished(make_run):
@@ -18,8 +20,8 @@ def finished(make_run):
         score=None,
         model="acme/model-1",
         notes=["belvedir: the run command exited with code 3."],
-        log_tail="installing contract-harness\nboom <script>alert(1)</script>\n",
-        log_size=60,
+        log_tail=LOG,
+        log_size=len(LOG),
         exit_code=3,
         created_at=now - timedelta(minutes=2),
         started_at=now - timedelta(minutes=2),
@@ -48,8 +50,16 @@ def test_the_run_page_answers_htmx_with_only_the_live_fragment(owner, finished):
     html = response.content.decode()
     assert response.status_code == 200
     assert html.lstrip().startswith('<div id="run-live"')
-    assert "<html" not in html and "<h1>" not in html
-    assert 'id="run-status">failed<' in html and "installing contract-harness" in html
+    assert "<html" not in html and "<h1" not in html
+    assert 'id="run-status">failed<' in html and "run-log" not in html
+
+
+def test_the_run_page_answers_htmx_for_its_log_with_only_the_log_fragment(owner, finished):
+    response = owner.web.get(f"/runs/{finished.pk}/?fragment=log", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<div id="run-log-box"')
+    assert "installing contract-harness" in html and 'id="run-status"' not in html
 
 
 def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
@@ -57,10 +67,10 @@ def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
 ):
     run = make_run(status="running")
     assert outsider.web.get(f"/runs/{run.pk}/").status_code == 404
-    assert "Cancel</button>" in owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert "Cancel run</button>" in owner.web.get(f"/runs/{run.pk}/").content.decode()
     page = readonly.web.get(f"/runs/{run.pk}/")
     assert page.status_code == 200
-    assert "Cancel</button>" not in page.content.decode()
+    assert "Cancel run</button>" not in page.content.decode()
     assert readonly.web.post(f"/runs/{run.pk}/cancel/").status_code == 403
     assert outsider.web.post(f"/runs/{run.pk}/cancel/").status_code == 404
     run.refresh_from_db()
