@@ -50,6 +50,35 @@ sys.exit(97)
 """
 
 
+REDACTED = "[redacted]"
+SECRET_MIN_CHARS = 4  # shorter values are too common to redact
+
+
+def secrets_for_redaction(values) -> list[str]:
+    """The secrets worth redacting, longest first (so a secret inside another goes second)."""
+    return sorted({v for v in values if v and len(v) >= SECRET_MIN_CHARS}, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_json(value, secrets: list[str]):
+    """`value` (JSON-shaped: dicts, lists, strings, numbers) with the secrets redacted from
+    every string in it, keys included."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {redact_text(str(k), secrets): redact_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_json(v, secrets) for v in value]
+    return value
+
+
 def clip_log_tail(text: str, limit: int = LOG_TAIL_BYTES) -> str:
     """The end of `text` that fits in `limit` UTF-8 bytes (never half a character)."""
     data = text.encode("utf-8", errors="replace")

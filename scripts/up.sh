@@ -34,18 +34,18 @@ GPID=$!
 # "housekeeping" runs the reaper and the task former, so those never wait behind runs.
 # Each starts in its own process group (setsid) and is stopped by signalling the whole group:
 # a SIGTERM to the cluster's main process alone waits for busy workers (up to Q_TIMEOUT), and
-# a killed main process would leave its workers running as orphans.
+# a killed main process would leave its workers running as orphans. A run stopped this way
+# is failed (or requeued) by the reaper.
 Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >var/qcluster-runs.log 2>&1 &
 RUNS_PID=$!
 Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
 HOUSEKEEPING_PID=$!
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
+  # Workers die on the SIGTERM; the main process then waits forever for its dead sentinel,
+  # so whatever is left a moment later is killed.
   kill -TERM -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
-  for _ in $(seq 50); do
-    kill -0 -- "-$RUNS_PID" 2>/dev/null || kill -0 -- "-$HOUSEKEEPING_PID" 2>/dev/null || return 0
-    sleep 0.2
-  done
+  sleep 2
   kill -KILL -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
 }
 trap stop_clusters EXIT INT TERM

@@ -85,12 +85,14 @@ def traces(request):
         except otlp.OtlpDecodeError as exc:
             return _error(content_type, 400, f"The body cannot be decoded: {exc}")
         try:
-            spans_ingest(key=key, spans=batch.spans)
+            stored = spans_ingest(key=key, spans=batch.spans)
         except OperationalError:
             log.warning("ingest: database unavailable", exc_info=True)
             return _error(content_type, 503, "Storage is busy; retry shortly.", Retry_After="2")
         body, ctype = otlp.encode_response(
-            content_type, rejected=batch.rejected, error_message="; ".join(batch.errors)[:1000]
+            content_type,
+            rejected=batch.rejected + stored.refused,
+            error_message="; ".join([*batch.errors, *stored.errors])[:1000],
         )
         return HttpResponse(body, status=200, content_type=ctype)
     except DatabaseError:

@@ -1,26 +1,32 @@
 """Trace reads. Lists take the project (views pass `access.project`)."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
+from django.utils import timezone
 
-from belvedir.errors import DomainError
+from belvedir.errors import DomainError, Invalid
 from belvedir.models import Project
 from runs.models import Run
 from traces.models import Session, Span, Task, TaskGroup
 
 
 def _parse_time(value: str, field: str) -> datetime:
+    """An ISO 8601 time in UTC; naive times are read in the site's time zone."""
     try:
         parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            parsed = timezone.make_aware(parsed)
+        # An offset that moves the time past year 1 or 9999 overflows here, not in the query.
+        return parsed.astimezone(UTC)
     except ValueError:
-        raise DomainError(f"{field} must be an ISO 8601 date or time.", field=field) from None
-    if parsed.tzinfo is None:
-        from django.utils import timezone
-
-        parsed = timezone.make_aware(parsed)
-    return parsed
+        raise Invalid(f"{field} must be an ISO 8601 date or time.", field=field) from None
+    except OverflowError:
+        raise Invalid(
+            f"{field} is out of range: with its offset it falls before year 1 or after 9999.",
+            field=field,
+        ) from None
 
 
 def sessions_for(
@@ -72,6 +78,38 @@ def session_tree(session: Session) -> list[tuple[int, Span]]:
             (depth + 1, c) for c in reversed(children.get((span.trace_id, span.span_id), []))
         )
     return out
+
+
+def span_rows(tree: list[tuple[int, Span]]) -> tuple[list[dict], float]:
+    """The tree as the session page nests it, each span with its waterfall bar, and the
+    timeline's length in milliseconds.
+
+    `children`: the span's subtree follows inside it; `closes`: how many enclosing spans end
+    after it. `offset` and `width`: the bar's start and length, in percent of the time from
+    the first span's start to the last span's end.
+    """
+    if not tree:
+        return [], 0.0
+    start = min(span.start_time for _, span in tree)
+    end = max(span.end_time for _, span in tree)
+    total = max((end - start).total_seconds(), 1e-6)
+    rows = []
+    for index, (depth, span) in enumerate(tree):
+        next_depth = tree[index + 1][0] if index + 1 < len(tree) else 0
+        has_children = next_depth > depth
+        offset = (span.start_time - start).total_seconds() / total * 100
+        width = max((span.end_time - span.start_time).total_seconds() / total * 100, 0.4)
+        rows.append(
+            {
+                "depth": depth,
+                "span": span,
+                "children": has_children,
+                "closes": range(0 if has_children else depth - next_depth),
+                "offset": round(min(offset, 99.6), 2),
+                "width": round(min(width, 100 - min(offset, 99.6)), 2),
+            }
+        )
+    return rows, total * 1000
 
 
 def task_groups_for(*, project: Project) -> QuerySet[TaskGroup]:

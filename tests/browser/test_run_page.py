@@ -154,7 +154,7 @@ def test_a_finished_run_opens_with_its_log_at_the_end_and_raw_json_a_click_away(
     )
     page.goto(f"/runs/{running.pk}/")
     assert log_box_at_end(page)
-    expect(page.locator("#run-score")).to_have_text("0.5000")
+    expect(page.locator("#run-score")).to_have_text("0.500")
     expect(page.locator("#results-tasks tbody tr")).to_have_count(2)
     raw = page.locator("#results-raw pre")
     expect(raw).to_be_hidden()

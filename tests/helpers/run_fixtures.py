@@ -3,21 +3,15 @@
 Registered for the whole suite in tests/conftest.py (`pytest_plugins`).
 """
 
-import os
 import random
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from harnesses.services import harness_create
-from tests.runs.helpers import EXAMPLES, git_repo_of, subprocess_database_url, wait_for
+from tests.runs.helpers import EXAMPLES, git_repo_of, start_qcluster, stop_qcluster
 
-ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
@@ -64,44 +58,14 @@ def make_harness(owner, contract_repo):
 
 @pytest.fixture
 def cluster(sandbox_settings, tmp_path):
-    """`manage.py qcluster` on this test's database (the ORM broker), stopped afterwards."""
+    """The runs cluster (`Q_CLUSTER_NAME=runs manage.py qcluster`, one worker) on this test's
+    database (the ORM broker), stopped afterwards the way scripts/up.sh stops it."""
     log = tmp_path / "qcluster.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "Q_WORKERS": "1",
-        "Q_CLUSTER_NAME": "runs",
-        **worker_env(sandbox_settings),
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its workers share its process group
-        )
+    process = start_qcluster("runs", log, Q_WORKERS="1", **worker_env(sandbox_settings))
     try:
-        wait_for(
-            lambda: process.poll() is not None or b"running." in log.read_bytes(),
-            30,
-            "the cluster to start",
-        )
-        assert process.poll() is None, log.read_text()
         yield log
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # any worker left behind
-        except ProcessLookupError:
-            pass
+        stop_qcluster(process)
 
 
 def sandbox_ports() -> list[int]:

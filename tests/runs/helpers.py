@@ -1,8 +1,11 @@
 """Helpers for run tests: git repos of the example harnesses, polling, the engine's containers,
 execute_run in a thread."""
 
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from runs.executor import execute_run
 from runs.sandbox.base import LABEL_RUN_ID
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(dest: Path, *args: str) -> str:
@@ -98,3 +102,70 @@ class Background:
         if self.error:
             raise self.error
         return self.result
+
+
+def start_qcluster(name: str, log: Path, **env: str) -> subprocess.Popen:
+    """`Q_CLUSTER_NAME=name manage.py qcluster` on this test's database, in its own process
+    group (as scripts/up.sh starts it); stop it with stop_qcluster."""
+    environment = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "Q_CLUSTER_NAME": name,
+        **env,
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    wait_for(
+        lambda: process.poll() is not None or b"running." in log.read_bytes(),
+        60,
+        f"the {name} cluster to start",
+        on_timeout=log.read_text,
+    )
+    assert process.poll() is None, log.read_text()
+    return process
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """Live processes (zombies, already dead, left out) in process group `pgid`, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # it exited while we looked
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ")".
+        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def process_group_alive(pgid: int) -> bool:
+    return bool(process_group_members(pgid))
+
+
+def stop_qcluster(process: subprocess.Popen, grace: float = 20) -> None:
+    """Stop a cluster the documented way: SIGTERM to its whole process group, then SIGKILL to
+    what is left once its workers are gone (django-q2's main process waits forever for a
+    sentinel that died) or after `grace` seconds; reaps the main process."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while set(process_group_members(process.pid)) - {process.pid}:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)

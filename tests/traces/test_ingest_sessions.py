@@ -238,13 +238,42 @@ def test_a_session_named_by_another_projects_run_id_belongs_to_no_run(outsider, 
     assert Span.objects.get().run is None
 
 
-def test_spans_sent_with_a_run_key_belong_to_its_run_whatever_the_session_is_named(
-    owner, running_run, harness
-):
+def test_a_run_key_cannot_write_into_another_runs_session(owner, running_run, harness):
     other = Run.objects.create(
         project=owner.project, harness=harness, harness_name="h", status="running"
     )
-    post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(other.pk))))
+    # Named after the other run (not yet seen), and an existing session of the other run.
+    response = post_traces(
+        running_run.key, body_of(span("call", attributes=llm_attributes(other.pk)))
+    )
+    assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert "a run key writes only into its own run's sessions" in partial["errorMessage"]
+    assert not Session.objects.filter(external_id=other.pk).exists()
+    post_traces(owner.key, body_of(span("call", attributes=llm_attributes("shared"))))
+    Session.objects.filter(external_id="shared").update(run=other)
+    before = Session.objects.get(external_id="shared")
+    response = post_traces(
+        running_run.key,
+        body_of(
+            span("a", span_id="1" * 16, attributes=llm_attributes("shared")),
+            span("b", span_id="2" * 16, attributes=llm_attributes(running_run.pk)),
+        ),
+    )
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    after = Session.objects.get(external_id="shared")
+    assert after.run == other and after.span_count == before.span_count == 1
+    assert after.last_received_at == before.last_received_at
+    assert Span.objects.get(name="b").run == running_run
 
-    # The key's run wins: it sent the spans.
-    assert Session.objects.get(external_id=other.pk).run == running_run
+
+def test_a_run_key_cannot_claim_a_project_keys_session(owner, running_run):
+    post_traces(owner.key, body_of(span("call", attributes=llm_attributes("project-session"))))
+    response = post_traces(
+        running_run.key,
+        body_of(span("x", span_id="3" * 16, attributes=llm_attributes("project-session"))),
+    )
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert Session.objects.get(external_id="project-session").run is None
+    assert not Span.objects.filter(name="x").exists()

@@ -1,5 +1,6 @@
 """Storing a decoded OTLP batch: sessions found or made, spans inserted once, counters grown."""
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 
@@ -8,12 +9,24 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from belvedir.models import ApiKey
+from runs import contract
 from runs.models import Run
 from runs.selectors import run_of_key
+from runs.services import run_secret_values
 from traces import otlp
 from traces.models import Session, Span
 
 TRACE_SESSION_PREFIX = "trace:"
+RUN_SESSION_PREFIX = "run_"
+
+
+@dataclasses.dataclass
+class IngestOutcome:
+    """How a batch went: spans given for storage (duplicates included) and spans refused."""
+
+    accepted: int
+    refused: int = 0
+    errors: list[str] = dataclasses.field(default_factory=list)
 
 
 def _dt(ns: int) -> datetime:
@@ -73,15 +86,32 @@ def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str,
         {r.pk: r for r in Run.objects.filter(project=project, pk__in=run_ids)} if run_ids else {}
     )
     for external_id, session in sorted(sessions.items(), key=lambda item: item[1].pk):
-        owner = run or runs_by_id.get(external_id)
+        # A run key's own new sessions were created with its run above; an existing session
+        # is claimed only by the run it is named after, never by whichever key writes to it.
+        owner = runs_by_id.get(external_id)
         if session.run_id is None and owner is not None:
             session.run = owner
             Session.objects.filter(pk=session.pk, run__isnull=True).update(run=owner)
     return sessions
 
 
-def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
-    """Store a batch in one transaction; spans already stored are skipped. Returns the count given.
+def _redacted(span: otlp.SpanIn, secrets: list[str]) -> otlp.SpanIn:
+    return dataclasses.replace(
+        span,
+        name=contract.redact_text(span.name, secrets),
+        status_message=contract.redact_text(span.status_message, secrets),
+        attributes=contract.redact_json(span.attributes, secrets),
+        events=contract.redact_json(span.events, secrets),
+        resource_attributes=contract.redact_json(span.resource_attributes, secrets),
+    )
+
+
+def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
+    """Store a batch in one transaction; spans already stored are skipped.
+
+    A run key writes only into its own run's sessions (ones it starts, or the one named after
+    its run): spans for another run's or the project's sessions are refused (counted as
+    rejected), and the run's secrets are redacted from the spans it sends.
 
     On PostgreSQL the batch goes in as one `INSERT … SELECT FROM jsonb_populate_recordset`
     whose RETURNING says which spans were new, and each session's counters grow by exactly
@@ -90,22 +120,37 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
     development) bulk_create and a recount do the same.
     """
     if not spans:
-        return 0
+        return IngestOutcome(0)
     project = key.project
     run = run_of_key(key)
+    if run is None and key.kind == ApiKey.Kind.RUN:  # a run key whose run is gone
+        return IngestOutcome(0, len(spans), ["This run key belongs to no run."])
     external_ids = _resolve_session_ids(project, spans)
+    refused = 0
+    if run is not None:
+        secrets = contract.secrets_for_redaction(run_secret_values(run))
+        # A session named after another run of the project is that run's, even before it exists.
+        named = {e for e in external_ids if e.startswith(RUN_SESSION_PREFIX) and e != run.pk}
+        others = set(Run.objects.filter(project=project, pk__in=named).values_list("pk", flat=True))
+        own = [e not in others for e in external_ids]
+        refused = own.count(False)
+        spans = [_redacted(s, secrets) for s, ok in zip(spans, own, strict=True) if ok]
+        external_ids = [e for e, ok in zip(external_ids, own, strict=True) if ok]
     now = timezone.now()
     with transaction.atomic():
         sessions = _sessions_for(project, set(external_ids), run)
         rows = []
         for span, external_id in zip(spans, external_ids, strict=True):
             session = sessions[external_id]
+            if run is not None and session.run_id != run.pk:
+                refused += 1  # another run's or the project's session
+                continue
             call = otlp.parse_llm_call(span.attributes)
             rows.append(
                 {
                     "project_id": project.pk,
                     "session_id": session.pk,
-                    "run_id": run.pk if run else session.run_id,
+                    "run_id": session.run_id,
                     "trace_id": span.trace_id,
                     "span_id": span.span_id,
                     "parent_span_id": span.parent_span_id,
@@ -132,15 +177,20 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> int:
                     "received_at": now,
                 }
             )
-        session_ids = sorted(s.pk for s in sessions.values())
-        if connection.vendor == "postgresql":
+        session_ids = sorted({row["session_id"] for row in rows})  # refused ones untouched
+        if rows and connection.vendor == "postgresql":
             _add_to_sessions(session_ids, _insert_spans(rows), now)
-        else:
+        elif rows:
             Span.objects.bulk_create(
                 [Span(**row) for row in rows], ignore_conflicts=True, batch_size=500
             )
             _refresh_sessions(session_ids, now)
-    return len(rows)
+    errors = []
+    if refused:
+        errors.append(
+            f"{refused} span(s) refused: a run key writes only into its own run's sessions."
+        )
+    return IngestOutcome(len(rows), refused, errors)
 
 
 def _json_default(value):

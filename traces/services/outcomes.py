@@ -27,10 +27,10 @@ def outcome_record(*, key: ApiKey, session_id, outcome) -> Session:
         raise Invalid('outcome must be "success" or "fail".', field="outcome")
     external_id = _stored_session_id(session_id)
     session = Session.objects.filter(project=key.project, external_id=external_id).first()
-    if session is not None and session.run_id is not None and key.kind == ApiKey.Kind.RUN:
+    if session is not None and key.kind == ApiKey.Kind.RUN:
         run = run_of_key(key)
         if run is None or session.run_id != run.pk:
-            session = None  # a run's key speaks for its own sessions only
+            session = None  # a run's key speaks for its own run's sessions only
     if session is None:
         raise NotFound("No session with this id in the project.", field="session_id")
     with transaction.atomic():
