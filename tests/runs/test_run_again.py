@@ -91,7 +91,7 @@ def test_a_refused_run_again_with_htmx_says_why_in_the_page_error_box(owner, fir
     Run.objects.filter(pk=first.pk).update(status="running")
     response = owner.web.post(f"/runs/{first.pk}/again/", HTTP_HX_REQUEST="true")
     assert response.status_code == 429 and response["HX-Retarget"] == "#page-error"
-    assert "runs in flight" in response.content.decode()
+    assert "in flight (the limit is 1)" in response.content.decode()
 
 
 def test_run_again_is_for_writers_of_the_runs_organization_only(owner, readonly, outsider, first):
