@@ -26,8 +26,12 @@ bash /workspace/.belvedir/install.sh
 code=$?
 if [ "$code" != 0 ]; then exit "$code"; fi
 stage run
+echo "belvedir: starting the run command"
 bash /workspace/.belvedir/run.sh
 """
+# The line the entrypoint prints as the run command starts: the run page's "running" stage.
+# (Only a display hint: a harness that prints it itself moves no decision, only its stage.)
+RUN_STAGE_LINE = "belvedir: starting the run command"
 
 # Downloads the run's Tasks file from the platform with the per-run key.
 FETCH_TASKS = r"""

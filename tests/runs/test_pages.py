@@ -183,3 +183,35 @@ def test_my_benchmarks_new_benchmark_refuses_another_organizations_harness(
     )
     assert response.status_code == 400
     assert not Run.objects.exists()
+
+
+def test_the_log_fragment_is_empty_while_the_log_has_not_grown_and_whole_once_it_has(
+    owner, make_run
+):
+    run = make_run(status="running", log_tail="one\n", log_size=4)
+    url = f"/runs/{run.pk}/?fragment=log"
+    assert owner.web.get(f"{url}&size=4", HTTP_HX_REQUEST="true").status_code == 204
+    Run.objects.filter(pk=run.pk).update(log_tail="one\ntwo\n", log_size=8)
+    grown = owner.web.get(f"{url}&size=4", HTTP_HX_REQUEST="true")
+    assert grown.status_code == 200 and "one\ntwo" in grown.content.decode()
+    assert "size=8" in grown.content.decode()  # the next poll asks from there
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    ended = owner.web.get(f"{url}&size=8", HTTP_HX_REQUEST="true")
+    assert ended.status_code == 200 and "every 1s" not in ended.content.decode()
+
+
+def test_the_run_page_shows_stages_and_the_configuration_with_secrets_masked(owner, make_run):
+    from harnesses import env_secrets
+
+    run = make_run(
+        status="running",
+        stage="installing",
+        stage_started_at=timezone.now() - timedelta(seconds=5),
+        started_at=timezone.now() - timedelta(seconds=9),
+        harness_snapshot={"name": "Smoke", "run_command": "python run.py", "env": {"A": "1"}},
+        harness_env_secrets_encrypted=env_secrets.secrets_encrypt({"HF_TOKEN": "hf_secret_1"}),
+    )
+    html = owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert 'aria-current="step">Installing <span class="muted">5.' in html
+    assert "running for 9." in html
+    assert f"HF_TOKEN={env_secrets.MASK}" in html and "hf_secret_1" not in html
