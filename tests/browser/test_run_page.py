@@ -18,12 +18,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def debug_page(settings, signed_in_page):
-    settings.DEBUG = True
-    return signed_in_page
-
-
-@pytest.fixture
 def running(owner, harness):
     """A run a worker has claimed, writing its log through the services."""
     run = Run.objects.create(
