@@ -77,6 +77,7 @@ def page_response(request: HttpRequest, exc: DomainError) -> HttpResponse:
         response = render(request, "belvedir/error.html", context, status=status)
     for name, value in headers_of(exc).items():
         response[name] = value
+    response.styled_error = True  # StyledNotFoundMiddleware keeps it
     return response
 
 

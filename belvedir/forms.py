@@ -26,5 +26,11 @@ class ProjectForm(forms.Form):
 class EmailLoginForm(AuthenticationForm):
     """Log in with the email address in any case; accounts are stored lowercased."""
 
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Please enter a correct email and password. The password is "
+        "case-sensitive.",
+    }
+
     def clean_username(self):
         return (self.cleaned_data.get("username") or "").strip().lower()

@@ -83,6 +83,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's DEBUG 404 page lists every URL pattern: pages get the site's 404 page instead.
+    "belvedir.middleware.StyledNotFoundMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "belvedir.middleware.AuditContextMiddleware",

@@ -1,6 +1,7 @@
 """Run reads. Lists take the project (views pass `access.project`)."""
 
 from django.db.models import Q, QuerySet
+from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
 from runs.models import Run, Status
@@ -50,3 +51,51 @@ def queue_position(run: Run) -> int | None:
         Q(enqueued_at__lt=run.enqueued_at) | Q(enqueued_at=run.enqueued_at, pk__lt=run.pk)
     )
     return ahead.count() + 1
+
+
+SERIES_RUNS = 300  # the newest scored runs a chart draws
+
+
+def score_series(
+    *, project: Project, harness: str | None = None, model: str | None = None
+) -> list[dict]:
+    """Scored runs over time, one series per model (per harness and model when `harness` is
+    not given), oldest point first, each series with its run count, best run and latest run."""
+    runs = Run.objects.filter(project=project, score__isnull=False).exclude(finished_at=None)
+    if harness:
+        runs = runs.filter(harness_id=harness)
+    if model:
+        runs = runs.filter(model=model)
+    newest = runs.order_by("-finished_at", "-pk")[:SERIES_RUNS]
+    series: dict[tuple, dict] = {}
+    for run in reversed(newest):
+        key = (run.model,) if harness else (run.harness_name, run.model)
+        label = " · ".join(part or "(no model)" for part in key)
+        entry = series.setdefault(key, {"label": label, "runs": [], "best": run})
+        entry["runs"].append(run)
+        if run.score > entry["best"].score:
+            entry["best"] = run
+    for entry in series.values():
+        entry["latest"] = entry["runs"][-1]
+    return sorted(series.values(), key=lambda entry: entry["label"])
+
+
+def score_chart_data(series: list[dict]) -> dict:
+    """The series as the score chart script reads them (passed with `json_script`)."""
+    return {
+        "series": [
+            {
+                "label": entry["label"],
+                "points": [
+                    {
+                        "x": int(run.finished_at.timestamp() * 1000),
+                        "y": run.score,
+                        "run": run.pk,
+                        "url": reverse("runs:detail", kwargs={"run_id": run.pk}),
+                    }
+                    for run in entry["runs"]
+                ],
+            }
+            for entry in series
+        ]
+    }

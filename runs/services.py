@@ -15,6 +15,7 @@ from belvedir import audit, crypto
 from belvedir.errors import Invalid, LimitReached
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
+from belvedir.text import counted
 from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
@@ -146,7 +147,8 @@ def run_launch(
         cap = settings.BELVEDIR_RUNS_IN_FLIGHT_CAP
         if in_flight >= cap:
             raise LimitReached(
-                f"Your organization already has {in_flight} runs in flight (the limit is {cap}); "
+                f"Your organization already has {counted(in_flight, 'run')} in flight "
+                f"(the limit is {cap}); "
                 "wait for one to finish or cancel one.",
                 code="cap_in_flight",
             )
@@ -155,7 +157,8 @@ def run_launch(
         recent = Run.objects.filter(project__organization=org, created_at__gte=since).count()
         if recent >= day_cap:
             raise LimitReached(
-                f"Your organization launched {recent} runs in the last 24 hours (the limit is {day_cap}); "
+                f"Your organization launched {counted(recent, 'run')} in the last 24 hours "
+                f"(the limit is {day_cap}); "
                 "try again later.",
                 code="cap_daily",
                 retry_after=_seconds_until_a_daily_slot(

@@ -6,6 +6,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_launch, name="new"),
+    path("compare/", views.run_compare, name="compare"),
     path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("launch/<str:harness_id>/", views.run_launch, name="launch"),

@@ -10,13 +10,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError
+from belvedir.errors import DomainError, Invalid
 from belvedir.http import see_other
 from harnesses.models import Harness
 from harnesses.selectors import harnesses_for
 from runs import selectors, services
 from runs.forms import LaunchForm
 from runs.models import Run, Status
+from runs.results import task_results
 
 
 @login_required
@@ -34,6 +35,11 @@ def run_list(request):
     harnesses = harnesses_for(project=access.project)
     context = {
         "page": page,
+        **_score_chart(
+            project=access.project,
+            harness=request.GET.get("harness"),
+            model=request.GET.get("model"),
+        ),
         "harnesses": harnesses,
         "statuses": Status.choices,
         "filters": request.GET,
@@ -47,7 +53,37 @@ def _harness_runs(request, access):
     """A harness's recent runs, the partial its page pulls in (`hx-get`, `hx-trigger="load"`)."""
     harness = access.get(Harness, pk=request.GET.get("harness") or "")
     runs = selectors.runs_for(project=harness.project, harness=harness.pk)[:10]
-    return render(request, "runs/list.html#harness-runs", {"harness": harness, "runs": runs})
+    context = {
+        "harness": harness,
+        "runs": runs,
+        **_score_chart(project=harness.project, harness=harness.pk),
+    }
+    return render(request, "runs/list.html#harness-runs", context)
+
+
+def _score_chart(**filters) -> dict:
+    """The context `runs/_score_chart.html` draws: series with best/latest, the chart's data."""
+    series = selectors.score_series(**filters)
+    chart = selectors.score_chart_data(series)
+    return {"series": series, "chart": chart, "per_model": bool(filters.get("harness"))}
+
+
+COMPARE_MAX = 8
+
+
+@login_required
+def run_compare(request):
+    """Runs side by side: score, per-task results, duration, tokens (pulled from traces)."""
+    access = access_for_request(request)
+    ids = list(dict.fromkeys(request.GET.getlist("run")))
+    if not 2 <= len(ids) <= COMPARE_MAX:
+        raise Invalid(f"Pick between 2 and {COMPARE_MAX} runs to compare.", field="run")
+    runs = [access.get(Run, pk=run_id) for run_id in ids]
+    tasks = [task_results(run.results) for run in runs]
+    names = list(dict.fromkeys(name for per_run in tasks for name in per_run))
+    # Each cell: whether the run has the task, and its result.
+    rows = [(name, [(name in per_run, per_run.get(name)) for per_run in tasks]) for name in names]
+    return render(request, "runs/compare.html", {"runs": runs, "task_rows": rows})
 
 
 @login_required

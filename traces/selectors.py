@@ -80,6 +80,38 @@ def session_tree(session: Session) -> list[tuple[int, Span]]:
     return out
 
 
+def span_rows(tree: list[tuple[int, Span]]) -> tuple[list[dict], float]:
+    """The tree as the session page nests it, each span with its waterfall bar, and the
+    timeline's length in milliseconds.
+
+    `children`: the span's subtree follows inside it; `closes`: how many enclosing spans end
+    after it. `offset` and `width`: the bar's start and length, in percent of the time from
+    the first span's start to the last span's end.
+    """
+    if not tree:
+        return [], 0.0
+    start = min(span.start_time for _, span in tree)
+    end = max(span.end_time for _, span in tree)
+    total = max((end - start).total_seconds(), 1e-6)
+    rows = []
+    for index, (depth, span) in enumerate(tree):
+        next_depth = tree[index + 1][0] if index + 1 < len(tree) else 0
+        has_children = next_depth > depth
+        offset = (span.start_time - start).total_seconds() / total * 100
+        width = max((span.end_time - span.start_time).total_seconds() / total * 100, 0.4)
+        rows.append(
+            {
+                "depth": depth,
+                "span": span,
+                "children": has_children,
+                "closes": range(0 if has_children else depth - next_depth),
+                "offset": round(min(offset, 99.6), 2),
+                "width": round(min(width, 100 - min(offset, 99.6)), 2),
+            }
+        )
+    return rows, total * 1000
+
+
 def task_groups_for(*, project: Project) -> QuerySet[TaskGroup]:
     return TaskGroup.objects.filter(project=project)
 

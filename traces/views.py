@@ -15,11 +15,12 @@ from traces.models import Session, TaskGroup
 def session_list(request):
     access = access_for_request(request)
     q = request.GET
-    if request.htmx and q.get("fragment") == "run-summary":
-        # The run page pulls this in (`hx-get`, `hx-trigger="load"`).
+    if request.htmx and q.get("fragment") in ("run-summary", "run-tokens"):
+        # The run page (run-summary) and the run comparison (run-tokens, one per run) pull
+        # this in (`hx-get`, `hx-trigger="load"`).
         run = access.get(Run, pk=q.get("run") or "")
-        context = {"trace": selectors.run_trace_summary(run)}
-        return render(request, "traces/sessions.html#run-summary", context)
+        context = {"run": run, "trace": selectors.run_trace_summary(run)}
+        return render(request, f"traces/sessions.html#{q['fragment']}", context)
     error, status = None, 200
     try:
         sessions = selectors.sessions_for(
@@ -46,12 +47,14 @@ def session_detail(request, session_id: str):
     access = access_for_request(request)
     session = access.get(Session.objects.select_related("run"), pk=session_id)
     tree = selectors.session_tree(session)
+    rows, timeline_ms = selectors.span_rows(tree)
     return render(
         request,
         "traces/session.html",
         {
             "session": session,
-            "tree": tree,
+            "rows": rows,
+            "timeline_ms": timeline_ms,
             "tree_cut": session.span_count > len(tree),
             "tasks": session.tasks.select_related("group"),
         },

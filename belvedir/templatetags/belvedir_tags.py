@@ -1,16 +1,41 @@
-"""Small display filters."""
+"""Small display filters and tags, builtins in every template (settings.TEMPLATES)."""
 
 import json
 from datetime import timedelta
 
 from django import template
+from django.utils.safestring import mark_safe
+
+from belvedir import text
 
 register = template.Library()
+
+# Every page shows a score with this many decimals (the API returns the stored number).
+SCORE_DECIMALS = 3
 
 
 @register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.filter
+def score(value) -> str:
+    """A score as every page shows it: "0.850", "1.000"; "—" when there is none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    return f"{value:.{SCORE_DECIMALS}f}"
+
+
+@register.filter
+def counted(value, noun: str) -> str:
+    """A count with its noun: `3|counted:"task"` → "3 tasks", "1 task";
+    an irregular plural after a comma: `n|counted:"entry,entries"`."""
+    try:
+        number = int(value or 0)
+    except (TypeError, ValueError):
+        return ""
+    return text.counted(number, noun)
 
 
 @register.filter
@@ -26,3 +51,18 @@ def seconds(value) -> str:
         return f"{minutes} min {secs} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+@register.simple_tag(takes_context=True)
+def aria_current(context, *paths: str) -> str:
+    """` aria-current="page"` on the link to where the user is: a path prefix ("/runs/"),
+    or "=/traces/" for that exact path."""
+    request = context.get("request")
+    if request is None:
+        return ""
+    here = request.path
+    for path in paths:
+        exact = path.startswith("=")
+        if (here == path[1:]) if exact else here.startswith(path):
+            return mark_safe(' aria-current="page"')
+    return ""

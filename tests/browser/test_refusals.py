@@ -28,5 +28,5 @@ def test_a_launch_past_the_in_flight_cap_shows_the_refusal_in_the_dialog(
         dialog.locator("button[type=submit]").click()
 
     assert answer.value.status == 429
-    expect(dialog).to_contain_text("already has 1 runs in flight (the limit is 1)")
+    expect(dialog).to_contain_text("already has 1 run in flight (the limit is 1)")
     assert Run.objects.count() == 1

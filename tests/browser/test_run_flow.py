@@ -33,7 +33,7 @@ def test_a_run_launched_from_the_harness_page_streams_its_log_and_shows_its_scor
     expect(page.locator("#run-log")).to_contain_text("tick 1", timeout=30_000)
     assert Run.objects.get(pk=run.pk).status == "running"
     expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
-    expect(page.locator("#run-score")).to_have_text("0.8500")
+    expect(page.locator("#run-score")).to_have_text("0.850")
     content = page.content()
     assert "sk-browser-secret-123456" not in content
     assert "[redacted]" in page.locator("#run-log").inner_text()

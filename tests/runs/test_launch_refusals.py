@@ -23,7 +23,7 @@ def test_the_htmx_launch_dialog_shows_the_in_flight_cap_inline_with_429(
     assert response.status_code == 429
     html = response.content.decode()
     assert html.lstrip().startswith('<form method="post"') and 'id="launch-form"' in html
-    assert "already has 1 runs in flight (the limit is 1)" in html
+    assert "already has 1 run in flight (the limit is 1)" in html
     assert Run.objects.count() == 1
 
 

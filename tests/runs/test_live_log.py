@@ -73,5 +73,5 @@ def test_the_run_page_follows_a_running_run(sandbox_settings, launch, owner):
     assert worker.join() == "succeeded"
 
     done = owner.web.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true").content.decode()
-    assert 'id="run-status">succeeded<' in done and "0.8500" in done
+    assert 'id="run-status">succeeded<' in done and "0.850" in done
     assert "every 1s" not in done  # stops polling once it ended

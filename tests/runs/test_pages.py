@@ -39,7 +39,7 @@ def test_the_run_page_shows_status_score_notes_and_log(owner, finished, make_run
 
     scored = make_run(status="succeeded", score=0.85, results={"score": 0.85, "passed": 17})
     html = owner.web.get(f"/runs/{scored.pk}/").content.decode()
-    assert 'id="run-score">0.8500<' in html
+    assert 'id="run-score">0.850<' in html
     assert "passed" in html
 
 

@@ -43,7 +43,7 @@ def test_a_runs_trace_summary_is_404_to_outsiders_and_readable_by_readers(
     post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(running_run.pk))))
     assert outsider.web.get(run_summary_url(running_run), HTTP_HX_REQUEST="true").status_code == 404
     summary = readonly.web.get(run_summary_url(running_run), HTTP_HX_REQUEST="true")
-    assert "1 LLM calls" in html_of(summary)
+    assert "1 LLM call ·" in html_of(summary)
 
 
 def test_a_trace_summary_of_an_unknown_run_is_404(owner):
@@ -53,3 +53,11 @@ def test_a_trace_summary_of_an_unknown_run_is_404(owner):
 
 def run_summary_url(run) -> str:
     return f"/traces/?run={run.pk}&fragment=run-summary"
+
+
+def test_the_run_tokens_fragment_counts_a_run_s_tokens_for_the_comparison(owner, running_run):
+    post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(running_run.pk))))
+    url = f"/traces/?run={running_run.pk}&fragment=run-tokens"
+    html = html_of(owner.web.get(url, HTTP_HX_REQUEST="true"))
+    assert html.strip().startswith(f'<span class="run-tokens" data-run="{running_run.pk}">')
+    assert "1 LLM call<" in html and " tokens</a>" in html

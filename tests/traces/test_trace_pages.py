@@ -192,7 +192,7 @@ def test_the_session_page_shows_the_span_tree_with_each_llm_calls_details(owner,
     assert 'id="llm-call-count">4<' in html
     # The tree: each workflow, then its children (by start time), deeper in.
     tree = html[html.index('id="span-tree"') :]
-    names = re.findall(r"<summary>\s*<strong>([^<]+)</strong>", tree)
+    names = re.findall(r'<summary>\s*<span class="span-label">\s*<strong>([^<]+)</strong>', tree)
     assert names == [
         "answer the question.workflow",
         "openai.chat",
@@ -203,7 +203,7 @@ def test_the_session_page_shows_the_span_tree_with_each_llm_calls_details(owner,
         "chat qwen/qwen3",
         "failing task.workflow",
     ]
-    depths = re.findall(r'<details class="span" style="margin-left: (\d)', tree)
+    depths = re.findall(r'<details class="span" open data-span-id="\w+" data-depth="(\d)"', tree)
     assert depths == ["0", "1", "1", "0", "1", "1", "1", "0"]
     # An LLM call: its messages, model, tokens and duration.
     assert "LLM · gpt-4o-mini-2024" in tree
