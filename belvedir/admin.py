@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from belvedir import audit, services
-from belvedir.models import ApiKey, AuditEvent, Membership, Organization, Project
+from belvedir.models import ApiKey, AuditEvent, Invitation, Membership, Organization, Project
 
 
 class ProjectInline(admin.TabularInline):
@@ -56,6 +56,18 @@ class MembershipAdmin(admin.ModelAdmin):
             actor=request.user,
         )
         super().delete_model(request, obj)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["email", "organization", "role", "invited_by", "created_at", "expires_at"]
+    list_filter = [("accepted_at", admin.EmptyFieldListFilter), "role", "organization"]
+    search_fields = ["email", "organization__name", "id"]
+    readonly_fields = ["token_hash", "invited_by", "created_at", "accepted_at"]
+    list_select_related = ["organization", "invited_by"]
+
+    def has_add_permission(self, request):
+        return False  # invitations are made on the organization page, where the link is shown
 
 
 @admin.action(description="Revoke selected keys")

@@ -13,10 +13,18 @@ class ApiKeyForm(forms.Form):
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField()
+    email = forms.EmailField(
+        max_length=150, widget=forms.EmailInput(attrs={"placeholder": "colleague@example.com"})
+    )
     role = forms.ChoiceField(
         choices=[("member", "Member"), ("admin", "Admin"), ("readonly", "Read-only member")]
     )
+
+
+class InvitationSignupForm(forms.Form):
+    """Sign-up through an invitation link: the email is the invited one."""
+
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8)
 
 
 class ProjectForm(forms.Form):

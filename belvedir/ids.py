@@ -40,3 +40,11 @@ def task_id() -> str:
 
 def task_group_id() -> str:
     return make_id("grp")
+
+
+def member_id() -> str:
+    return make_id("mem")
+
+
+def invitation_id() -> str:
+    return make_id("inv")

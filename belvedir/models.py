@@ -49,6 +49,8 @@ MANAGE_ROLES = {Role.OWNER, Role.ADMIN}
 
 
 class Membership(models.Model):
+    # The id URLs name (the row's primary key stays internal).
+    public_id = models.CharField(max_length=32, unique=True, default=ids.member_id, editable=False)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
@@ -66,6 +68,43 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
+
+
+class Invitation(models.Model):
+    """An email invited into an organization, pending until someone signed in as that email
+    accepts it through the link (the token is shown once; only its hash is stored)."""
+
+    id = models.CharField(
+        primary_key=True, max_length=32, default=ids.invitation_id, editable=False
+    )
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="invitations"
+    )
+    email = models.EmailField(max_length=150)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "email"],
+                condition=models.Q(accepted_at__isnull=True),
+                name="one_pending_invitation_per_email",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.organization} ({self.role})"
+
+    def is_pending(self, now=None) -> bool:
+        return self.accepted_at is None and self.expires_at > (now or timezone.now())
 
 
 class ApiKey(models.Model):

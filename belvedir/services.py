@@ -40,7 +40,8 @@ def organization_create(*, name: str, owner, project_name: str = "Default") -> O
 
 
 @transaction.atomic
-def user_signup(*, email: str, password: str, organization_name: str):
+def user_create(*, email: str, password: str):
+    """A new account for `email` (lowercased), with no organization yet."""
     email = (email or "").strip().lower()
     if not email or "@" not in email:
         raise Invalid("Enter a valid email address.", field="email")
@@ -54,10 +55,15 @@ def user_signup(*, email: str, password: str, organization_name: str):
         raise Invalid(" ".join(exc.messages), field="password") from None
     try:
         with transaction.atomic():
-            user = User.objects.create_user(username=email, email=email, password=password)
+            return User.objects.create_user(username=email, email=email, password=password)
     except IntegrityError:  # a concurrent sign-up took the email
         raise Invalid("An account with this email already exists.", field="email") from None
-    organization_create(name=organization_name or email.split("@")[0], owner=user)
+
+
+@transaction.atomic
+def user_signup(*, email: str, password: str, organization_name: str):
+    user = user_create(email=email, password=password)
+    organization_create(name=organization_name or user.email.split("@")[0], owner=user)
     return user
 
 
@@ -69,29 +75,6 @@ def project_create(*, organization: Organization, name: str) -> Project:
     if Project.objects.filter(organization=organization, name=name).exists():
         raise Invalid(f"A project named {name!r} already exists.", field="name")
     return Project.objects.create(organization=organization, name=name)
-
-
-@transaction.atomic
-def member_invite(*, organization: Organization, email: str, role: str) -> Membership:
-    if role not in Role.values:
-        raise Invalid(f"Role must be one of {', '.join(Role.values)}.", field="role")
-    email = (email or "").strip()
-    user = User.objects.filter(email__iexact=email).first()
-    if user is None:
-        raise Invalid(
-            f"No one has signed up with {email}; ask them to sign up first, then invite them.",
-            field="email",
-        )
-    if Membership.objects.filter(organization=organization, user=user).exists():
-        raise Invalid(f"{email} is already a member.", field="email")
-    membership = Membership.objects.create(organization=organization, user=user, role=role)
-    audit.audit_record(
-        action=audit.MEMBER_INVITE,
-        organization=organization,
-        target=user.email,
-        metadata={"role": role},
-    )
-    return membership
 
 
 def api_key_create(

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from belvedir import api, views
+from belvedir import api, member_views, views
 from belvedir.forms import EmailLoginForm
 from harnesses import api as harness_api
 from runs import api as run_api
@@ -46,9 +46,33 @@ urlpatterns = [
     path("settings/project/", views.project_settings, name="project-settings"),
     path("settings/project/keys/new/", views.api_key_create, name="api-key-create"),
     path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
-    path("settings/organization/", views.organization_settings, name="organization-settings"),
-    path("settings/organization/members/new/", views.member_invite, name="member-invite"),
-    path("settings/organization/projects/new/", views.project_create, name="project-create"),
+    path(
+        "settings/organization/", member_views.organization_settings, name="organization-settings"
+    ),
+    path("settings/organization/members/new/", member_views.member_invite, name="member-invite"),
+    path(
+        "settings/organization/members/<str:member_id>/role/",
+        member_views.member_role,
+        name="member-role",
+    ),
+    path(
+        "settings/organization/members/<str:member_id>/remove/",
+        member_views.member_remove,
+        name="member-remove",
+    ),
+    path(
+        "settings/organization/invitations/<str:invitation_id>/cancel/",
+        member_views.invitation_cancel,
+        name="invitation-cancel",
+    ),
+    path("settings/organization/projects/new/", member_views.project_create, name="project-create"),
+    path("invitations/<str:token>/", member_views.invitation, name="invitation"),
+    path(
+        "invitations/<str:token>/accept/", member_views.invitation_accept, name="invitation-accept"
+    ),
+    path(
+        "invitations/<str:token>/signup/", member_views.invitation_signup, name="invitation-signup"
+    ),
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
     path("runs/", include("runs.urls")),

@@ -10,16 +10,15 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
-from django_htmx.http import HttpResponseClientRefresh
 
-from belvedir import crypto, services
+from belvedir import crypto, onboarding, services
 from belvedir.access import access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
-from belvedir.forms import ApiKeyForm, InviteForm, ProjectForm, SignupForm
+from belvedir.forms import ApiKeyForm, SignupForm
 from belvedir.http import see_other
 from belvedir.middleware import api_server_error_response
-from belvedir.models import ApiKey, AuditEvent, Membership
+from belvedir.models import ApiKey, AuditEvent
 from belvedir.security import SignupThrottle
 
 NEW_KEY_SESSION = "belvedir_new_api_key"
@@ -52,10 +51,13 @@ def signup(request):
     return render(request, "belvedir/signup.html", {"form": form}, status=status)
 
 
-@login_required
 def home(request):
-    access_for_request(request)
-    return redirect("harnesses:list")
+    """Signed out: what the product is. Signed in: the project's next steps and its dashboard."""
+    if not request.user.is_authenticated:
+        return render(request, "belvedir/landing.html")
+    access = access_for_request(request)
+    has_key = access.scoped(ApiKey.objects.filter(kind=ApiKey.Kind.PROJECT)).exists()
+    return render(request, "belvedir/home.html", {"steps": onboarding.home_steps(has_key=has_key)})
 
 
 @login_required
@@ -125,81 +127,6 @@ def api_key_revoke(request, key_id: str):
         return _keys_response(request, access, key_form=ApiKeyForm(prefix="key"))
     messages.info(request, f"Key {key.name} revoked.")
     return see_other("project-settings")
-
-
-@login_required
-@require_safe
-def organization_settings(request):
-    return _organization_response(request, access_for_request(request))
-
-
-def _organization_response(request, access, *, invite_form=None, project_form=None):
-    """The organization page; for HTMX, the partial of the form that was posted."""
-    invite_form = invite_form or InviteForm(prefix="invite")
-    project_form = project_form or ProjectForm(prefix="project")
-    context = {
-        "invite_form": invite_form,
-        "project_form": project_form,
-        "members": Membership.objects.filter(organization=access.organization).select_related(
-            "user"
-        ),
-    }
-    status = form_status(invite_form, project_form)
-    template = "belvedir/organization_settings.html"
-    if request.htmx and invite_form.is_bound:
-        template += "#invite-form"
-    elif request.htmx and project_form.is_bound:
-        template += "#project-form"
-    return render(request, template, context, status=status)
-
-
-@login_required
-@require_POST
-def member_invite(request):
-    access = access_for_request(request)
-    access.require_manage()
-    form = InviteForm(request.POST, prefix="invite")
-    if form.is_valid():
-        try:
-            services.member_invite(
-                organization=access.organization,
-                email=form.cleaned_data["email"],
-                role=form.cleaned_data["role"],
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            messages.success(request, "Member added.")
-            return _reload(request, "organization-settings")
-    return _organization_response(request, access, invite_form=form)
-
-
-@login_required
-@require_POST
-def project_create(request):
-    """Create a project in the organization and switch to it."""
-    access = access_for_request(request)
-    access.require_manage()
-    form = ProjectForm(request.POST, prefix="project")
-    if form.is_valid():
-        try:
-            project = services.project_create(
-                organization=access.organization, name=form.cleaned_data["name"]
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            switch_project(request, project.pk)
-            messages.success(request, f"Project {project.name} created.")
-            return _reload(request, "organization-settings")
-    return _organization_response(request, access, project_form=form)
-
-
-def _reload(request, url_name: str):
-    """After a change the whole page shows: HTMX reloads it, a plain form is redirected to it."""
-    if request.htmx:
-        return HttpResponseClientRefresh()
-    return redirect(url_name)
 
 
 @login_required

@@ -33,13 +33,30 @@ class HarnessForm(forms.Form):
         help_text="Values of names ending in _KEY, _TOKEN or _SECRET, or holding PASSWORD, are "
         "stored encrypted and shown as ••••: leave •••• to keep one, or type a new value.",
     )
-    compute = forms.ChoiceField(choices=[("cpu", "CPU"), ("gpu", "GPU")], initial="cpu")
+    compute = forms.ChoiceField(
+        choices=[("cpu", "CPU"), ("gpu", "GPU")],
+        initial="cpu",
+        help_text=(
+            "CPU (default) for harnesses whose agent calls a hosted model API. GPU for harnesses "
+            "that serve the model inside the sandbox (vLLM, Ollama): the sandbox gets an NVIDIA "
+            "GPU, and launches go to a worker that has one."
+        ),
+    )
     gpu_type = forms.ChoiceField(
         label="GPU type (GPU harnesses; A10G by default)",
         choices=[("", "—")] + [(g, g) for g in GPU_TYPES],
         required=False,
     )
-    tasks = forms.CharField(label="Tasks", widget=forms.Textarea(attrs={"rows": 6}), required=False)
+    tasks = forms.CharField(
+        label="Tasks",
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        help_text=(
+            "Optional: the task list your harness runs (for example one JSON task per line). "
+            "The sandbox gets it as a file at $BELVEDIR_TASKS_FILE; suites that bring their own "
+            "tasks leave it empty. Up to 512 KB."
+        ),
+    )
     preset = forms.CharField(widget=forms.HiddenInput, required=False)
 
     def clean_env(self):

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError
@@ -23,6 +24,8 @@ from harnesses.selectors import harnesses_for
 def harness_list(request):
     access = access_for_request(request)
     harnesses = harnesses_for(project=access.project)
+    if onboarding.is_fragment(request):  # the home page's "add a harness" step
+        return onboarding.step_response(request, slug="harness", done=harnesses.exists())
     page = Paginator(harnesses, 25).get_page(request.GET.get("page"))
     return render(request, "harnesses/list.html", {"page": page})
 

@@ -4,7 +4,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
-from runs.models import Run, Status
+from runs.models import IN_FLIGHT, Run, Status
 
 
 def run_of_key(key: ApiKey) -> Run | None:
@@ -99,3 +99,33 @@ def score_chart_data(series: list[dict]) -> dict:
             for entry in series
         ]
     }
+
+
+def dashboard_for(*, project: Project, limit: int = 5) -> dict:
+    """The project dashboard: runs in flight, the latest scores, the recent failures."""
+    runs = Run.objects.filter(project=project)
+    return {
+        "in_flight": runs.filter(status__in=IN_FLIGHT).order_by("created_at")[:limit],
+        "latest_scores": runs.filter(status=Status.SUCCEEDED, score__isnull=False).order_by(
+            "-finished_at", "-created_at"
+        )[:limit],
+        "recent_failures": runs.filter(status=Status.FAILED).order_by(
+            "-finished_at", "-created_at"
+        )[:limit],
+    }
+
+
+def models_used(*, project: Project, limit: int = 30) -> list[str]:
+    """Model ids this project launched runs with, most recent first (the launch form offers them)."""
+    seen: list[str] = []
+    for model in (
+        Run.objects.filter(project=project)
+        .exclude(model="")
+        .order_by("-created_at")
+        .values_list("model", flat=True)[:500]
+    ):
+        if model not in seen:
+            seen.append(model)
+        if len(seen) == limit:
+            break
+    return seen

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError, Invalid
@@ -25,6 +26,13 @@ def run_list(request):
     access = access_for_request(request)
     if request.htmx and request.GET.get("fragment") == "harness-runs":
         return _harness_runs(request, access)
+    if onboarding.is_fragment(request):
+        done = selectors.runs_for(project=access.project).exists()
+        return onboarding.step_response(request, slug="run", done=done)
+    if request.htmx and request.GET.get("fragment") == "dashboard":
+        # The home page pulls this in (`hx-get`, `hx-trigger="load"`).
+        context = selectors.dashboard_for(project=access.project)
+        return render(request, "runs/dashboard.html", context)
     runs = selectors.runs_for(
         project=access.project,
         harness=request.GET.get("harness"),
@@ -118,7 +126,11 @@ def run_launch(request, harness_id: str | None = None):
     choices = None
     if harness is None:
         choices = [(h.pk, h.name) for h in harnesses_for(project=access.project)]
-    form = LaunchForm(request.POST or None, harness_choices=choices)
+    form = LaunchForm(
+        request.POST or None,
+        harness_choices=choices,
+        models_used=selectors.models_used(project=access.project),
+    )
     if request.method == "POST":
         access.require_write()
         if form.is_valid():

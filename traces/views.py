@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
 
+from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.errors import DomainError
 from runs.models import Run
@@ -15,6 +16,9 @@ from traces.models import Session, TaskGroup
 def session_list(request):
     access = access_for_request(request)
     q = request.GET
+    if onboarding.is_fragment(request):  # the home page's "send traces" step
+        done = Session.objects.filter(project=access.project).exists()
+        return onboarding.step_response(request, slug="traces", done=done)
     if request.htmx and q.get("fragment") in ("run-summary", "run-tokens"):
         # The run page (run-summary) and the run comparison (run-tokens, one per run) pull
         # this in (`hx-get`, `hx-trigger="load"`).

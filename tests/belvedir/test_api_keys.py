@@ -62,9 +62,11 @@ def test_a_key_without_a_name_is_400_with_the_error_inline(owner):
     assert not ApiKey.objects.filter(name="").exists()
 
 
-def test_read_only_member_sees_keys_but_cannot_create_one(readonly):
+def test_read_only_member_sees_keys_and_a_disabled_form_but_cannot_create_one(readonly):
     page = readonly.web.get("/settings/project/")
-    assert page.status_code == 200 and "Create key" not in page.content.decode()
+    html = page.content.decode()
+    assert page.status_code == 200 and re.search(r"<fieldset\s+disabled>", html)
+    assert "Read-only members cannot create keys." in html
     assert (
         readonly.web.post("/settings/project/keys/new/", {"key-name": "Sneaky"}).status_code == 403
     )

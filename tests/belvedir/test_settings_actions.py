@@ -5,7 +5,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from belvedir.models import ApiKey, Membership, Project, Role
+from belvedir.models import ApiKey, Invitation, Membership, Project, Role
 
 HX = {"HTTP_HX_REQUEST": "true"}
 KEY = re.compile(r"bv_live_[A-Za-z0-9]{20,}")
@@ -96,27 +96,31 @@ def test_the_keys_forms_post_to_their_own_urls(owner):
 # --- inviting members ----------------------------------------------------------------------
 
 
-def test_inviting_with_htmx_reloads_the_page_to_show_the_new_member(owner, someone):
+def test_inviting_with_htmx_returns_the_membership_section_with_the_pending_invitation(
+    owner, someone
+):
     data = {"invite-email": someone.email, "invite-role": "member"}
     response = owner.web.post(INVITE, data, **HX)
-    assert response.status_code == 200 and response["HX-Refresh"] == "true"
-    assert Membership.objects.get(user=someone).organization == owner.org
+    html = response.content.decode()
+    assert response.status_code == 200 and html.lstrip().startswith('<section id="membership">')
+    assert "/invitations/" in html and 'data-invitation="someone@example.com"' in html
+    assert Invitation.objects.get().organization == owner.org
+    assert not Membership.objects.filter(user=someone).exists()  # until they accept
 
 
-def test_inviting_with_htmx_and_bad_input_returns_only_the_invite_form_with_the_error(owner):
-    data = {"invite-email": "nobody@example.com", "invite-role": "member"}
+def test_inviting_with_htmx_and_bad_input_returns_the_membership_section_with_the_error(owner):
+    data = {"invite-email": "not-an-email", "invite-role": "member"}
     response = owner.web.post(INVITE, data, **HX)
     assert response.status_code == 400
     html = response.content.decode()
-    assert html.lstrip().startswith('<form method="post" action="/settings/organization/members/')
-    assert "nobody@example.com" in html and "New project" not in html
+    assert html.lstrip().startswith('<section id="membership">')
+    assert 'data-field="email"' in html and "New project" not in html
 
 
-def test_an_outsiders_invitation_adds_to_their_own_organization(owner, outsider, someone):
+def test_an_outsiders_invitation_is_to_their_own_organization(owner, outsider, someone):
     data = {"invite-email": someone.email, "invite-role": "member"}
-    assert outsider.web.post(INVITE, data).status_code == 302
-    membership = Membership.objects.get(user=someone)
-    assert membership.organization == outsider.org
+    assert outsider.web.post(INVITE, data).status_code == 303
+    assert Invitation.objects.get().organization == outsider.org
 
 
 def test_a_read_only_member_cannot_invite_even_with_htmx(readonly, someone):
@@ -129,12 +133,14 @@ def test_a_read_only_member_cannot_invite_even_with_htmx(readonly, someone):
 # --- creating projects ---------------------------------------------------------------------
 
 
-def test_creating_a_project_with_htmx_switches_to_it_and_reloads_the_page(owner):
+def test_creating_a_project_with_htmx_stays_in_the_current_one_and_offers_the_switch(owner):
     response = owner.web.post(NEW_PROJECT, {"project-name": "Research"}, **HX)
-    assert response.status_code == 200 and response["HX-Refresh"] == "true"
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == "/settings/organization/"
     project = Project.objects.get(organization=owner.org, name="Research")
-    page = owner.web.get("/settings/project/").content.decode()
-    assert "Research" in page and project.organization == owner.org
+    page = owner.web.get("/settings/organization/").content.decode()
+    assert f'name="project" value="{project.pk}"' in page
+    assert "Default" in owner.web.get("/settings/project/").content.decode()
 
 
 def test_creating_a_project_with_htmx_and_a_taken_name_returns_only_its_form(owner):
@@ -152,7 +158,7 @@ def test_a_blank_project_name_is_400_naming_the_field(owner):
 
 
 def test_an_outsiders_project_lands_in_their_own_organization(owner, outsider):
-    assert outsider.web.post(NEW_PROJECT, {"project-name": "Theirs"}).status_code == 302
+    assert outsider.web.post(NEW_PROJECT, {"project-name": "Theirs"}).status_code == 303
     assert Project.objects.get(name="Theirs").organization == outsider.org
 
 

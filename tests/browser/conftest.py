@@ -47,5 +47,6 @@ def signed_in_page(page, owner):
     page.fill("#id_username", "owner@example.com")
     page.fill("#id_password", "correct-horse-9")
     page.click("button[type=submit]")
-    page.wait_for_url("**/harnesses/")
+    page.wait_for_url(lambda url: "/login/" not in url)  # the home page
+    page.goto("/harnesses/")
     return page

@@ -17,7 +17,8 @@ def test_a_visitor_signs_up_and_lands_in_their_default_project(page):
     page.fill("#id_password", "analytical-engine")
     page.fill("#id_organization", "Lovelace Labs")
     page.click("button[type=submit]")
-    page.wait_for_url("**/harnesses/")
+    page.wait_for_url(lambda url: "/signup/" not in url)
+    expect(page.locator("#onboarding")).to_be_visible()  # the home page's next steps
     expect(page.locator("select[name=project] option:checked")).to_have_text(
         "Lovelace Labs / Default"
     )
