@@ -39,7 +39,7 @@ from runs.services import (
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
-REDACTED = "[redacted]"
+REDACTED = contract.REDACTED
 
 
 class LogTail:
@@ -52,7 +52,7 @@ class LogTail:
     """
 
     def __init__(self, secrets: list[str], limit: int = contract.LOG_TAIL_BYTES):
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets = contract.secrets_for_redaction(secrets)
         self.limit = limit
         self._text = ""  # redacted output, the last 2 x limit characters of it
         self._pending = ""  # the end of the output that may be the start of a secret
@@ -98,9 +98,7 @@ class LogTail:
             return contract.clip_log_tail(self._text, self.limit)
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return contract.redact_text(text, self.secrets)
 
 
 class Heartbeat:
@@ -363,8 +361,6 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
 
 
 def _redact_results(results, tail: LogTail):
-    if results is None or not tail.secrets:
-        return results
-    import json
-
-    return json.loads(tail.redact(json.dumps(results)))
+    """Every string in the results (keys too) redacted; a secret with a quote, backslash or
+    non-ASCII character is found as written, not as JSON would escape it."""
+    return contract.redact_json(results, tail.secrets)
