@@ -57,12 +57,6 @@ class Access:
         if self.role != Role.OWNER:
             raise Forbidden("Only owners can do this.")
 
-    def projects(self) -> QuerySet[Project]:
-        """Projects the caller may see: the key's project, or every project of the org."""
-        if self.api_key is not None:
-            return Project.objects.filter(pk=self.project.pk)
-        return Project.objects.filter(organization=self.organization)
-
     def scope(
         self, queryset: QuerySet | type[Model], *, project_field: str = "project"
     ) -> QuerySet:
@@ -104,8 +98,11 @@ def access_for_key(key: ApiKey) -> Access:
     return Access(organization=project.organization, project=project, role=Role.MEMBER, api_key=key)
 
 
-def memberships_of(user) -> QuerySet[Membership]:
-    return Membership.objects.filter(user=user).select_related("organization")
+def projects_of(user) -> QuerySet[Project]:
+    """Every project of every organization the user is a member of."""
+    return Project.objects.select_related("organization").filter(
+        organization__memberships__user=user
+    )
 
 
 def access_for_user(user, session=None) -> Access | None:
@@ -115,18 +112,9 @@ def access_for_user(user, session=None) -> Access | None:
     project_id = session.get(SESSION_PROJECT) if session is not None else None
     project = None
     if project_id:
-        project = (
-            Project.objects.select_related("organization")
-            .filter(pk=project_id, organization__memberships__user=user)
-            .first()
-        )
+        project = projects_of(user).filter(pk=project_id).first()
     if project is None:
-        project = (
-            Project.objects.select_related("organization")
-            .filter(organization__memberships__user=user)
-            .order_by("organization__created_at", "created_at")
-            .first()
-        )
+        project = projects_of(user).order_by("organization__created_at", "created_at").first()
     if project is None:
         return None
     role = Membership.objects.filter(user=user, organization=project.organization).values_list(
@@ -155,11 +143,7 @@ def access_for_request(request) -> Access:
 
 
 def switch_project(request, project_id: str) -> Project:
-    project = (
-        Project.objects.select_related("organization")
-        .filter(pk=project_id, organization__memberships__user=request.user)
-        .first()
-    )
+    project = projects_of(request.user).filter(pk=project_id).first()
     if project is None:
         raise NotFound("Not found.")
     request.session[SESSION_PROJECT] = project.pk

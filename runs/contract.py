@@ -26,8 +26,12 @@ bash /workspace/.belvedir/install.sh
 code=$?
 if [ "$code" != 0 ]; then exit "$code"; fi
 stage run
+echo "belvedir: starting the run command"
 bash /workspace/.belvedir/run.sh
 """
+# The line the entrypoint prints as the run command starts: the run page's "running" stage.
+# (Only a display hint: a harness that prints it itself moves no decision, only its stage.)
+RUN_STAGE_LINE = "belvedir: starting the run command"
 
 # Downloads the run's Tasks file from the platform with the per-run key.
 FETCH_TASKS = r"""
@@ -55,8 +59,14 @@ SECRET_MIN_CHARS = 4  # shorter values are too common to redact
 
 
 def secrets_for_redaction(values) -> list[str]:
-    """The secrets worth redacting, longest first (so a secret inside another goes second)."""
-    return sorted({v for v in values if v and len(v) >= SECRET_MIN_CHARS}, key=len, reverse=True)
+    """The secrets worth redacting, as written and as Python's repr and JSON escape them (a
+    note quotes with repr, a harness may print JSON), longest first (so a secret inside
+    another goes second)."""
+    found = set()
+    for value in values:
+        if value and len(value) >= SECRET_MIN_CHARS:
+            found |= {value, repr(value)[1:-1], json.dumps(value)[1:-1]}
+    return sorted(found, key=len, reverse=True)
 
 
 def redact_text(text: str, secrets: list[str]) -> str:

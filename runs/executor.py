@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from runs import contract
-from runs.models import Run, Status
+from runs.models import Run, Stage, Status
 from runs.sandbox.base import (
     SandboxError,
     SandboxFileTooLarge,
@@ -33,12 +33,13 @@ from runs.services import (
     run_heartbeat,
     run_model_secrets,
     run_secret_values,
+    run_stage_advance,
     without_credentials,
 )
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
-REDACTED = "[redacted]"
+REDACTED = contract.REDACTED
 
 
 class LogTail:
@@ -51,13 +52,15 @@ class LogTail:
     """
 
     def __init__(self, secrets: list[str], limit: int = contract.LOG_TAIL_BYTES):
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets = contract.secrets_for_redaction(secrets)
         self.limit = limit
         self._text = ""  # redacted output, the last 2 x limit characters of it
         self._pending = ""  # the end of the output that may be the start of a secret
         self.size = 0
         self.lock = threading.Lock()
         self.dirty = False
+        self.run_started = False  # the entrypoint's RUN_STAGE_LINE went by
+        self._recent = "\n"  # the end of the output, enough to find that line across chunks
 
     def _held(self, text: str) -> int:
         """How many characters at the end of `text` begin some secret."""
@@ -70,6 +73,11 @@ class LogTail:
     def _add(self, text: str) -> None:
         self._text = (self._text + text)[-self.limit * 2 :]
         self.size += len(text)
+        if not self.run_started:
+            line = f"\n{contract.RUN_STAGE_LINE}\n"
+            window = self._recent + text
+            self.run_started = line in window
+            self._recent = window[-(len(line) - 1) :]
 
     def write(self, chunk: str) -> None:
         with self.lock:
@@ -90,9 +98,7 @@ class LogTail:
             return contract.clip_log_tail(self._text, self.limit)
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return contract.redact_text(text, self.secrets)
 
 
 class Heartbeat:
@@ -113,10 +119,14 @@ class Heartbeat:
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        stage_told = False
         try:
             while not self._stop.wait(HEARTBEAT_SECONDS):
                 try:
                     close_old_connections()
+                    if self.tail.run_started and not stage_told:
+                        run_stage_advance(run_id=self.run_id, stage=Stage.RUNNING)
+                        stage_told = True
                     dirty, self.tail.dirty = self.tail.dirty, False
                     if dirty:
                         run_heartbeat(
@@ -248,6 +258,7 @@ def execute_run(run_id: str) -> str:
         if not _still_running(run_id):  # cancelled (or reaped) while we cloned and copied
             return Run.objects.get(pk=run_id).status
         backend.start(handle)
+        run_stage_advance(run_id=run_id, stage=Stage.INSTALLING)
         return _follow(run, backend, handle, tail, notes, fail)
     except SandboxError as exc:
         return fail(f"belvedir: the sandbox failed: {exc}.")
@@ -316,6 +327,8 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
         )
     if stage == "install" and exit_code != 0:
         return fail(f"belvedir: the install command exited with code {exit_code}.", exit_code)
+    # Past the install: a failed run command stopped the run while running, else it is done.
+    run_stage_advance(run_id=run.pk, stage=Stage.COLLECTING if exit_code == 0 else Stage.RUNNING)
     try:
         raw = backend.read_file(
             handle, f"{contract.REPO_DIR}/results.json", contract.RESULTS_MAX_BYTES
@@ -348,8 +361,6 @@ def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list
 
 
 def _redact_results(results, tail: LogTail):
-    if results is None or not tail.secrets:
-        return results
-    import json
-
-    return json.loads(tail.redact(json.dumps(results)))
+    """Every string in the results (keys too) redacted; a secret with a quote, backslash or
+    non-ASCII character is found as written, not as JSON would escape it."""
+    return contract.redact_json(results, tail.secrets)

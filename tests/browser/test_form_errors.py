@@ -14,13 +14,6 @@ from runs.models import Run
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def debug_page(settings, signed_in_page):
-    """The signed-in page with DEBUG on, as scripts/up.sh serves it."""
-    settings.DEBUG = True
-    return signed_in_page
-
-
 def expect_page_intact(page) -> None:
     """The site's navigation and its stylesheet are still there: the page was not replaced."""
     expect(page.locator("header.top nav").get_by_role("link", name="Harnesses")).to_be_visible()
