@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from belvedir import audit, services
 from belvedir.models import ApiKey, AuditEvent, Invitation, Membership, Organization, Project
+from belvedir.text import counted
 
 
 class ProjectInline(admin.TabularInline):
@@ -76,7 +77,7 @@ def revoke_keys(modeladmin, request, queryset):
     for key in queryset.filter(revoked_at__isnull=True).select_related("project__organization"):
         services.api_key_revoke(key=key, actor=request.user)
         count += 1
-    modeladmin.message_user(request, f"Revoked {count} key(s).")
+    modeladmin.message_user(request, f"Revoked {counted(count, 'key')}.")
 
 
 @admin.register(ApiKey)

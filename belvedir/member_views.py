@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir import crypto, members, services
-from belvedir.access import access_for_request, switch_project
+from belvedir.access import SESSION_PROJECT, access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError, NotFound
 from belvedir.forms import InvitationSignupForm, InviteForm, ProjectForm
@@ -102,10 +102,9 @@ def member_invite(request):
 
 
 def _after_change(request, access, message: str):
-    if request.htmx:
-        messages.success(request, message)
-        return _membership_response(request, access)
     messages.success(request, message)
+    if request.htmx:  # the fragment shows the message
+        return _membership_response(request, access)
     return see_other("organization-settings")
 
 
@@ -144,7 +143,7 @@ def member_remove(request, member_id: str):
         organization=access.organization, member_id=member_id, by=request.user
     )
     if membership.user_id == request.user.pk:  # they left: their page is elsewhere now
-        request.session.pop("belvedir_project_id", None)
+        request.session.pop(SESSION_PROJECT, None)
         messages.info(request, f"You left {access.organization.name}.")
         return see_other("home") if not request.htmx else _client_redirect("home")
     return _after_change(request, access, f"{membership.user.email} was removed.")

@@ -10,6 +10,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
@@ -58,7 +59,7 @@ def _send_invitation_email(*, invitation: Invitation, link: str, inviter_email: 
 
 @transaction.atomic
 def invitation_create(
-    *, organization: Organization, email: str, role: str, invited_by
+    *, organization: Organization, email: str, role: str, invited_by: AbstractBaseUser | None
 ) -> tuple[Invitation, str]:
     """A pending invitation for `email`; returns it and its token (shown once, stored hashed).
 
@@ -118,7 +119,7 @@ def invitation_for_token(*, token: str) -> Invitation | None:
 
 
 @transaction.atomic
-def invitation_accept(*, token: str, user) -> Membership:
+def invitation_accept(*, token: str, user: AbstractBaseUser) -> Membership:
     """`user` joins the invitation's organization; their email must be the invited one."""
     invitation = (
         Invitation.objects.select_for_update().filter(token_hash=_token_hash(token or "")).first()
@@ -146,7 +147,7 @@ def invitation_accept(*, token: str, user) -> Membership:
 
 
 @transaction.atomic
-def invitation_signup(*, token: str, password: str):
+def invitation_signup(*, token: str, password: str) -> AbstractBaseUser:
     """A new account for the invited address, joined to the organization."""
     invitation = invitation_for_token(token=token)
     if invitation is None:
@@ -157,7 +158,9 @@ def invitation_signup(*, token: str, password: str):
 
 
 @transaction.atomic
-def invitation_cancel(*, organization: Organization, invitation_id: str, by) -> Invitation:
+def invitation_cancel(
+    *, organization: Organization, invitation_id: str, by: AbstractBaseUser
+) -> Invitation:
     org = _lock(organization)
     _actor_role(org, by)
     invitation = Invitation.objects.filter(
@@ -172,7 +175,7 @@ def invitation_cancel(*, organization: Organization, invitation_id: str, by) -> 
     return invitation
 
 
-def _actor_role(org: Organization, by) -> str:
+def _actor_role(org: Organization, by: AbstractBaseUser) -> str:
     role = Membership.objects.filter(organization=org, user=by).values_list("role", flat=True)
     role = role.first()
     if role not in MANAGE_ROLES:
@@ -199,7 +202,7 @@ def _owner_count(org: Organization) -> int:
 
 @transaction.atomic
 def membership_role_change(
-    *, organization: Organization, member_id: str, role: str, by
+    *, organization: Organization, member_id: str, role: str, by: AbstractBaseUser
 ) -> Membership:
     if role not in Role.values:
         raise Invalid(f"Role must be one of {', '.join(Role.values)}.", field="role")
@@ -226,7 +229,9 @@ def membership_role_change(
 
 
 @transaction.atomic
-def membership_remove(*, organization: Organization, member_id: str, by) -> Membership:
+def membership_remove(
+    *, organization: Organization, member_id: str, by: AbstractBaseUser
+) -> Membership:
     org = _lock(organization)
     actor_role = _actor_role(org, by)
     target = _target(org, member_id, actor_role)

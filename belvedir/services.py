@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -40,7 +41,7 @@ def organization_create(*, name: str, owner, project_name: str = "Default") -> O
 
 
 @transaction.atomic
-def user_create(*, email: str, password: str):
+def user_create(*, email: str, password: str) -> AbstractBaseUser:
     """A new account for `email` (lowercased), with no organization yet."""
     email = (email or "").strip().lower()
     if not email or "@" not in email:

@@ -63,11 +63,11 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
-    "django_q",
     "axes",
     "belvedir",
     "harnesses",
-    "runs",
+    "runs",  # before django_q: its `qcluster` command is the one manage.py runs
+    "django_q",
     "traces",
     "billing",
     "models_registry",
@@ -276,6 +276,10 @@ else:
     Q_CLUSTER["orm"] = "default"
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("Q_TIMEOUT must be below Q_RETRY")
+# `manage.py qcluster` (runs/management/commands/qcluster.py): after a SIGTERM, runs in flight
+# may finish for this many seconds before the cluster stops them (0: as long as they take; a
+# second SIGTERM stops them at once). A stopped run is failed or requeued by the reaper.
+Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
 
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")

@@ -1,4 +1,15 @@
-"""Words for numbers, shared by templates (the `counted` filter) and messages services raise."""
+"""Numbers as people read them, shared by templates (the `score` and `counted` filters), the
+messages services raise and the CLI."""
+
+# Every page and the CLI show a score with this many decimals; the API returns the stored number.
+SCORE_DECIMALS = 3
+
+
+def score_text(value) -> str:
+    """A score as it is shown everywhere: "0.850", "1.000"; "—" when there is none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    return f"{value:.{SCORE_DECIMALS}f}"
 
 
 def counted(number: int, noun: str) -> str:

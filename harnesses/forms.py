@@ -30,6 +30,8 @@ class HarnessForm(forms.Form):
         label="Env vars (KEY=VALUE, one per line)",
         widget=forms.Textarea(attrs={"rows": 4}),
         required=False,
+        help_text="Values of names ending in _KEY, _TOKEN or _SECRET, or holding PASSWORD, are "
+        "stored encrypted and shown as ••••: leave •••• to keep one, or type a new value.",
     )
     compute = forms.ChoiceField(
         choices=[("cpu", "CPU"), ("gpu", "GPU")],

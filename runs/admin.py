@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from belvedir.errors import DomainError
+from belvedir.text import counted, score_text
 from runs import services
 from runs.models import Run, Status
 
@@ -14,7 +15,7 @@ def cancel_runs(modeladmin, request, queryset):
             count += 1
         except DomainError:
             pass
-    modeladmin.message_user(request, f"Cancelled {count} run(s).")
+    modeladmin.message_user(request, f"Cancelled {counted(count, 'run')}.")
 
 
 @admin.action(description="Requeue selected queued runs")
@@ -22,7 +23,7 @@ def requeue_runs(modeladmin, request, queryset):
     ids = list(queryset.filter(status=Status.QUEUED).values_list("pk", flat=True))
     for run_id in ids:
         services.run_enqueue(run_id=run_id)
-    modeladmin.message_user(request, f"Requeued {len(ids)} run(s).")
+    modeladmin.message_user(request, f"Requeued {counted(len(ids), 'run')}.")
 
 
 @admin.register(Run)
@@ -32,7 +33,7 @@ class RunAdmin(admin.ModelAdmin):
         "harness_name",
         "project",
         "status",
-        "score",
+        "shown_score",
         "model",
         "created_at",
         "finished_at",
@@ -42,7 +43,17 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["id", "harness_name", "model", "project__name"]
     date_hierarchy = "created_at"
     actions = [cancel_runs, requeue_runs]
-    exclude = ["model_api_key_encrypted", "judge_api_key_encrypted", "run_key_encrypted"]
+    exclude = [
+        "model_api_key_encrypted",
+        "judge_api_key_encrypted",
+        "run_key_encrypted",
+        "score",  # shown as shown_score, with the precision pages use
+    ]
+
+    @admin.display(description="score", ordering="score")
+    def shown_score(self, run: Run) -> str:
+        return score_text(run.score)
+
     readonly_fields = [
         "id",
         "project",
@@ -56,7 +67,7 @@ class RunAdmin(admin.ModelAdmin):
         "judge_api_base",
         "attempts",
         "grading",
-        "score",
+        "shown_score",
         "results",
         "notes",
         "log_tail",

@@ -20,14 +20,23 @@ COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
 # What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
 # entrypoint knows the key, so a harness cannot write it.
 stage_marker = entrypoint.stage_marker
+# The line the entrypoint prints as the run command starts: the run page's "running" stage.
+# (Only a display hint: a harness that prints it itself moves no decision, only its stage.)
+RUN_STAGE_LINE = entrypoint.RUN_STAGE_LINE
 
 REDACTED = "[redacted]"
 SECRET_MIN_CHARS = 4  # shorter values are too common to redact
 
 
 def secrets_for_redaction(values) -> list[str]:
-    """The secrets worth redacting, longest first (so a secret inside another goes second)."""
-    return sorted({v for v in values if v and len(v) >= SECRET_MIN_CHARS}, key=len, reverse=True)
+    """The secrets worth redacting, as written and as Python's repr and JSON escape them (a
+    note quotes with repr, a harness may print JSON), longest first (so a secret inside
+    another goes second)."""
+    found = set()
+    for value in values:
+        if value and len(value) >= SECRET_MIN_CHARS:
+            found |= {value, repr(value)[1:-1], json.dumps(value)[1:-1]}
+    return sorted(found, key=len, reverse=True)
 
 
 def redact_text(text: str, secrets: list[str]) -> str:

@@ -30,7 +30,7 @@ from django.db import close_old_connections, connection
 from runs import contract, git
 from runs.db import reconnecting
 from runs.logtail import LogTail, pump
-from runs.models import Run, Status
+from runs.models import Run, Stage, Status
 from runs.sandbox import entrypoint
 from runs.sandbox.base import (
     Collected,
@@ -50,6 +50,7 @@ from runs.services import (
     run_mark_running,
     run_model_secrets,
     run_secret_values,
+    run_stage_advance,
     run_store_log,
 )
 
@@ -85,10 +86,14 @@ class Heartbeat:
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        stage_told = False
         try:
             while not self._stop.wait(HEARTBEAT_SECONDS):
                 try:
                     close_old_connections()
+                    if self.tail.run_started and not stage_told:
+                        run_stage_advance(run_id=self.run_id, stage=Stage.RUNNING)
+                        stage_told = True
                     dirty, self.tail.dirty = self.tail.dirty, False
                     if dirty:
                         run_heartbeat(
@@ -215,6 +220,7 @@ class Execution:
     def start(self, spec: SandboxSpec) -> None:
         self.handle = self.backend.launch(spec)
         run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
+        run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
 
     def follow(self) -> int | None:
         """The exit code; None when the run was stopped (time cap, cancelled, reaped).
@@ -272,6 +278,10 @@ class Execution:
             return self.fail(
                 f"belvedir: the install command exited with code {exit_code}.", exit_code=exit_code
             )
+        # Past the install: a failed run command stopped the run while running, else it is done.
+        run_stage_advance(
+            run_id=self.run.pk, stage=Stage.COLLECTING if exit_code == 0 else Stage.RUNNING
+        )
         results = files[RESULTS_FILE]
         if results.kind is FileKind.MISSING and marker in HIDDEN_KINDS:
             results = Collected(HIDDEN_KINDS[marker])  # seen only inside the sandbox

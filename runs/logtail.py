@@ -7,7 +7,13 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 
-from runs.contract import LOG_TAIL_BYTES, clip_log_tail, redact_text, secrets_for_redaction
+from runs.contract import (
+    LOG_TAIL_BYTES,
+    RUN_STAGE_LINE,
+    clip_log_tail,
+    redact_text,
+    secrets_for_redaction,
+)
 
 
 class LogTail:
@@ -30,6 +36,8 @@ class LogTail:
         self.size = 0
         self.lock = threading.Lock()
         self.dirty = False
+        self.run_started = False  # the entrypoint's RUN_STAGE_LINE went by
+        self._recent = "\n"  # the end of the output, enough to find that line across chunks
 
     def _held(self, text: str) -> int:
         """How many characters at the end of `text` begin some secret."""
@@ -43,6 +51,11 @@ class LogTail:
         if not text:
             return
         self.size += len(text)
+        if not self.run_started:
+            line = f"\n{RUN_STAGE_LINE}\n"
+            window = self._recent + text
+            self.run_started = line in window
+            self._recent = window[-(len(line) - 1) :]
         piece = text[-self.limit :]  # a character is at least a byte: enough for the tail
         self._pieces.append(piece)
         self._kept += len(piece)

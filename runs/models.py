@@ -20,6 +20,18 @@ TERMINAL = [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED]
 MAX_ATTEMPTS = 100  # attempts per task a run may ask for
 
 
+class Stage(models.TextChoices):
+    """Where a running run is, in order (blank: not started)."""
+
+    CLONING = "cloning", "Cloning the repo"
+    INSTALLING = "installing", "Installing"
+    RUNNING = "running", "Running"
+    COLLECTING = "collecting", "Collecting results"
+
+
+STAGES = [Stage.CLONING, Stage.INSTALLING, Stage.RUNNING, Stage.COLLECTING]
+
+
 class Grading(models.TextChoices):
     PASS_AT_1 = "pass@1", "pass@1"
     PASS_AT_K = "pass@k", "pass@k"
@@ -74,6 +86,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The step a run is in (or, once it ended, the last one it reached), and since when.
+    stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
+    stage_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

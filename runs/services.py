@@ -19,7 +19,7 @@ from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
 from runs.db import reconnecting
-from runs.models import IN_FLIGHT, MAX_ATTEMPTS, Grading, Run, Status
+from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
@@ -171,6 +171,32 @@ def run_launch(
     return run
 
 
+def run_relaunch(*, run: Run, created_by=None) -> Run:
+    """Launch `run`'s harness again with the run's settings: its model, judge, attempts and
+    grading, and the keys it was given (reused from storage, never shown or asked again).
+    The harness runs as it is now; every launch check and cap applies."""
+    if run.harness is None:
+        raise Invalid(
+            "This run's harness was deleted, so it cannot run again.",
+            field="harness",
+            code="harness_deleted",
+        )
+    secrets = run_model_secrets(run)
+    return run_launch(
+        project=run.harness.project,
+        harness=run.harness,
+        created_by=created_by,
+        model=run.model,
+        model_api_base=run.model_api_base,
+        model_api_key=secrets["model_api_key"],
+        judge_model=run.judge_model,
+        judge_api_base=run.judge_api_base,
+        judge_api_key=secrets["judge_api_key"],
+        attempts=run.attempts,
+        grading=run.grading,
+    )
+
+
 def run_enqueue(*, run_id: str) -> None:
     from django_q.tasks import async_task
 
@@ -192,7 +218,12 @@ def run_claim(*, run_id: str, worker: str) -> bool:
 @reconnecting
 def _claim(*, run_id: str, worker: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker
+        status=Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker=worker,
+        stage=Stage.CLONING,
+        stage_started_at=now,
     )
     if claimed == 1:
         return True
@@ -207,6 +238,19 @@ def run_mark_running(*, run_id: str, container_id: str) -> bool:
     """The run's sandbox was launched; False once the run is no longer running."""
     return (
         Run.objects.filter(pk=run_id, status=Status.RUNNING).update(container_id=container_id) == 1
+    )
+
+
+@reconnecting
+def run_stage_advance(*, run_id: str, stage: str) -> bool:
+    """The running run reached `stage`; stages only move forward (a late or repeated report of
+    an earlier one changes nothing). False when nothing changed."""
+    earlier = ["", *STAGES[: STAGES.index(stage)]]
+    return (
+        Run.objects.filter(pk=run_id, status=Status.RUNNING, stage__in=earlier).update(
+            stage=stage, stage_started_at=timezone.now()
+        )
+        == 1
     )
 
 

@@ -9,5 +9,6 @@ urlpatterns = [
     path("compare/", views.run_compare, name="compare"),
     path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("<str:run_id>/again/", views.run_again, name="again"),
     path("launch/<str:harness_id>/", views.run_launch, name="launch"),
 ]

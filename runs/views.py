@@ -3,8 +3,10 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -15,7 +17,7 @@ from belvedir.errors import DomainError, Invalid
 from belvedir.http import see_other
 from harnesses.models import Harness
 from harnesses.selectors import harnesses_for
-from runs import selectors, services
+from runs import display, selectors, services
 from runs.forms import LaunchForm
 from runs.models import Run, Status
 from runs.results import task_results
@@ -96,12 +98,47 @@ def run_compare(request):
 
 @login_required
 def run_detail(request, run_id: str):
+    """The run page; for HTMX its live part (status, stages, results) or, with
+    `fragment=log`, its log (204 while the log is still `size` characters long)."""
     access = access_for_request(request)
     run = access.get(Run, pk=run_id)
-    context = {"run": run, "queue_position": selectors.queue_position(run)}
+    if request.htmx and request.GET.get("fragment") == "log":
+        if not run.is_terminal and request.GET.get("size") == str(run.log_size):
+            return HttpResponse(status=204)
+        return render(
+            request, "runs/detail.html#run-log", {"run": run, "log": display.log_view(run)}
+        )
+    now = timezone.now()
+    context = {
+        "run": run,
+        "queue_position": selectors.queue_position(run),
+        "stages": display.stages(run, now=now),
+        "elapsed": display.elapsed(run, now=now),
+        "failure_notes": display.failure_notes(run),
+        "notes": display.other_notes(run),
+        "results": display.results_view(run),
+    }
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
+    context.update(
+        log=display.log_view(run),
+        harness_config=display.harness_config(run),
+        harness_changed=display.harness_changed_since(run),
+    )
     return render(request, "runs/detail.html", context)
+
+
+@login_required
+@require_POST
+def run_again(request, run_id: str):
+    """Launch the run's harness again with the run's settings and keys; on to the new run."""
+    access = access_for_request(request)
+    run = access.get(Run, write=True, pk=run_id)
+    again = services.run_relaunch(run=run, created_by=request.user)
+    messages.success(request, f"Run {again.pk} launched with the settings of {run.pk}.")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("runs:detail", args=[again.pk]))
+    return see_other("runs:detail", run_id=again.pk)
 
 
 @login_required

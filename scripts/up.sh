@@ -33,19 +33,20 @@ GPID=$!
 # Two django-q2 clusters: "runs" executes runs (Q_WORKERS at a time, the rest wait queued),
 # "housekeeping" runs the reaper and the task former, so those never wait behind runs.
 # Each starts in its own process group (setsid) and is stopped by signalling the whole group:
-# a SIGTERM to the cluster's main process alone waits for busy workers (up to Q_TIMEOUT), and
-# a killed main process would leave its workers running as orphans. A run stopped this way
-# is failed (or requeued) by the reaper.
+# `manage.py qcluster` (runs/management/commands/qcluster.py) then exits within seconds and
+# leaves no worker behind; a run it stopped is failed (or requeued) by the reaper. A SIGTERM to
+# the main process alone would let runs in flight finish first (Q_STOP_GRACE bounds that).
 Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >var/qcluster-runs.log 2>&1 &
 RUNS_PID=$!
 Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
 HOUSEKEEPING_PID=$!
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
-  # Workers die on the SIGTERM; the main process then waits forever for its dead sentinel,
-  # so whatever is left a moment later is killed.
   kill -TERM -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
-  sleep 2
+  for _ in $(seq 1 50); do  # 10 s, then whatever is left is killed
+    kill -0 -- "-$RUNS_PID" 2>/dev/null || kill -0 -- "-$HOUSEKEEPING_PID" 2>/dev/null || return 0
+    sleep 0.2
+  done
   kill -KILL -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
 }
 trap stop_clusters EXIT INT TERM

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from belvedir.text import counted
 from traces.models import Session, Span, Task, TaskGroup
 from traces.services.task_forming import tasks_form
 
@@ -8,7 +9,7 @@ from traces.services.task_forming import tasks_form
 def form_tasks_now(modeladmin, request, queryset):
     for session in queryset:
         tasks_form(session=session)
-    modeladmin.message_user(request, f"Formed tasks for {queryset.count()} session(s).")
+    modeladmin.message_user(request, f"Formed tasks for {counted(queryset.count(), 'session')}.")
 
 
 @admin.register(Session)

@@ -7,6 +7,7 @@ import sys
 import time
 
 from belvedir.cli.client import Client, out
+from belvedir.text import score_text
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -41,7 +42,7 @@ def cmd_runs_list(client: Client, args) -> int:
             params[field] = getattr(args, field)
     data = client.get("/api/v1/runs", params=params)
     lines = [
-        f"{r['id']}  {r['status']:<9}  score={'' if r['score'] is None else r['score']}  {r['harness_name']}  {r['model']}"
+        f"{r['id']}  {r['status']:<9}  score={score_text(r['score'])}  {r['harness_name']}  {r['model']}"
         for r in data["results"]
     ]
     out(args, data, lines or ["no runs"])
@@ -50,7 +51,11 @@ def cmd_runs_list(client: Client, args) -> int:
 
 def cmd_runs_get(client: Client, args) -> int:
     run = client.get(f"/api/v1/runs/{args.id}")
-    out(args, run, [f"{run['id']}  {run['status']}  score={run['score']}", *run["notes"]])
+    out(
+        args,
+        run,
+        [f"{run['id']}  {run['status']}  score={score_text(run['score'])}", *run["notes"]],
+    )
     return 0 if run["status"] != "failed" else 1
 
 
@@ -74,7 +79,7 @@ def cmd_runs_watch(client: Client, args) -> int:
             if args.json:
                 print(json.dumps(run, indent=2))
             else:
-                print(f"\n{run['id']} {run['status']} score={run['score']}")
+                print(f"\n{run['id']} {run['status']} score={score_text(run['score'])}")
                 for note in run["notes"]:
                     print(note)
             return 0 if run["status"] == "succeeded" else 1

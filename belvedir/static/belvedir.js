@@ -44,8 +44,19 @@
     if (page) {
       page.innerHTML = '<ul class="messages"><li class="error"></li></ul>';
       page.querySelector("li").textContent = message;
+      page.setAttribute("data-transient", "");
     }
   }
+
+  // A connection problem shown in the page's box goes once a request gets through again
+  // (a polling page recovers by itself when the server is back).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var page = document.getElementById("page-error");
+    if (event.detail.successful && page && page.hasAttribute("data-transient")) {
+      page.innerHTML = "";
+      page.removeAttribute("data-transient");
+    }
+  });
 
   function statusText(xhr) {
     return xhr.status + (xhr.statusText ? " " + xhr.statusText : "");
@@ -78,5 +89,44 @@
       var box = elt.querySelector(":scope > .htmx-problem");
       if (box) box.remove();
     }
+  });
+
+  // Boxes marked data-follow (the run log) stay at their end while the reader is there, and
+  // keep the reader's place once they scroll up; a [data-jump-to=<box id>] control brings them
+  // back. Polling replaces the box, so where each one was is kept by its id.
+  var followed = {};
+
+  function atEnd(box) {
+    return box.scrollHeight - box.scrollTop - box.clientHeight < 24;
+  }
+
+  function showJump(box, following) {
+    var jump = document.querySelector('[data-jump-to="' + box.id + '"]');
+    if (jump) jump.hidden = following;
+  }
+
+  function follow(box) {
+    var state = followed[box.id] || (followed[box.id] = { following: true, top: 0 });
+    box.scrollTop = state.following ? box.scrollHeight : state.top;
+    showJump(box, state.following);
+    box.addEventListener("scroll", function () {
+      state.following = atEnd(box);
+      state.top = box.scrollTop;
+      showJump(box, state.following);
+    });
+  }
+
+  htmx.onLoad(function (content) {
+    if (content.matches && content.matches("[data-follow]")) follow(content);
+    content.querySelectorAll("[data-follow]").forEach(follow);
+  });
+
+  document.addEventListener("click", function (event) {
+    var jump = event.target.closest && event.target.closest("[data-jump-to]");
+    var box = jump && document.getElementById(jump.getAttribute("data-jump-to"));
+    if (!box) return;
+    followed[box.id] = { following: true, top: 0 };
+    box.scrollTop = box.scrollHeight;
+    showJump(box, true);
   });
 })();

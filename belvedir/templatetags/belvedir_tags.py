@@ -10,9 +10,6 @@ from belvedir import text
 
 register = template.Library()
 
-# Every page shows a score with this many decimals (the API returns the stored number).
-SCORE_DECIMALS = 3
-
 
 @register.filter
 def pretty_json(value) -> str:
@@ -22,9 +19,7 @@ def pretty_json(value) -> str:
 @register.filter
 def score(value) -> str:
     """A score as every page shows it: "0.850", "1.000"; "—" when there is none."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return "—"
-    return f"{value:.{SCORE_DECIMALS}f}"
+    return text.score_text(value)
 
 
 @register.filter

@@ -33,6 +33,7 @@ STAGE_FILE = f"{CONTROL_DIR}/stage"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
 RESULTS_FILE = f"{REPO_DIR}/results.json"
 PR_SET_DUMPABLE = 4
+RUN_STAGE_LINE = "belvedir: starting the run command"
 
 
 def stage_marker(key: str, stage: str) -> str:
@@ -111,6 +112,7 @@ def main() -> int:
     if code != 0:
         mark(key, "install")
         return code
+    print(RUN_STAGE_LINE, flush=True)
     code = run_script("run.sh")
     special = special_kind(RESULTS_FILE)
     if special:

@@ -214,3 +214,20 @@ def test_python_dash_m_belvedir_cli_runs_the_same_command_line():
     )
     assert result.returncode == 2
     assert "set BELVEDIR_API_KEY" in result.stderr
+
+
+def test_runs_list_and_get_show_the_score_with_the_pages_precision(cli, owner):
+    from runs.models import Run
+
+    scored = Run.objects.create(
+        project=owner.project, harness_name="h", status="succeeded", score=0.85
+    )
+    failed = Run.objects.create(project=owner.project, harness_name="h", status="failed")
+    code, out, _ = cli("runs", "list")
+    assert code == 0
+    assert f"{scored.pk}  succeeded  score=0.850  h" in out
+    assert f"{failed.pk}  failed     score=—  h" in out
+    code, out, _ = cli("runs", "get", scored.pk)
+    assert out.splitlines()[0] == f"{scored.pk}  succeeded  score=0.850"
+    code, out, _ = cli("runs", "get", scored.pk, "--json")
+    assert json.loads(out)["score"] == 0.85  # the API's number, untouched

@@ -131,3 +131,10 @@ def test_an_htmx_request_to_an_unknown_url_gets_the_message_for_the_page_error_b
     html = response.content.decode()
     assert response.status_code == 404 and response["HX-Retarget"] == "#page-error"
     assert "Nothing is at this address." in html and "<html" not in html and "URLconf" not in html
+
+
+def test_the_score_text_the_cli_prints_is_the_pages_score():
+    from belvedir.text import score_text
+
+    assert score_text(0.85) == score(0.85) == "0.850"
+    assert score_text(None) == score(None) == "—"

@@ -199,3 +199,22 @@ def test_a_bad_project_name_is_400_naming_name(owner, name, status):
 def test_read_only_member_cannot_create_a_project(readonly):
     url = "/settings/organization/projects/new/"
     assert readonly.web.post(url, {"project-name": "X"}).status_code == 403
+
+
+def test_an_admin_invites_but_cannot_remove_an_owner(owner, member):
+    Membership.objects.filter(user=member.user).update(role=Role.ADMIN)
+    assert _invite(member, "new@example.com").status_code == 303
+    assert Invitation.objects.get().invited_by == member.user
+    url = f"/settings/organization/members/{_member_id(owner)}/remove/"
+    assert member.web.post(url).status_code == 403
+    html = member.web.get("/settings/organization/").content.decode()
+    owner_row = re.search(r'<tr data-member="owner@example.com">.*?</tr>', html, re.S).group(0)
+    assert "Remove</button>" not in owner_row and re.search(r"<select[^>]*\s+disabled", owner_row)
+
+
+def test_an_owner_with_a_co_owner_can_leave_and_is_sent_home(owner, member):
+    Membership.objects.filter(user=member.user).update(role=Role.OWNER)
+    response = owner.web.post(f"/settings/organization/members/{_member_id(owner)}/remove/")
+    assert response.status_code == 303 and response["Location"] == "/"
+    assert not Membership.objects.filter(user=owner.user).exists()
+    assert Membership.objects.get(user=member.user).role == Role.OWNER

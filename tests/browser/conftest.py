@@ -50,3 +50,10 @@ def signed_in_page(page, owner):
     page.wait_for_url(lambda url: "/login/" not in url)  # the home page
     page.goto("/harnesses/")
     return page
+
+
+@pytest.fixture
+def debug_page(settings, signed_in_page):
+    """The signed-in page with DEBUG on, as `make up` (scripts/up.sh) serves every new user."""
+    settings.DEBUG = True
+    return signed_in_page

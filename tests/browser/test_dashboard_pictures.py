@@ -82,6 +82,23 @@ def test_the_harness_page_draws_the_score_chart_from_its_runs(signed_in_page, ch
     expect(summary.locator(f'[data-latest="{a3.pk}"]')).to_have_text("0.250")
 
 
+def test_my_benchmarks_charts_every_harness_and_redraws_when_filtered(
+    signed_in_page, owner, charted, make_harness
+):
+    page = signed_in_page
+    harness, _ = charted
+    other = scored_run(owner, make_harness(name="other"), "m/one", 0.9, 1)
+    page.goto("/runs/")
+    expect(page.locator("#runs-chart canvas")).to_be_visible()
+    labels = "() => Chart.getChart(document.querySelector('#runs-chart canvas')).data.datasets.map((d) => d.label)"
+    assert page.evaluate(labels) == ["charted · m/one", "charted · m/two", "other · m/one"]
+
+    page.select_option("select[name=harness]", harness.pk)  # htmx swaps the table and chart
+    expect(page.locator(f'a:text-is("{other.pk}")')).to_have_count(0)
+    expect(page.locator("#runs-chart canvas")).to_be_visible()
+    assert page.evaluate(labels) == ["m/one", "m/two"]
+
+
 def test_without_javascript_the_scores_read_as_a_table(browser, live_server, owner, charted):
     harness, (a1, _, _) = charted
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
@@ -91,7 +108,7 @@ def test_without_javascript_the_scores_read_as_a_table(browser, live_server, own
         page.fill("#id_username", "owner@example.com")
         page.fill("#id_password", "correct-horse-9")
         page.click("button[type=submit]")
-        page.wait_for_url("**/harnesses/")
+        page.wait_for_url(lambda url: "/login/" not in url)
         # The harness page cannot pull its runs in: its link leads to them.
         page.goto(f"/harnesses/{harness.pk}/")
         page.click("text=Runs of this harness →")

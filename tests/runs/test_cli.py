@@ -49,10 +49,10 @@ def test_runs_launch_watch_follows_the_log_and_exits_0_when_the_run_succeeds(
     run_id = launched_id(out)
     assert "installing contract-harness" in out and "tick 1" in out and "done" in out
     assert out.count("starting in") == 1  # each piece of the log printed once
-    assert f"{run_id} succeeded score=0.85" in out
+    assert f"{run_id} succeeded score=0.850" in out
 
     code, out, _ = cli("runs", "list")
-    assert code == 0 and re.search(rf"{run_id}\s+succeeded\s+score=0.85", out)
+    assert code == 0 and re.search(rf"{run_id}\s+succeeded\s+score=0.850", out)
     code, out, _ = cli("runs", "list", "--status", "failed")
     assert code == 0 and run_id not in out
 
@@ -67,7 +67,7 @@ def test_runs_watch_exits_non_zero_when_the_run_fails(sandbox_settings, cli, mak
     assert worker.join() == "failed"
     assert code == 1
     assert "done" in out  # the harness's own output
-    assert f"{run_id} failed score=None" in out
+    assert f"{run_id} failed score=—" in out
     assert "belvedir: the run command exited with code 3." in out
 
 

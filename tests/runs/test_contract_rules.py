@@ -1,5 +1,7 @@
 """The results.json rules on inputs built to break a parser (no Docker needed)."""
 
+import json
+
 import pytest
 
 from runs.contract import judge_results
@@ -31,3 +33,25 @@ def test_a_non_finite_score_fails_and_the_results_stay_storable(literal):
     outcome = judge_results(b'{"score": ' + literal + b"}", exit_code=0, launch_model="")
     assert not outcome.succeeded
     assert outcome.results["score"] == literal.decode()
+
+
+def test_secrets_are_redacted_from_every_string_of_a_json_value_as_written():
+    from runs.contract import redact_json, redact_text, secrets_for_redaction
+
+    secrets = secrets_for_redaction(['pa"ss\\wörd', "abc", "", "tok-123456"])
+    # As written, as repr and JSON escape it; too short and blank ones left out.
+    assert set(secrets) == {
+        'pa"ss\\wörd',
+        'pa"ss\\\\wörd',
+        'pa\\"ss\\\\w\\u00f6rd',
+        "tok-123456",
+    }
+    value = {"model": 'x pa"ss\\wörd', "tok-123456": [1, {"k": "tok-123456!"}], "n": 2.5}
+    assert redact_json(value, secrets) == {
+        "model": "x [redacted]",
+        "[redacted]": [1, {"k": "[redacted]!"}],
+        "n": 2.5,
+    }
+    secret = 'pa"ss\\wörd'
+    assert redact_text(f"reported model {secret!r}", secrets) == "reported model '[redacted]'"
+    assert redact_text(json.dumps({"pw": secret}), secrets) == '{"pw": "[redacted]"}'

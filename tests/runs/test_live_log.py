@@ -68,10 +68,18 @@ def test_the_run_page_follows_a_running_run(sandbox_settings, launch, owner):
     live = owner.web.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true")
     html = live.content.decode()
     assert 'id="run-status">running<' in html
-    assert "tick 0" in html
     assert 'hx-trigger="every 1s"' in html  # keeps polling while running
+    log_url = f"/runs/{run.pk}/?fragment=log"
+    log = owner.web.get(log_url, HTTP_HX_REQUEST="true").content.decode()
+    assert "tick 0" in log and 'hx-trigger="every 1s"' in log
+    # The log's next poll names the size it has: unchanged, the answer is empty (204).
+    size = Run.objects.get(pk=run.pk).log_size
+    unchanged = owner.web.get(f"{log_url}&size={size}", HTTP_HX_REQUEST="true")
+    assert unchanged.status_code in (200, 204)  # 200 only if output arrived meanwhile
     assert worker.join() == "succeeded"
 
     done = owner.web.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="run-status">succeeded<' in done and "0.850" in done
     assert "every 1s" not in done  # stops polling once it ended
+    final = owner.web.get(f"{log_url}&size={size}", HTTP_HX_REQUEST="true")
+    assert final.status_code == 200 and "every 1s" not in final.content.decode()

@@ -9,6 +9,8 @@ from runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
+LOG = "installing contract-harness\nboom <script>alert(1)</script>\n"
+
 
 @pytest.fixture
 def finished(make_run):
@@ -18,8 +20,8 @@ def finished(make_run):
         score=None,
         model="acme/model-1",
         notes=["belvedir: the run command exited with code 3."],
-        log_tail="installing contract-harness\nboom <script>alert(1)</script>\n",
-        log_size=60,
+        log_tail=LOG,
+        log_size=len(LOG),
         exit_code=3,
         created_at=now - timedelta(minutes=2),
         started_at=now - timedelta(minutes=2),
@@ -48,8 +50,16 @@ def test_the_run_page_answers_htmx_with_only_the_live_fragment(owner, finished):
     html = response.content.decode()
     assert response.status_code == 200
     assert html.lstrip().startswith('<div id="run-live"')
-    assert "<html" not in html and "<h1>" not in html
-    assert 'id="run-status">failed<' in html and "installing contract-harness" in html
+    assert "<html" not in html and "<h1" not in html
+    assert 'id="run-status">failed<' in html and "run-log" not in html
+
+
+def test_the_run_page_answers_htmx_for_its_log_with_only_the_log_fragment(owner, finished):
+    response = owner.web.get(f"/runs/{finished.pk}/?fragment=log", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<div id="run-log-box"')
+    assert "installing contract-harness" in html and 'id="run-status"' not in html
 
 
 def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
@@ -57,10 +67,10 @@ def test_the_run_page_is_hidden_from_outsiders_and_read_only_for_readers(
 ):
     run = make_run(status="running")
     assert outsider.web.get(f"/runs/{run.pk}/").status_code == 404
-    assert "Cancel</button>" in owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert "Cancel run</button>" in owner.web.get(f"/runs/{run.pk}/").content.decode()
     page = readonly.web.get(f"/runs/{run.pk}/")
     assert page.status_code == 200
-    assert "Cancel</button>" not in page.content.decode()
+    assert "Cancel run</button>" not in page.content.decode()
     assert readonly.web.post(f"/runs/{run.pk}/cancel/").status_code == 403
     assert outsider.web.post(f"/runs/{run.pk}/cancel/").status_code == 404
     run.refresh_from_db()
@@ -173,3 +183,35 @@ def test_my_benchmarks_new_benchmark_refuses_another_organizations_harness(
     )
     assert response.status_code == 400
     assert not Run.objects.exists()
+
+
+def test_the_log_fragment_is_empty_while_the_log_has_not_grown_and_whole_once_it_has(
+    owner, make_run
+):
+    run = make_run(status="running", log_tail="one\n", log_size=4)
+    url = f"/runs/{run.pk}/?fragment=log"
+    assert owner.web.get(f"{url}&size=4", HTTP_HX_REQUEST="true").status_code == 204
+    Run.objects.filter(pk=run.pk).update(log_tail="one\ntwo\n", log_size=8)
+    grown = owner.web.get(f"{url}&size=4", HTTP_HX_REQUEST="true")
+    assert grown.status_code == 200 and "one\ntwo" in grown.content.decode()
+    assert "size=8" in grown.content.decode()  # the next poll asks from there
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    ended = owner.web.get(f"{url}&size=8", HTTP_HX_REQUEST="true")
+    assert ended.status_code == 200 and "every 1s" not in ended.content.decode()
+
+
+def test_the_run_page_shows_stages_and_the_configuration_with_secrets_masked(owner, make_run):
+    from harnesses import env_secrets
+
+    run = make_run(
+        status="running",
+        stage="installing",
+        stage_started_at=timezone.now() - timedelta(seconds=5),
+        started_at=timezone.now() - timedelta(seconds=9),
+        harness_snapshot={"name": "Smoke", "run_command": "python run.py", "env": {"A": "1"}},
+        harness_env_secrets_encrypted=env_secrets.secrets_encrypt({"HF_TOKEN": "hf_secret_1"}),
+    )
+    html = owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert 'aria-current="step">Installing <span class="muted">5.' in html
+    assert "running for 9." in html
+    assert f"HF_TOKEN={env_secrets.MASK}" in html and "hf_secret_1" not in html

@@ -6,6 +6,7 @@ from django.db import connection
 
 from belvedir.errors import Unavailable
 from runs import services
+from runs.contract import RUN_STAGE_LINE
 from runs.executor import execute_run
 from runs.models import Run
 from tests.runs.helpers import Background, closed_port, containers_of, wait_for
@@ -40,7 +41,7 @@ def test_the_end_of_an_8_mb_flood_is_in_the_tail_and_the_log_size_is_exact(
     )
     assert run.status == "succeeded", (run.notes, run.log_tail[-300:])
     assert run.log_tail.endswith("xxx\nEND-MARKER\n")
-    assert run.log_size == FLOOD + len("\nEND-MARKER\n")
+    assert run.log_size == len(f"{RUN_STAGE_LINE}\n") + FLOOD + len("\nEND-MARKER\n")
     assert len(run.log_tail.encode()) == 16 * 1024
 
 

@@ -11,16 +11,17 @@ from runs.models import Run
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "svc-token-4f1d9a7c2e8b-do-not-leak"
-PASSWORD = "pa55word-7b2e91c4-do-not-leak"
+# A quote, a backslash and a non-ASCII letter: JSON escapes all three.
+PASSWORD = 'pa"55\\wörd-7b2e91c4-do-not-leak'
 
 
 def test_secret_harness_env_is_redacted_from_log_results_notes_api_and_pages(
     sandbox_settings, launch, owner
 ):
     run = launch(
-        # The harness prints both secrets, and reports the token as its model in results.json,
-        # which the platform quotes in a note.
-        env={"SERVICE_TOKEN": TOKEN, "DB_PASSWORD": PASSWORD, "REPORT_MODEL": "$SERVICE_TOKEN"},
+        # The harness prints both secrets, and reports the password as its model in
+        # results.json, which the platform quotes in a note.
+        env={"SERVICE_TOKEN": TOKEN, "DB_PASSWORD": PASSWORD, "REPORT_MODEL": "$DB_PASSWORD"},
         harness={
             "run_command": 'echo "token=$SERVICE_TOKEN"; echo "pw=$DB_PASSWORD" >&2; python3 run.py'
         },
@@ -48,4 +49,4 @@ def test_secret_harness_env_is_redacted_from_log_results_notes_api_and_pages(
         cursor.execute("SELECT r::text FROM runs_run r WHERE id = %s", [run.pk])
         (row,) = cursor.fetchone()
         assert TOKEN not in row and PASSWORD not in row, "a secret is stored in plaintext"
-    assert Run.objects.get(pk=run.pk).harness_snapshot["env"] == {"REPORT_MODEL": "$SERVICE_TOKEN"}
+    assert Run.objects.get(pk=run.pk).harness_snapshot["env"] == {"REPORT_MODEL": "$DB_PASSWORD"}

@@ -9,6 +9,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from belvedir.models import ApiKey
+from belvedir.text import counted
 from runs import contract
 from runs.models import Run
 from runs.selectors import run_of_key
@@ -188,7 +189,7 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     errors = []
     if refused:
         errors.append(
-            f"{refused} span(s) refused: a run key writes only into its own run's sessions."
+            f"{counted(refused, 'span')} refused: a run key writes only into its own run's sessions."
         )
     return IngestOutcome(len(rows), refused, errors)
 

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from belvedir import crypto
+from belvedir.text import counted
 
 
 def encrypted_fields() -> list[tuple[type, str]]:
@@ -43,5 +44,5 @@ class Command(BaseCommand):
             total += changed
             self.stdout.write(f"{model._meta.label}.{name}: {changed} re-encrypted")
         self.stdout.write(
-            self.style.SUCCESS(f"{total} value(s) re-encrypted with the current key.")
+            self.style.SUCCESS(f"{counted(total, 'value')} re-encrypted with the current key.")
         )

@@ -1,0 +1,101 @@
+"""`manage.py qcluster`: django-q2's cluster, with a stop that neither hangs nor orphans workers.
+
+- The first SIGTERM (or SIGINT) stops taking tasks. An idle cluster exits within seconds; a
+  run in flight is let finish (its worker is busy until the run ends, which the run timeout
+  bounds), unless Q_STOP_GRACE seconds pass first.
+- A second SIGTERM/SIGINT, or the end of Q_STOP_GRACE: stop now. Every process of the
+  cluster is killed; a run that was in flight stops sending heartbeats, and the reaper (the
+  housekeeping cluster) fails it with a `belvedir:` note and removes its sandbox.
+- When the main process exits, no process it started is left running.
+"""
+
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django_q.cluster import Cluster
+from django_q.management.commands import qcluster
+
+log = logging.getLogger(__name__)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children, their children…), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # it exited while we looked
+            continue
+        # pid (comm) state ppid …: comm may hold spaces, so split after its ")".
+        state, ppid = text[text.rindex(")") + 2 :].split()[:2]
+        if state != "Z":
+            children.setdefault(int(ppid), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class StoppableCluster(Cluster):
+    """A Cluster whose second stop signal (or a grace timeout) kills its processes."""
+
+    def __init__(self, *args, grace: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grace = grace
+        self.stopping = False
+        signal.signal(signal.SIGALRM, self.stop_now)
+
+    def sig_handler(self, signum, frame):
+        if self.stopping:  # asked again while the workers finish: stop now
+            self.stop_now(signum, frame)
+            return
+        self.stopping = True
+        if self.grace:
+            signal.alarm(self.grace)
+        log.info("qcluster: stopping; runs in flight finish (signal again to stop now)")
+        # Not in this handler: stop() sets an Event whose lock a process killed by the same
+        # signal (a SIGTERM to the whole group) may have held, and would then wait forever.
+        # The main loop (Command.handle) ends when the sentinel does, either way.
+        threading.Thread(target=self.stop, name="qcluster-stop", daemon=True).start()
+
+    def stop_now(self, signum=None, frame=None):
+        pids = descendants(self.pid)  # collected first: a killed sentinel's children re-parent
+        if pids:
+            log.warning(
+                "qcluster: stopping now; killing %d processes (runs in flight are left to the "
+                "reaper)",
+                len(pids),
+            )
+        kill_all(pids)
+
+
+class Command(qcluster.Command):
+    help = qcluster.Command.help + " Stops cleanly on SIGTERM (see runs/management/commands)."
+
+    def handle(self, *args, **options):
+        settings.SECRET_KEY  # noqa: B018  (django-q2 signs tasks with it: fail early)
+        if options.get("cluster_name"):
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
+        cluster.start()
+        if options.get("run_once", False):
+            cluster.stop()
+        while cluster.sentinel.is_alive():
+            time.sleep(0.2)  # a stop signal runs its handler here
+        signal.alarm(0)
+        kill_all(descendants(cluster.pid))  # nothing of the cluster outlives it
