@@ -47,6 +47,8 @@ class RunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "stage",
+            "stage_started_at",
         ]
 
     def get_has_model_api_key(self, run: Run) -> bool:

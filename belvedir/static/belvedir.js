@@ -44,8 +44,19 @@
     if (page) {
       page.innerHTML = '<ul class="messages"><li class="error"></li></ul>';
       page.querySelector("li").textContent = message;
+      page.setAttribute("data-transient", "");
     }
   }
+
+  // A connection problem shown in the page's box goes once a request gets through again
+  // (a polling page recovers by itself when the server is back).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var page = document.getElementById("page-error");
+    if (event.detail.successful && page && page.hasAttribute("data-transient")) {
+      page.innerHTML = "";
+      page.removeAttribute("data-transient");
+    }
+  });
 
   function statusText(xhr) {
     return xhr.status + (xhr.statusText ? " " + xhr.statusText : "");

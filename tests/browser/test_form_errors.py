@@ -113,3 +113,29 @@ def test_a_launch_refused_because_the_repo_does_not_answer_shows_in_the_dialog(
     expect(dialog.get_by_text("checking the repo…")).to_be_hidden()
     expect_page_intact(page)
     assert not Run.objects.exists()
+
+
+def test_a_launch_that_never_reaches_the_server_says_so_and_clears_the_indicator(
+    debug_page, owner, make_harness
+):
+    harness = make_harness(name="offline")
+    page = debug_page
+    page.goto(f"/harnesses/{harness.pk}/")
+    page.get_by_role("link", name="New benchmark").click()
+    dialog = page.locator("#launch-dialog")
+    page.route(
+        f"**/runs/launch/{harness.pk}/",
+        lambda route: route.abort() if route.request.method == "POST" else route.continue_(),
+    )
+    dialog.get_by_role("button", name="Launch").click()
+    expect(dialog.get_by_role("alert")).to_contain_text("could not be reached")
+    expect(dialog.get_by_text("checking the repo…")).to_be_hidden()
+    expect_page_intact(page)
+
+    # Once the server answers again, the same form launches through htmx.
+    page.unroute(f"**/runs/launch/{harness.pk}/")
+    # A double click launches once (htmx sends one request of a form at a time).
+    dialog.get_by_role("button", name="Launch").dblclick()
+    page.wait_for_url("**/runs/run_*/")
+    assert Run.objects.filter(harness=harness).count() == 1
+    expect(page.get_by_role("alert")).to_have_count(0)

@@ -205,3 +205,16 @@ def test_run_again_creates_a_run_with_the_same_settings(debug_page, owner, make_
     )
     assert services.run_model_secrets(again)["model_api_key"] == "sk-again-secret-123"
     assert "sk-again-secret-123" not in page.content()
+
+
+def test_a_server_that_stops_answering_is_said_on_the_run_page_until_it_answers_again(
+    debug_page, running
+):
+    page = debug_page
+    page.goto(f"/runs/{running.pk}/")
+    polls = re.compile(rf"/runs/{running.pk}/")  # both of the page's polls
+    page.route(polls, lambda route: route.abort())
+    expect(page.locator("#page-error")).to_contain_text("could not be reached")
+    page.unroute(polls)
+    expect(page.locator("#page-error")).to_be_empty()
+    expect(page.locator("#run-status")).to_have_text("running")

@@ -41,6 +41,8 @@ RUN_FIELDS = {
     "created_at",
     "started_at",
     "finished_at",
+    "stage",
+    "stage_started_at",
 }
 
 
