@@ -39,6 +39,7 @@ bench: venv machine sandbox-image
 	$(PIP) install -q -e ".[test,bench]"
 	$(PY) bench/run_overhead.py
 	$(PY) bench/ingest.py
+	$(PY) bench/qcluster_stop.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -375,8 +375,7 @@ def main() -> int:
     try:
         _common.django_setup(
             url,
-            BELVEDIR_SANDBOX_NETWORK="host",
-            BELVEDIR_SANDBOX_BASE_URL="http://127.0.0.1:9",  # no Tasks: never contacted
+            BELVEDIR_SANDBOX_BASE_URL="http://172.30.0.1:9",  # no Tasks: never contacted
             BELVEDIR_SANDBOX_IMAGE=IMAGE,
             BELVEDIR_SANDBOX_CPUS=CPUS,
             BELVEDIR_SANDBOX_MEMORY=MEMORY,

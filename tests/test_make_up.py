@@ -96,7 +96,8 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
             headers={"Referer": f"{base}/login/"},
             timeout=10,
         )
-        assert signed_in.url.endswith("/harnesses/") and "Demo contract harness" in signed_in.text
+        assert signed_in.url == f"{base}/" and "Next steps" in signed_in.text  # the home page
+        assert "Demo contract harness" in login.get(f"{base}/harnesses/", timeout=10).text
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
