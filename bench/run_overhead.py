@@ -1,6 +1,6 @@
 """Platform overhead of one run: launch-to-finish through Belvedir vs. a plain `docker run`.
 
-    .venv/bin/python bench/run_overhead.py [--runs 7] [--keep-db]
+    .venv/bin/python bench/run_overhead.py [--runs 7] [--runtimes runc runsc] [--keep-db]
 
 A trivial harness (install `true`, run a one-line python3 that writes results.json with
 score 1) in a local git repository, launched from its file:// URL:
@@ -13,10 +13,13 @@ score 1) in a local git repository, launched from its file:// URL:
 * baseline: the same clone, install and run by hand: `git clone --depth 1 file://…`, chown
   the clone to the sandbox uid, `docker run` of the same image with the same limits and
   flags the platform sets (user 1000:1000, cap-drop ALL, no-new-privileges, init, pids,
-  CPU and memory limits, host network, json-file log caps) with the clone bind-mounted
-  at /workspace/repo, read results.json, `docker rm`. (A bind mount, where the platform
-  copies the repo in with put_archive: that copy is part of what the platform costs.)
+  CPU and memory limits, the sandbox network, json-file log caps, the runtime) with the
+  clone bind-mounted at /workspace/repo, read results.json, `docker rm`. (A bind mount,
+  where the platform copies the repo in with put_archive and gives the sandbox a read-only
+  root and a disk-quota volume: those are part of what the platform costs.)
 
+Both paths run once per runtime (runc, and gVisor's runsc by default), side by side; the
+platform's sandboxes are isolated as in production (the sandbox network, the quota volume).
 Runs alternate (platform first, then baseline first, ...) after one warm-up of each.
 Prints medians, the ratio, the absolute overhead per run (PASS/MISS against 1 s) and a
 breakdown of the platform time taken by wrapping functions with time.perf_counter in this
@@ -138,6 +141,10 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor.shutil, "rmtree", "exec: rmtree (work dir)")
     probe.wrap(executor, "clone_repo", "exec: clone (init/fetch/checkout, drop .git)")
     probe.wrap(executor, "tar_directory", "exec: tar workspace")
+    from runs.sandbox import volumes
+
+    probe.wrap(volumes, "allocate", "sandbox: quota volume (mkfs, seed, mount)")
+    probe.wrap(volumes, "release", "exec: quota volume release (in remove)")
     probe.wrap(DockerBackend, "_create", "sandbox: container create")
     probe.wrap(DockerBackend, "_put_workspace", "sandbox: put_archive")
     probe.wrap(DockerBackend, "launch", "exec: launch (create, copy, attach, start)")
@@ -178,11 +185,14 @@ def instrument(probe: Probe) -> None:
     probe.wrap(DockerBackend, "remove", "exec: container remove")
 
 
-def platform_once(probe: Probe, project, harness, user) -> dict[str, float]:
+def platform_once(probe: Probe, project, harness, user, runtime: str) -> dict[str, float]:
+    from django.conf import settings
+
     from runs import services
     from runs.executor import execute_run
     from runs.models import Run, Status
 
+    settings.BELVEDIR_SANDBOX_RUNTIME = runtime
     probe.reset()
     t0 = time.perf_counter()
     run = services.run_launch(project=project, harness=harness, created_by=user)
@@ -213,10 +223,12 @@ def platform_once(probe: Probe, project, harness, user) -> dict[str, float]:
     return out
 
 
-def baseline_once(repo_url: str, root: Path, index: int) -> dict[str, float]:
+def baseline_once(repo_url: str, root: Path, index: int, runtime: str) -> dict[str, float]:
+    from django.conf import settings
+
     work = Path(tempfile.mkdtemp(prefix=f"base{index}-", dir=root))
     clone = work / "repo"
-    name = f"belvedir-bench-base-{os.getpid()}-{index}"
+    name = f"belvedir-bench-base-{os.getpid()}-{index}-{runtime}"
     out: dict[str, float] = {}
     t0 = time.perf_counter()
     sh(["git", "clone", "-q", "--depth", "1", repo_url, str(clone)])
@@ -227,7 +239,8 @@ def baseline_once(repo_url: str, root: Path, index: int) -> dict[str, float]:
     sh(
         [
             "docker", "run", "--name", name, "--label", BENCH_LABEL,
-            "--network", "host", "--user", "1000:1000", "--cap-drop", "ALL",
+            "--runtime", runtime, "--network", settings.BELVEDIR_SANDBOX_NETWORK,
+            "--user", "1000:1000", "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--init", "--pids-limit", PIDS,
             "--cpus", CPUS, "--memory", MEMORY, "--memory-swap", MEMORY,
             "--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=2",
@@ -314,7 +327,8 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
         "launch (run_launch)", "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue",
         "execute_run", "exec: claim run", "exec: decrypt secrets",
         "exec: clone (init/fetch/checkout, drop .git)", "exec: rmtree (work dir)", "exec: tar workspace",
-        "exec: launch (create, copy, attach, start)", "sandbox: container create", "sandbox: put_archive",
+        "exec: launch (create, copy, attach, start)", "sandbox: quota volume (mkfs, seed, mount)",
+        "sandbox: container create", "sandbox: put_archive",
         "exec: follow (output, wait)", "follow: backend.wait", "follow: exit -> wait returned",
         "exec: finish (collect, judge, record)", "finish: collect stage + results.json",
         "finish: run_finish (DB, revoke key)",
@@ -330,7 +344,8 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
             k for k in order if k.startswith("exec: ") and k != "exec: cleanup after run_finish"
         ],
         "exec: launch (create, copy, attach, start)": [
-            "sandbox: container create", "sandbox: put_archive"
+            "sandbox: quota volume (mkfs, seed, mount)", "sandbox: container create",
+            "sandbox: put_archive",
         ],
         "exec: follow (output, wait)": ["follow: backend.wait"],
         "exec: finish (collect, judge, record)": [
@@ -360,9 +375,28 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
     )
 
 
+def side_by_side(platform: dict[str, list[dict]], baseline: dict[str, list[dict]]) -> None:
+    """The runtimes next to each other: medians of both paths and the platform's overhead."""
+    rows = []
+    first = next(iter(platform))
+    for runtime in platform:
+        p = median([r["total"] for r in platform[runtime]])
+        b = median([r["total"] for r in baseline[runtime]])
+        inside = median(
+            [r.get("in container (StartedAt -> FinishedAt)", 0.0) for r in platform[runtime]]
+        )
+        ref = median([r["total"] for r in platform[first]])
+        rows.append([runtime, ms(p), ms(b), ms(p - b), ms(inside), f"{p / ref:.2f}x"])
+    print()
+    print("Side by side (ms, medians):")
+    header = ["runtime", "platform", "baseline", "overhead", "in container", f"vs {first}"]
+    print(table(rows, header))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="measured runs per path (default 7)")
+    parser.add_argument("--runtimes", nargs="+", default=["runc", "runsc"])
     parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
     args = parser.parse_args()
     if shutil.which("docker") is None:
@@ -405,8 +439,8 @@ def main() -> int:
         instrument(probe)
         from runs.models import Run
 
-        platform: list[dict] = []
-        baseline: list[dict] = []
+        platform: dict[str, list[dict]] = {rt: [] for rt in args.runtimes}
+        baseline: dict[str, list[dict]] = {rt: [] for rt in args.runtimes}
         started = time.monotonic()
         for i in range(args.runs + 1):
             if time.monotonic() - started > TIME_CAP_S:
@@ -415,29 +449,34 @@ def main() -> int:
                     file=sys.stderr,
                 )
                 break
-            steps = [
-                lambda: platform_once(probe, project, harness, user),
-                lambda i=i: baseline_once(repo_url, root, i),
-            ]
-            if i % 2:
-                steps.reverse()
-            results = [step() for step in steps]
-            if i % 2:
-                results.reverse()
-            run_ids[:] = list(Run.objects.values_list("pk", flat=True))
-            p, b = results
-            tag = "warm-up" if i == 0 else f"run {i}"
-            print(
-                f"{tag:>8}: platform {p['total'] * 1000:7.0f} ms   baseline {b['total'] * 1000:7.0f} ms",
-                flush=True,
-            )
-            if i > 0:
-                platform.append(p)
-                baseline.append(b)
-        if not platform:
+            for runtime in args.runtimes if i % 2 == 0 else args.runtimes[::-1]:
+                steps = [
+                    lambda rt=runtime: platform_once(probe, project, harness, user, rt),
+                    lambda i=i, rt=runtime: baseline_once(repo_url, root, i, rt),
+                ]
+                if i % 2:
+                    steps.reverse()
+                results = [step() for step in steps]
+                if i % 2:
+                    results.reverse()
+                run_ids[:] = list(Run.objects.values_list("pk", flat=True))
+                p, b = results
+                tag = "warm-up" if i == 0 else f"run {i}"
+                print(
+                    f"{tag:>8} {runtime:>5}: platform {p['total'] * 1000:7.0f} ms   "
+                    f"baseline {b['total'] * 1000:7.0f} ms",
+                    flush=True,
+                )
+                if i > 0:
+                    platform[runtime].append(p)
+                    baseline[runtime].append(b)
+        if not any(platform.values()):
             print("no measured runs", file=sys.stderr)
             return 1
-        report(platform, baseline)
+        for runtime in args.runtimes:
+            print(f"\n===== runtime {runtime} =====")
+            report(platform[runtime], baseline[runtime])
+        side_by_side(platform, baseline)
         return 0
     finally:
         try:

@@ -41,6 +41,7 @@ from runs.sandbox.base import (
     SandboxSpec,
     tar_directory,
 )
+from runs.sandbox.isolation import isolation_status
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,
@@ -168,6 +169,12 @@ class Execution:
         self.handle: SandboxHandle | None = None
 
     def execute(self, workdir: Path) -> str:
+        isolation = isolation_status()
+        if not isolation.ok:  # it went away since the launch: no untrusted code runs now
+            return self.fail(
+                "belvedir: sandbox isolation is not in place on this worker "
+                f"({'; '.join(isolation.problems)}), so the run did not start."
+            )
         try:
             spec = self.prepare(workdir)
         except git.GitError as exc:
@@ -263,10 +270,17 @@ class Execution:
                 f"belvedir: the run took longer than its {timeout} s limit and was stopped."
             )
 
+        exited = f"belvedir: the run command exited with code {exit_code}."
+        if self.backend.disk_full(self.handle):
+            quota = settings.BELVEDIR_SANDBOX_DISK / 2**30
+            note = (
+                f"belvedir: the sandbox reached its disk quota of {quota:.1f} GiB "
+                "(BELVEDIR_SANDBOX_DISK); writes past it failed with 'No space left on device'."
+            )
+            return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
         files = self.backend.collect(
             self.handle, [contract.STAGE_FILE, RESULTS_FILE], contract.RESULTS_MAX_BYTES
         )
-        exited = f"belvedir: the run command exited with code {exit_code}."
         marker = self._marker(files[contract.STAGE_FILE])
         stage = marker if exit_code != 0 else ""
         if stage == "tasks":

@@ -65,6 +65,17 @@ def reap() -> dict:
             removed += 1
         except SandboxError as exc:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
-    if failed or requeued or removed:
-        log.info("reaper: failed %s, requeued %s, removed %d sandboxes", failed, requeued, removed)
-    return {"failed": failed, "requeued": requeued, "removed": removed}
+    try:
+        released = backend.sweep_volumes()
+    except SandboxError as exc:
+        log.warning("reaper could not release orphan disk volumes: %s", exc)
+        released = []
+    if failed or requeued or removed or released:
+        log.info(
+            "reaper: failed %s, requeued %s, removed %d sandboxes, released volumes %s",
+            failed,
+            requeued,
+            removed,
+            released,
+        )
+    return {"failed": failed, "requeued": requeued, "removed": removed, "released": released}

@@ -24,13 +24,16 @@ def get_backend() -> SandboxBackend:
     """The configured backend (BELVEDIR_SANDBOX_BACKEND, default "docker").
 
     Docker: the engine of DOCKER_HOST (else the local socket), the host CA bundle of
-    BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`.
+    BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`,
+    quota volumes under BELVEDIR_SANDBOX_DATA_DIR keeping BELVEDIR_MIN_FREE_DISK free.
     """
     name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
     if name == "docker":
         return DockerBackend(
             ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
             instance=instance_id(),
+            data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),
+            reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
         )
     raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
 

@@ -45,8 +45,7 @@ class SandboxSpec:
     uid 1000). `network`: the backend's network name ("bridge", "host", "none", …).
     `labels`: extra labels next to the backend's own (managed, run id, instance).
     `runtime`: the OCI runtime ("runsc" for gVisor, "runc"); "" is the engine's default.
-    `disk_bytes`: a cap on what the sandbox may write; None is no cap. Backends that cannot
-    enforce it yet ignore it (the Docker backend does, until the disk quota lands).
+    `disk_bytes`: a cap on what the sandbox may write in total; None is no cap.
     """
 
     run_id: str
@@ -137,6 +136,14 @@ class SandboxBackend(Protocol):
     ) -> dict[str, Collected]:
         """Read `paths` back (after exit too): each one's kind, size and, for a regular file
         of at most `max_bytes`, its content. Raises SandboxError if the sandbox is gone."""
+        ...
+
+    def disk_full(self, handle: SandboxHandle) -> bool:
+        """Whether the sandbox ran out of its disk quota (False when it has none)."""
+        ...
+
+    def sweep_volumes(self) -> list[str]:
+        """Release the disk-quota volumes no sandbox uses any more; their names."""
         ...
 
     def kill(self, handle: SandboxHandle) -> None:

@@ -4,6 +4,10 @@ Every container runs as uid:gid 1000:1000 with all capabilities dropped, no-new-
 an init process, CPU/memory/pids limits, capped json-file logs, no Docker socket and no
 privileged mode. It is labelled `belvedir.managed=1` and `belvedir.run_id=<run id>`.
 
+With a disk quota (`spec.disk_bytes`, and a `data_dir` for the backend) its root filesystem
+is read-only and its writable places are folders of its own quota volume
+(`runs.sandbox.volumes`), released when the container is removed.
+
 The output is read through an attach made before the start, not from the log file: it
 holds every byte from the first one, and a reader that falls behind slows the harness down
 instead of losing output to log rotation.
@@ -27,6 +31,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
+from runs.sandbox import volumes
 from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -62,17 +67,25 @@ class DockerBackend:
         *,
         ca_bundle_mount: str | None = None,
         instance: str | None = None,
+        data_dir: Path | None = None,
+        reserve_bytes: int = 0,
     ) -> None:
         """`client`: the engine to use (default: `docker.from_env()`, i.e. DOCKER_HOST).
 
         `ca_bundle_mount`: a host CA bundle to mount read-only over the image's one.
         `instance`: labels this platform's sandboxes, so that several platforms (or test
         sessions) sharing one engine only ever list, and reap, their own.
+        `data_dir`: where quota volumes live (needed for `spec.disk_bytes`); new ones are
+        refused unless the disk keeps `reserve_bytes` free with every volume full.
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
         self.instance = instance
+        self.data_dir = data_dir
+        self.reserve_bytes = reserve_bytes
         self._attached: dict[str, Iterator[bytes]] = {}
+        self._volumes: dict[str, str] = {}  # container id -> its quota volume
+        self._disk_full: set[str] = set()  # container ids whose volume was seen full
         self._lock = threading.Lock()
 
     @property
@@ -97,11 +110,30 @@ class DockerBackend:
         networks other than host/none, `host.docker.internal` points at the host.
         `spec.gpu` requests every GPU of the host (GPU queues run one sandbox at a time).
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
-        `spec.disk_bytes` is not enforced by this backend yet.
+        `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
         """
         if not spec.command:
             raise SandboxError("a sandbox needs a command")
-        handle = self._create(spec)
+        name = _container_name(spec.run_id)
+        mounts: dict[str, dict[str, str]] = {}
+        if spec.disk_bytes:
+            if self.data_dir is None:
+                raise SandboxError("a disk quota needs the backend's data_dir")
+            _, mounts = volumes.allocate(
+                self.client,
+                image=spec.image,
+                workdir=spec.workdir,
+                data_dir=self.data_dir,
+                name=volumes.volume_name(name),
+                size_bytes=spec.disk_bytes,
+                reserve_bytes=self.reserve_bytes,
+            )
+        try:
+            handle = self._create(spec, name, mounts)
+        except BaseException:
+            if mounts:
+                volumes.release(self.data_dir, volumes.volume_name(name))
+            raise
         try:
             if spec.workspace is not None:
                 self._put_workspace(handle, spec.workdir, spec.workspace)
@@ -122,8 +154,11 @@ class DockerBackend:
             raise
         return handle
 
-    def _create(self, spec: SandboxSpec) -> SandboxHandle:
+    def _create(
+        self, spec: SandboxSpec, name: str, mounts: dict[str, dict[str, str]]
+    ) -> SandboxHandle:
         options: dict[str, object] = {}
+        binds = dict(mounts)
         if spec.network not in ("host", "none"):
             options["extra_hosts"] = {"host.docker.internal": "host-gateway"}
         if spec.gpu:
@@ -131,15 +166,21 @@ class DockerBackend:
         if spec.runtime:
             options["runtime"] = spec.runtime
         if self.ca_bundle_mount:
-            options["volumes"] = {
-                self.ca_bundle_mount: {"bind": "/etc/ssl/certs/ca-certificates.crt", "mode": "ro"}
+            binds[self.ca_bundle_mount] = {
+                "bind": "/etc/ssl/certs/ca-certificates.crt",
+                "mode": "ro",
             }
+        if binds:
+            options["volumes"] = binds
         labels = self._labels({**spec.labels, LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id})
+        if mounts:
+            labels[volumes.LABEL_VOLUME] = volumes.volume_name(name)
+            options["read_only"] = True
         with _docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
             container = self.client.containers.create(
                 image=spec.image,
                 command=spec.command,
-                name=_container_name(spec.run_id),
+                name=name,
                 environment=spec.env,
                 working_dir=spec.workdir,
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
@@ -159,6 +200,8 @@ class DockerBackend:
                 tty=False,
                 **options,
             )
+        if mounts:
+            self._volumes[container.id] = volumes.volume_name(name)
         return SandboxHandle(id=container.id, run_id=spec.run_id)
 
     def _put_workspace(self, handle: SandboxHandle, workdir: str, archive: bytes | Path) -> None:
@@ -202,7 +245,20 @@ class DockerBackend:
             raise SandboxError(f"could not wait for the sandbox: {_short(exc)}") from exc
         except docker.errors.DockerException as exc:
             raise SandboxError(f"could not wait for the sandbox: {_short(exc)}") from exc
+        finally:
+            self._note_disk(handle)
         return int(result.get("StatusCode", -1))
+
+    def disk_full(self, handle: SandboxHandle) -> bool:
+        """Whether the sandbox ran out of its disk quota: seen full while it was waited for,
+        or full now. False without a quota."""
+        self._note_disk(handle)
+        return handle.id in self._disk_full
+
+    def _note_disk(self, handle: SandboxHandle) -> None:
+        name = self._volumes.get(handle.id)
+        if name and self.data_dir is not None and volumes.is_full(self.data_dir, name):
+            self._disk_full.add(handle.id)
 
     def collect(
         self, handle: SandboxHandle, paths: Sequence[str], max_bytes: int
@@ -257,18 +313,36 @@ class DockerBackend:
             raise SandboxError(f"could not kill the sandbox: {_short(exc)}") from exc
 
     def remove(self, handle: SandboxHandle) -> None:
-        """Remove the container (killing it if needed) and its anonymous volumes."""
+        """Remove the container (killing it if needed), its anonymous volumes and its quota
+        volume."""
         self._forget_stream(handle)
+        volume = self._volumes.pop(handle.id, None) or self._volume_of(handle)
+        self._disk_full.discard(handle.id)
         try:
             self.client.api.remove_container(handle.id, force=True, v=True)
         except docker.errors.NotFound:
-            return
+            pass
         except docker.errors.APIError as exc:
-            if "already in progress" in str(exc):
-                return
-            raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
+            if "already in progress" not in str(exc):
+                raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
         except requests.RequestException as exc:
             raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
+        if volume and self.data_dir is not None:
+            volumes.release(self.data_dir, volume)
+
+    def _volume_of(self, handle: SandboxHandle) -> str | None:
+        """The quota volume's name from the container's label (a sandbox another process made)."""
+        try:
+            labels = self.client.api.inspect_container(handle.id)["Config"]["Labels"] or {}
+        except (docker.errors.DockerException, requests.RequestException):
+            return None
+        return labels.get(volumes.LABEL_VOLUME)
+
+    def sweep_volumes(self) -> list[str]:
+        """Release quota volumes whose container is gone (see `volumes.sweep`)."""
+        if self.data_dir is None:
+            return []
+        return volumes.sweep(self.client, self.data_dir)
 
     # --- finding sandboxes again ----------------------------------------------------------
 

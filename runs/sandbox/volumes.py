@@ -47,6 +47,10 @@ class Place:
 
 
 def places(workdir: str) -> list[Place]:
+    """The writable places of a sandbox whose workdir is `workdir` (a folder of its own)."""
+    fixed = ["/", "/tmp", "/var/tmp", SANDBOX_HOME, "/opt/venv"]
+    if workdir.rstrip("/") in [p.rstrip("/") for p in fixed]:
+        raise SandboxError(f"a sandbox with a disk quota needs a workdir of its own, not {workdir}")
     return [
         Place("workspace", workdir, 0o755),
         Place("tmp", "/tmp", 0o1777),

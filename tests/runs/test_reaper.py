@@ -41,6 +41,9 @@ class OwnSandboxes:
     def list_by_label(self, label_filter=None):
         return [s for s in self.real.list_by_label(label_filter) if s.run_id in self.run_ids]
 
+    def sweep_volumes(self):
+        return []  # other sessions' volumes are theirs (tests/runs/test_sandbox_volumes.py)
+
     def __getattr__(self, name):
         return getattr(self.real, name)
 
@@ -116,7 +119,7 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
     assert containers_of(run.pk) == []
     assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
 
-    assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0}  # nothing left to do
+    assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0, "released": []}
 
 
 def test_the_reaper_removes_orphan_sandboxes_and_leaves_healthy_runs_alone(
@@ -130,7 +133,7 @@ def test_the_reaper_removes_orphan_sandboxes_and_leaves_healthy_runs_alone(
 
     backend = get_backend()
     for run_id in (finished.pk, unknown):
-        backend.launch(spec_from_settings(run_id=run_id, command=["sleep", "60"], workdir="/"))
+        backend.launch(spec_from_settings(run_id=run_id, command=["sleep", "60"]))
     worker = Background(healthy.pk)
     wait_for(
         lambda: Run.objects.get(pk=healthy.pk).status == "running" and containers_of(healthy.pk),
@@ -189,7 +192,9 @@ def test_the_reaper_never_touches_another_platforms_sandboxes(db, settings):
     """Two platforms (or test sessions) on one engine: each reaps only its own sandboxes."""
     from runs.sandbox.docker import DockerBackend
 
-    other = DockerBackend(instance="another-platform")
+    other = DockerBackend(
+        instance="another-platform", data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR)
+    )
     spec = spec_from_settings(
         run_id=f"run_other_{uuid.uuid4().hex[:8]}", command=["sleep", "30"], network="none"
     )

@@ -125,3 +125,16 @@ def test_a_sandbox_is_refused_when_the_disk_cannot_keep_its_reserve(client, data
             reserve_bytes=2**60,
         )
     assert diskquota.volume_names(root=data_dir) == []
+
+
+def test_the_reaper_releases_a_volume_whose_sandbox_is_gone(client, data_dir, monkeypatch, db):
+    from runs import reaper
+    from runs.sandbox.docker import DockerBackend
+
+    monkeypatch.setattr(volumes, "SWEEP_GRACE_SECONDS", 0)
+    orphan, _ = allocate(client, data_dir)
+    backend = DockerBackend(client, instance=f"test-{uuid.uuid4().hex[:8]}", data_dir=data_dir)
+    monkeypatch.setattr(reaper, "get_backend", lambda: backend)
+
+    assert reaper.reap()["released"] == [orphan.name]
+    assert diskquota.volume_names(root=data_dir) == []

@@ -10,6 +10,8 @@ a container of the test's own.
 
 import ipaddress
 import json
+import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -23,6 +25,7 @@ from django.conf import settings as django_settings
 
 from runs.executor import execute_run
 from runs.models import Run
+from runs.sandbox import diskquota
 from tests.runs.helpers import containers_of, git_repo_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -189,3 +192,42 @@ def test_a_sandbox_reaches_the_platform_and_nothing_else_on_the_host_or_in_other
     assert probe["keys_status"] == 404
     assert probe["docker_socket"] is False
     assert all(result.startswith("refused") for result in probe["writes"].values())
+
+
+def test_a_sandbox_writing_past_its_disk_quota_fails_with_a_note_and_the_host_keeps_its_space(
+    attack_settings, probe_harness, owner, django_capture_on_commit_callbacks
+):
+    from runs import services
+
+    attack_settings.BELVEDIR_SANDBOX_DISK = 1 * GiB
+    data_dir = Path(attack_settings.BELVEDIR_SANDBOX_DATA_DIR)
+    harness = probe_harness(
+        install_command="true",
+        run_command="bash fill.sh",
+        env={"PROBE_WRITE_BYTES": str(3 * 10**9)},
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        run = services.run_launch(project=owner.project, harness=harness, created_by=owner.user)
+    free_before = diskquota.free_disk_bytes(data_dir)
+    lowest = [free_before]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            lowest.append(diskquota.free_disk_bytes(data_dir))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        run = run_it(run)
+    finally:
+        done.set()
+        watcher.join(5)
+
+    assert run.status == "failed", (run.notes, run.log_tail)
+    assert any("disk quota" in note and "1.0 GiB" in note for note in run.notes), run.notes
+    assert "No space left on device" in run.log_tail
+    # Other work on this machine moves the free space a little; a 3 GB write would not hide.
+    assert free_before - min(lowest) < 1 * GiB + 512 * 2**20
+    assert not any(name.startswith(run.pk.replace("_", "-")) for name in os.listdir(data_dir))
+    assert shutil.disk_usage(data_dir).free > free_before - 512 * 2**20
