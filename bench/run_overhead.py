@@ -128,32 +128,33 @@ def instrument(probe: Probe) -> None:
     from runs import executor, services
     from runs.sandbox.docker import DockerBackend
 
+    probe.wrap(services, "sandbox_check", "launch: sandbox engine ping")
     probe.wrap(services, "repo_check", "launch: git ls-remote")
     probe.wrap(services, "run_enqueue", "launch: django-q2 enqueue")
     probe.wrap(executor, "run_claim", "exec: claim run")
     probe.wrap(executor, "run_model_secrets", "exec: decrypt secrets")
     # executor only calls shutil.rmtree: give it a namespace whose rmtree is timed.
     executor.shutil = types.SimpleNamespace(rmtree=shutil.rmtree)
-    probe.wrap(executor.shutil, "rmtree", "exec: rmtree (.git, then work dir)")
-    probe.wrap(executor, "clone_repo", "exec: clone (init/fetch/checkout)")
-    probe.wrap(executor, "tar_directory", "exec: tar repo")
-    probe.wrap(executor, "tar_files", "exec: tar control files")
-    probe.wrap(DockerBackend, "create", "exec: container create")
-    probe.wrap(DockerBackend, "put_files", "exec: put_archive (x2)")
-    probe.wrap(DockerBackend, "start", "exec: container start")
-    probe.wrap(executor, "_follow", "exec: follow (start -> judged)")
+    probe.wrap(executor.shutil, "rmtree", "exec: rmtree (work dir)")
+    probe.wrap(executor, "clone_repo", "exec: clone (init/fetch/checkout, drop .git)")
+    probe.wrap(executor, "tar_directory", "exec: tar workspace")
+    probe.wrap(DockerBackend, "_create", "sandbox: container create")
+    probe.wrap(DockerBackend, "_put_workspace", "sandbox: put_archive")
+    probe.wrap(DockerBackend, "launch", "exec: launch (create, copy, attach, start)")
+    probe.wrap(executor.Execution, "follow", "exec: follow (output, wait)")
+    probe.wrap(executor.Execution, "finish", "exec: finish (collect, judge, record)")
 
     def waited(args, kwargs, result):
         if result is not None:
             probe.marks["wait_returned"] = time.time()
 
     probe.wrap(DockerBackend, "wait", "follow: backend.wait", after=waited)
-    probe.wrap(DockerBackend, "read_file", "follow: read stage + results.json")
+    probe.wrap(DockerBackend, "collect", "finish: collect stage + results.json")
 
     def finished(args, kwargs, result):
         probe.marks["run_finished"] = time.perf_counter()
 
-    probe.wrap(executor, "run_finish", "follow: run_finish (DB, revoke key)", after=finished)
+    probe.wrap(executor, "run_finish", "finish: run_finish (DB, revoke key)", after=finished)
     probe.wrap(DockerBackend, "kill", "exec: kill")
     import docker
 
@@ -310,23 +311,30 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
     print()
     print("Platform time, median per step (ms; nested steps are indented by their prefix):")
     order = [
-        "launch (run_launch)", "launch: git ls-remote", "launch: django-q2 enqueue",
+        "launch (run_launch)", "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue",
         "execute_run", "exec: claim run", "exec: decrypt secrets",
-        "exec: clone (init/fetch/checkout)", "exec: rmtree (.git, then work dir)", "exec: tar repo", "exec: tar control files",
-        "exec: container create", "exec: put_archive (x2)", "exec: container start",
-        "exec: follow (start -> judged)", "follow: backend.wait", "follow: exit -> wait returned",
-        "follow: read stage + results.json", "follow: run_finish (DB, revoke key)",
+        "exec: clone (init/fetch/checkout, drop .git)", "exec: rmtree (work dir)", "exec: tar workspace",
+        "exec: launch (create, copy, attach, start)", "sandbox: container create", "sandbox: put_archive",
+        "exec: follow (output, wait)", "follow: backend.wait", "follow: exit -> wait returned",
+        "exec: finish (collect, judge, record)", "finish: collect stage + results.json",
+        "finish: run_finish (DB, revoke key)",
         "exec: kill", "exec: container remove", "exec: cleanup after run_finish",
         "in container (StartedAt -> FinishedAt)", "launch -> run marked succeeded",
     ]  # fmt: skip
     rows = breakdown(platform, order)
     known = {
-        "launch (run_launch)": ["launch: git ls-remote", "launch: django-q2 enqueue"],
+        "launch (run_launch)": [
+            "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue"
+        ],
         "execute_run": [
             k for k in order if k.startswith("exec: ") and k != "exec: cleanup after run_finish"
         ],
-        "exec: follow (start -> judged)": [
-            "follow: backend.wait", "follow: read stage + results.json", "follow: run_finish (DB, revoke key)"
+        "exec: launch (create, copy, attach, start)": [
+            "sandbox: container create", "sandbox: put_archive"
+        ],
+        "exec: follow (output, wait)": ["follow: backend.wait"],
+        "exec: finish (collect, judge, record)": [
+            "finish: collect stage + results.json", "finish: run_finish (DB, revoke key)"
         ],
     }  # fmt: skip
     for parent, parts in known.items():
@@ -334,7 +342,9 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
         label = {
             "launch (run_launch)": "launch: other (checks, caps, Run + key, DB)",
             "execute_run": "exec: other (DB writes/reads, env, docker client)",
-            "exec: follow (start -> judged)": "follow: other (threads, joins, status queries)",
+            "exec: launch (create, copy, attach, start)": "sandbox: other (attach, start)",
+            "exec: follow (output, wait)": "follow: other (threads, draining the output, status)",
+            "exec: finish (collect, judge, record)": "finish: other (judging, notes)",
         }[parent]
         rows.append([label, ms(rest)])
     print(table(rows, ["step", "median"]))

@@ -4,6 +4,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from runs.sandbox import entrypoint
+
 RESULTS_MAX_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 16 * 1024
 WORKSPACE = "/workspace"
@@ -11,48 +13,16 @@ REPO_DIR = f"{WORKSPACE}/repo"
 CONTROL_DIR = f"{WORKSPACE}/.belvedir"
 STAGE_FILE = f"{CONTROL_DIR}/stage"
 
-# Runs in the sandbox as the non-root user. Records which stage it reached, so a failure
-# can be told apart from the harness's own exit codes.
-ENTRYPOINT = r"""
-set -u
-stage() { printf '%s' "$1" > /workspace/.belvedir/stage; }
-if [ -n "${BELVEDIR_TASKS_FILE:-}" ]; then
-  stage tasks
-  python3 /workspace/.belvedir/fetch_tasks.py || exit 97
-fi
-cd /workspace/repo || exit 96
-stage install
-bash /workspace/.belvedir/install.sh
-code=$?
-if [ "$code" != 0 ]; then exit "$code"; fi
-stage run
-echo "belvedir: starting the run command"
-bash /workspace/.belvedir/run.sh
-"""
+ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
+STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
+# The sandbox's command: runs/sandbox/entrypoint.py, out of reach of the harness's env.
+COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
+# What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
+# entrypoint knows the key, so a harness cannot write it.
+stage_marker = entrypoint.stage_marker
 # The line the entrypoint prints as the run command starts: the run page's "running" stage.
 # (Only a display hint: a harness that prints it itself moves no decision, only its stage.)
-RUN_STAGE_LINE = "belvedir: starting the run command"
-
-# Downloads the run's Tasks file from the platform with the per-run key.
-FETCH_TASKS = r"""
-import os, sys, time, urllib.request
-url = os.environ["BELVEDIR_BASE_URL"].rstrip("/") + "/api/v1/runs/" + os.environ["BELVEDIR_RUN_ID"] + "/tasks"
-req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["BELVEDIR_API_KEY"]})
-error = None
-for attempt in range(3):
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            data = resp.read()
-        with open(os.environ["BELVEDIR_TASKS_FILE"], "wb") as f:
-            f.write(data)
-        sys.exit(0)
-    except Exception as exc:
-        error = exc
-        time.sleep(0.5 * (attempt + 1))
-print(f"belvedir: the Tasks file could not be downloaded from {url}: {error}", flush=True)
-sys.exit(97)
-"""
-
+RUN_STAGE_LINE = entrypoint.RUN_STAGE_LINE
 
 REDACTED = "[redacted]"
 SECRET_MIN_CHARS = 4  # shorter values are too common to redact

@@ -1,11 +1,24 @@
-"""Execute one run in a sandbox: clone, copy in, start, stream the log, wait, judge, clean up."""
+"""Execute one run in a sandbox, in four steps: prepare, start, follow, finish.
 
-import codecs
+- prepare: clone the repo on the worker's side (credentials never enter the sandbox) and
+  build the sandbox spec: the workspace archive (the repo and the control files), the
+  contract env, the limits from settings;
+- start: launch the sandbox and record it on the run;
+- follow: stream its output into the log tail, to the very last byte, while waiting for it
+  to end, under the time cap, unless the run is cancelled or reaped meanwhile;
+- finish: collect the stage marker and results.json, judge them, record the outcome.
+
+Every Run write goes through `runs.services`; the database calls here survive a dropped
+connection (`runs.db.reconnecting`).
+"""
+
+from __future__ import annotations
+
 import logging
 import os
+import secrets
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -14,91 +27,45 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from runs import contract
+from runs import contract, git
+from runs.db import reconnecting
+from runs.logtail import LogTail, pump
 from runs.models import Run, Stage, Status
+from runs.sandbox import entrypoint
 from runs.sandbox.base import (
+    Collected,
+    FileKind,
+    SandboxBackend,
     SandboxError,
-    SandboxFileTooLarge,
     SandboxHandle,
-    SandboxSettings,
-    get_backend,
+    SandboxSpec,
     tar_directory,
 )
+from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
-    git_env,
-    git_error_reason,
     run_claim,
     run_finish,
     run_harness_env,
     run_heartbeat,
+    run_mark_running,
     run_model_secrets,
     run_secret_values,
     run_stage_advance,
-    without_credentials,
+    run_store_log,
 )
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
-REDACTED = contract.REDACTED
-
-
-class LogTail:
-    """The last 16 KB of output with secrets redacted, and the count of characters ever output.
-
-    Secrets are redacted as the output arrives, so `size` counts the redacted stream and the
-    log API's offsets stay true. The end of a chunk that could be the start of a secret is
-    held back until the next chunk shows whether it is one, so half a secret split across
-    two chunks never shows either.
-    """
-
-    def __init__(self, secrets: list[str], limit: int = contract.LOG_TAIL_BYTES):
-        self.secrets = contract.secrets_for_redaction(secrets)
-        self.limit = limit
-        self._text = ""  # redacted output, the last 2 x limit characters of it
-        self._pending = ""  # the end of the output that may be the start of a secret
-        self.size = 0
-        self.lock = threading.Lock()
-        self.dirty = False
-        self.run_started = False  # the entrypoint's RUN_STAGE_LINE went by
-        self._recent = "\n"  # the end of the output, enough to find that line across chunks
-
-    def _held(self, text: str) -> int:
-        """How many characters at the end of `text` begin some secret."""
-        longest = max((len(s) for s in self.secrets), default=1) - 1
-        for n in range(min(longest, len(text)), 0, -1):
-            if any(secret.startswith(text[-n:]) for secret in self.secrets):
-                return n
-        return 0
-
-    def _add(self, text: str) -> None:
-        self._text = (self._text + text)[-self.limit * 2 :]
-        self.size += len(text)
-        if not self.run_started:
-            line = f"\n{contract.RUN_STAGE_LINE}\n"
-            window = self._recent + text
-            self.run_started = line in window
-            self._recent = window[-(len(line) - 1) :]
-
-    def write(self, chunk: str) -> None:
-        with self.lock:
-            text = self.redact(self._pending + chunk)
-            held = self._held(text)
-            self._pending = text[len(text) - held :] if held else ""
-            self._add(text[: len(text) - held])
-            self.dirty = True
-
-    def close(self) -> None:
-        """The output ended: what was held back is just text."""
-        with self.lock:
-            self._add(self._pending)
-            self._pending = ""
-
-    def text(self) -> str:
-        with self.lock:
-            return contract.clip_log_tail(self._text, self.limit)
-
-    def redact(self, text: str) -> str:
-        return contract.redact_text(text, self.secrets)
+# After the sandbox stopped, how long the rest of its output may take to arrive.
+DRAIN_SECONDS = 120.0
+ENTRYPOINT_SOURCE = Path(entrypoint.__file__)
+RESULTS_FILE = f"{contract.REPO_DIR}/results.json"
+# The entrypoint's markers for a results.json the engine may not see (gVisor keeps them inside).
+HIDDEN_KINDS = {
+    "results-fifo": FileKind.FIFO,
+    "results-socket": FileKind.SOCKET,
+    "results-device": FileKind.DEVICE,
+}
 
 
 class Heartbeat:
@@ -141,226 +108,251 @@ class Heartbeat:
             connection.close()  # this thread's own connection; it would leak otherwise
 
 
-def _still_running(run_id: str) -> bool:
-    return Run.objects.filter(pk=run_id, status=Status.RUNNING).exists()
+@reconnecting
+def _load(run_id: str) -> Run:
+    return Run.objects.get(pk=run_id)
+
+
+@reconnecting
+def _status(run_id: str) -> str | None:
+    return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
 
 
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _git(args: list[str], cwd: Path, timeout: float) -> None:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=git_env()
-    )
-    if done.returncode != 0:
-        reason = git_error_reason(done.stderr, "failed")
-        raise SandboxError(f"git {args[0]} failed: {reason}")
-
-
 def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
-    """A shallow clone at the ref on the worker's side; credentials never enter the sandbox."""
-    timeout = settings.BELVEDIR_CLONE_TIMEOUT
-    dest.mkdir(parents=True)
-    try:
-        _git(["init", "-q"], dest, timeout)
-        _git(["remote", "add", "origin", repo_url], dest, timeout)
-        try:
-            _git(["fetch", "-q", "--depth", "1", "origin", ref or "HEAD"], dest, timeout)
-        except SandboxError:
-            if not ref:
-                raise
-            _git(["fetch", "-q", "origin"], dest, timeout)  # a commit not fetchable by itself
-            _git(["checkout", "-q", ref], dest, timeout)
-        else:
-            _git(["checkout", "-q", "FETCH_HEAD"], dest, timeout)
-    except subprocess.TimeoutExpired:
-        raise SandboxError(
-            f"cloning {without_credentials(repo_url)} took longer than {timeout} s"
-        ) from None
-    size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file() and not f.is_symlink())
-    if size > settings.BELVEDIR_REPO_MAX_BYTES:
-        raise SandboxError(
-            f"the repo is {size:,} bytes, over the {settings.BELVEDIR_REPO_MAX_BYTES:,} byte limit"
-        )
+    """A shallow checkout at the ref, within the clone time and size limits (GitError)."""
+    git.clone(
+        repo_url,
+        ref,
+        dest,
+        timeout=settings.BELVEDIR_CLONE_TIMEOUT,
+        max_bytes=settings.BELVEDIR_REPO_MAX_BYTES,
+    )
 
 
 def execute_run(run_id: str) -> str:
     """Run it if it is still queued; safe to call twice (the claim is atomic)."""
     if not run_claim(run_id=run_id, worker=_worker_name()):
         return "not claimed"
-    run = Run.objects.get(pk=run_id)
-    secrets = run_model_secrets(run)
-    tail = LogTail(run_secret_values(run))
-    backend = get_backend()
-    handle: SandboxHandle | None = None
-    workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
-    notes: list[str] = []
-
-    def fail(note: str, exit_code: int | None = None) -> str:
-        note = tail.redact(note)
-        tail.write(f"\n{note}\n")
-        run_finish(
-            run_id=run_id,
-            status=Status.FAILED,
-            notes=[*notes, note],
-            exit_code=exit_code,
-            log_tail=tail.text(),
-            log_size=tail.size,
-        )
-        return Status.FAILED
-
-    heartbeat = Heartbeat(run_id, tail)
+    run = _load(run_id)
+    execution = Execution(run, get_backend())
+    heartbeat = Heartbeat(run_id, execution.tail)
     heartbeat.start()
+    workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
     try:
-        snap = run.harness_snapshot
+        return execution.execute(workdir)
+    except SandboxError as exc:
+        return execution.fail(f"belvedir: the sandbox failed: {exc}.")
+    except Exception as exc:  # nothing may leave a run stuck in "running"
+        log.exception("run %s crashed", run_id)
+        return execution.fail(f"belvedir: internal error while running ({exc.__class__.__name__}).")
+    finally:
+        heartbeat.stop()
+        execution.clean_up()
+        shutil.rmtree(workdir, ignore_errors=True)
+        close_old_connections()
+
+
+class Execution:
+    """One run's way through the sandbox; `execute` takes the four steps in turn."""
+
+    def __init__(self, run: Run, backend: SandboxBackend):
+        self.run = run
+        self.backend = backend
+        self.secrets = run_model_secrets(run)
+        self.tail = LogTail(run_secret_values(run))
+        self.stage_key = secrets.token_hex(32)
+        self.handle: SandboxHandle | None = None
+
+    def execute(self, workdir: Path) -> str:
         try:
-            clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
-        except SandboxError as exc:
-            return fail(f"belvedir: could not clone the repo: {exc}.")
-        shutil.rmtree(workdir / "repo" / ".git", ignore_errors=True)
-        tasks = snap.get("tasks") or ""
+            spec = self.prepare(workdir)
+        except git.GitError as exc:
+            return self.fail(f"belvedir: could not clone the repo: {exc}.")
+        current = _status(self.run.pk)
+        if current != Status.RUNNING:  # cancelled (or reaped) while we cloned
+            return current or Status.FAILED
+        self.start(spec)
+        exit_code = self.follow()
+        return self.finish(exit_code)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def prepare(self, workdir: Path) -> SandboxSpec:
+        """Clone the repo next to the control files in `workdir`; the spec that carries them."""
+        run, snap = self.run, self.run.harness_snapshot
+        clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
+        control = workdir / ".belvedir"
+        control.mkdir()
+        (control / "install.sh").write_text((snap.get("install_command") or "true") + "\n")
+        (control / "run.sh").write_text(snap["run_command"] + "\n")
+        (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
+        (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
         env = contract.sandbox_env(
             harness_env=run_harness_env(run),
             run_id=run.pk,
-            run_key=secrets["run_key"],
+            run_key=self.secrets["run_key"],
             base_url=settings.BELVEDIR_SANDBOX_BASE_URL,
-            tasks=tasks,
+            tasks=snap.get("tasks") or "",
             attempts=run.attempts,
             grading=run.grading,
             model_settings={
                 "MODEL": run.model,
                 "MODEL_API_BASE": run.model_api_base,
-                "MODEL_API_KEY": secrets["model_api_key"],
+                "MODEL_API_KEY": self.secrets["model_api_key"],
                 "JUDGE_MODEL": run.judge_model,
                 "JUDGE_API_BASE": run.judge_api_base,
-                "JUDGE_API_KEY": secrets["judge_api_key"],
+                "JUDGE_API_KEY": self.secrets["judge_api_key"],
             },
         )
-        sandbox = SandboxSettings.from_settings()
-        handle = backend.create(
+        return spec_from_settings(
             run_id=run.pk,
-            command=["bash", "-c", contract.ENTRYPOINT],
+            command=list(contract.COMMAND),
             env=env,
+            workspace=tar_directory(workdir, "."),
             workdir=contract.WORKSPACE,
             gpu=snap.get("compute") == "gpu",
-            **sandbox.create_kwargs(),
         )
-        Run.objects.filter(pk=run_id).update(container_id=handle.id)
-        # The repo and the control files go in with one copy.
-        control = workdir / ".belvedir"
-        control.mkdir()
-        (control / "install.sh").write_text((snap.get("install_command") or "true") + "\n")
-        (control / "run.sh").write_text(snap["run_command"] + "\n")
-        (control / "fetch_tasks.py").write_text(contract.FETCH_TASKS)
-        (control / "stage").write_text("start")
-        backend.put_files(handle, contract.WORKSPACE, tar_directory(workdir, "."))
-        if not _still_running(run_id):  # cancelled (or reaped) while we cloned and copied
-            return Run.objects.get(pk=run_id).status
-        backend.start(handle)
-        run_stage_advance(run_id=run_id, stage=Stage.INSTALLING)
-        return _follow(run, backend, handle, tail, notes, fail)
-    except SandboxError as exc:
-        return fail(f"belvedir: the sandbox failed: {exc}.")
-    except Exception as exc:  # nothing may leave a run stuck in "running"
-        log.exception("run %s crashed", run_id)
-        return fail(f"belvedir: internal error while running ({exc.__class__.__name__}).")
-    finally:
-        heartbeat.stop()
-        if handle is not None:
-            try:
-                backend.kill(handle)
-                backend.remove(handle)
-            except SandboxError:
-                log.warning("could not remove the sandbox of %s; the reaper will", run_id)
-        shutil.rmtree(workdir, ignore_errors=True)
-        close_old_connections()
 
+    def start(self, spec: SandboxSpec) -> None:
+        self.handle = self.backend.launch(spec)
+        run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
+        run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
 
-def _follow(run: Run, backend, handle: SandboxHandle, tail: LogTail, notes: list[str], fail) -> str:
+    def follow(self) -> int | None:
+        """The exit code; None when the run was stopped (time cap, cancelled, reaped).
 
-    def pump() -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        Returns only once all of the output is in the tail.
+        """
+        assert self.handle is not None
+        handle = self.handle
+        pumper = threading.Thread(target=self._pump, daemon=True, name=f"log {self.run.pk}")
+        pumper.start()
+        deadline = time.monotonic() + settings.BELVEDIR_RUN_TIMEOUT
+        exit_code = None
         try:
-            for chunk in backend.stream_logs(handle):
-                tail.write(decoder.decode(chunk))  # a character split across chunks stays whole
-        except SandboxError:
-            pass
+            while exit_code is None and time.monotonic() < deadline:
+                exit_code = self.backend.wait(
+                    handle, timeout=min(2.0, max(0.1, deadline - time.monotonic()))
+                )
+                if exit_code is None and _status(self.run.pk) != Status.RUNNING:
+                    break  # cancelled, or reaped
         finally:
-            tail.write(decoder.decode(b"", final=True))
-            tail.close()
+            if exit_code is None:
+                self.backend.kill(handle)
+            pumper.join(timeout=DRAIN_SECONDS)
+            if pumper.is_alive():
+                log.warning("the output of run %s did not end; finishing without it", self.run.pk)
+        return exit_code
 
-    pumper = threading.Thread(target=pump, daemon=True, name=f"log {run.pk}")
-    pumper.start()
-    timeout = settings.BELVEDIR_RUN_TIMEOUT
-    deadline = time.monotonic() + timeout
-    exit_code = None
-    try:
-        while exit_code is None and time.monotonic() < deadline:
-            exit_code = backend.wait(
-                handle, timeout=min(2.0, max(0.1, deadline - time.monotonic()))
-            )
-            if exit_code is None and not _still_running(run.pk):  # cancelled, or reaped
-                backend.kill(handle)
-                break
-    finally:
+    def finish(self, exit_code: int | None) -> str:
+        """Judge what the sandbox left behind and record the outcome (once)."""
+        assert self.handle is not None
+        current = _status(self.run.pk)
+        if current == Status.CANCELLED:
+            run_store_log(run_id=self.run.pk, log_tail=self.tail.text(), log_size=self.tail.size)
+            return Status.CANCELLED
+        if current != Status.RUNNING:  # the reaper gave up on us; its verdict stands
+            return current or Status.FAILED
         if exit_code is None:
-            backend.kill(handle)
-        pumper.join(timeout=5)
+            timeout = settings.BELVEDIR_RUN_TIMEOUT
+            return self.fail(
+                f"belvedir: the run took longer than its {timeout} s limit and was stopped."
+            )
 
-    current = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
-    if current == Status.CANCELLED:
-        Run.objects.filter(pk=run.pk).update(log_tail=tail.text(), log_size=tail.size)
-        return Status.CANCELLED
-    if current != Status.RUNNING:  # the reaper gave up on us; its verdict stands
-        return current
-    if exit_code is None:
-        return fail(f"belvedir: the run took longer than its {timeout} s limit and was stopped.")
-
-    stage = ""  # which step failed: only asked when something did
-    if exit_code != 0:
-        raw_stage = backend.read_file(handle, contract.STAGE_FILE, 64) or b""
-        stage = raw_stage.decode(errors="replace").strip()
-    if stage == "tasks":
-        return fail(
-            "belvedir: the Tasks file could not be downloaded, so the run did not start.", exit_code
+        files = self.backend.collect(
+            self.handle, [contract.STAGE_FILE, RESULTS_FILE], contract.RESULTS_MAX_BYTES
         )
-    if stage == "install" and exit_code != 0:
-        return fail(f"belvedir: the install command exited with code {exit_code}.", exit_code)
-    # Past the install: a failed run command stopped the run while running, else it is done.
-    run_stage_advance(run_id=run.pk, stage=Stage.COLLECTING if exit_code == 0 else Stage.RUNNING)
-    try:
-        raw = backend.read_file(
-            handle, f"{contract.REPO_DIR}/results.json", contract.RESULTS_MAX_BYTES
+        exited = f"belvedir: the run command exited with code {exit_code}."
+        marker = self._marker(files[contract.STAGE_FILE])
+        stage = marker if exit_code != 0 else ""
+        if stage == "tasks":
+            return self.fail(
+                "belvedir: the Tasks file could not be downloaded, so the run did not start.",
+                exit_code=exit_code,
+            )
+        if stage == "install":
+            return self.fail(
+                f"belvedir: the install command exited with code {exit_code}.", exit_code=exit_code
+            )
+        # Past the install: a failed run command stopped the run while running, else it is done.
+        run_stage_advance(
+            run_id=self.run.pk, stage=Stage.COLLECTING if exit_code == 0 else Stage.RUNNING
         )
-    except SandboxFileTooLarge as exc:
-        return fail(
-            f"belvedir: results.json is {exc.size:,} bytes, over the 256 KB limit.", exit_code
+        results = files[RESULTS_FILE]
+        if results.kind is FileKind.MISSING and marker in HIDDEN_KINDS:
+            results = Collected(HIDDEN_KINDS[marker])  # seen only inside the sandbox
+        if results.kind not in (FileKind.FILE, FileKind.MISSING):
+            note = f"belvedir: results.json is a {results.kind}, not a file."
+            return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
+        if results.too_large:
+            note = f"belvedir: results.json is {results.size:,} bytes, over the 256 KB limit."
+            return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
+
+        outcome = contract.judge_results(
+            results.content, exit_code=exit_code, launch_model=self.run.model
         )
-    outcome = contract.judge_results(raw, exit_code=exit_code, launch_model=run.model)
-    if exit_code != 0:
-        outcome.notes.append(f"belvedir: the run command exited with code {exit_code}.")
-    # A note may quote the harness (the model it reported): secrets are redacted there too.
-    all_notes = [tail.redact(note) for note in (*notes, *outcome.notes)]
-    for note in all_notes:
-        tail.write(f"\n{note}")
-    if all_notes:
-        tail.write("\n")
-    status = Status.SUCCEEDED if outcome.succeeded else Status.FAILED
-    run_finish(
-        run_id=run.pk,
-        status=status,
-        score=outcome.score,
-        results=_redact_results(outcome.results, tail),
-        notes=all_notes,
-        exit_code=exit_code,
-        log_tail=tail.text(),
-        log_size=tail.size,
-    )
-    return status
+        if exit_code != 0:
+            outcome.notes.append(exited)
+        status = Status.SUCCEEDED if outcome.succeeded else Status.FAILED
+        return self._record(status, outcome.notes, exit_code, outcome.score, outcome.results)
 
+    # --- helpers -------------------------------------------------------------------------------
 
-def _redact_results(results, tail: LogTail):
-    """Every string in the results (keys too) redacted; a secret with a quote, backslash or
-    non-ASCII character is found as written, not as JSON would escape it."""
-    return contract.redact_json(results, tail.secrets)
+    def fail(self, *notes: str, exit_code: int | None = None) -> str:
+        return self._record(Status.FAILED, list(notes), exit_code)
+
+    def _record(
+        self,
+        status: str,
+        notes: list[str],
+        exit_code: int | None,
+        score: float | None = None,
+        results: dict | None = None,
+    ) -> str:
+        # A note may quote the harness (the model it reported): secrets are redacted there too.
+        shown = [self.tail.redact(note) for note in notes]
+        for note in shown:
+            self.tail.write(f"\n{note}")
+        if shown:
+            self.tail.write("\n")
+        run_finish(
+            run_id=self.run.pk,
+            status=status,
+            score=score,
+            results=contract.redact_json(results, self.tail.secrets),
+            notes=shown,
+            exit_code=exit_code,
+            log_tail=self.tail.text(),
+            log_size=self.tail.size,
+        )
+        return status
+
+    def _marker(self, marker: Collected) -> str:
+        """What the entrypoint recorded (a failed stage, a special results.json), if the
+        marker is really its own; "" otherwise."""
+        if marker.content is None:
+            return ""
+        text = marker.content.decode(errors="replace").strip()
+        stage = text.partition(" ")[0]
+        expected = contract.stage_marker(self.stage_key, stage)
+        return stage if secrets.compare_digest(text.encode(), expected.encode()) else ""
+
+    def _pump(self) -> None:
+        assert self.handle is not None
+        try:
+            pump(self.backend.stream_logs(self.handle), self.tail)
+        except SandboxError as exc:
+            log.warning("the output of run %s broke off: %s", self.run.pk, exc)
+
+    def clean_up(self) -> None:
+        if self.handle is None:
+            return
+        try:
+            self.backend.kill(self.handle)
+            self.backend.remove(self.handle)
+        except SandboxError:
+            log.warning("could not remove the sandbox of %s; the reaper will", self.run.pk)

@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
-from runs.sandbox.base import SandboxError, SandboxHandle, get_backend
+from runs.sandbox.base import SandboxError, SandboxHandle
+from runs.sandbox_config import get_backend
 from runs.services import run_enqueue, run_finish
 
 log = logging.getLogger(__name__)

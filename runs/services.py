@@ -1,10 +1,8 @@
 """Run writes: launch (checks and caps), cancel, finish. Tasks and views call these."""
 
 import math
-import os
 import re
-import subprocess
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -12,44 +10,19 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from belvedir import audit, crypto
-from belvedir.errors import Invalid, LimitReached
+from belvedir.errors import Invalid, LimitReached, Unavailable
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
+from runs import git
+from runs.db import reconnecting
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
+from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox.isolation import isolation_require
-
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-
-
-def git_env() -> dict[str, str]:
-    """Never prompt for credentials: a repo that needs access we lack fails fast."""
-    return {
-        **os.environ,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "/bin/true",
-        "SSH_ASKPASS": "/bin/true",
-        "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
-        "GIT_ALLOW_PROTOCOL": "https:ssh:git:file",
-    }
-
-
-_URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
-
-
-def without_credentials(text: str) -> str:
-    """URLs in `text` with any user:password@ taken out, for messages users and logs see."""
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
-
-
-def git_error_reason(stderr: str, default: str = "no answer") -> str:
-    """The line of git's stderr that says why: the first `fatal:` line, else the last line."""
-    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
-    fatal = [line.removeprefix("fatal:").strip() for line in lines if line.startswith("fatal:")]
-    return without_credentials((fatal or lines or [default])[0 if fatal else -1][:300])
+from runs.sandbox_config import get_backend
 
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
@@ -64,31 +37,28 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
                 field="harness",
                 code="repo",
             ) from None
-    timeout = settings.BELVEDIR_GIT_TIMEOUT
-    args = ["git", "ls-remote", "--", repo_url]
-    if ref and not _SHA.match(ref):
-        args.append(ref)
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=git_env())
-    except subprocess.TimeoutExpired:
+        listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+    except git.GitError as exc:
+        raise Invalid(str(exc), field="harness", code="repo") from None
+    if ref and not git.is_commit(ref) and not listing.strip():
         raise Invalid(
-            f"The repo {without_credentials(repo_url)} did not answer within {timeout} s.",
-            field="harness",
-            code="repo",
-        ) from None
-    if done.returncode != 0:
-        reason = git_error_reason(done.stderr)
-        raise Invalid(
-            f"The repo {without_credentials(repo_url)} cannot be read: {reason}",
+            f"The repo {git.without_credentials(repo_url)} has no branch or tag {ref!r}.",
             field="harness",
             code="repo",
         )
-    if ref and not _SHA.match(ref) and not done.stdout.strip():
-        raise Invalid(
-            f"The repo {without_credentials(repo_url)} has no branch or tag {ref!r}.",
-            field="harness",
-            code="repo",
-        )
+
+
+def sandbox_check() -> None:
+    """Refuse a launch while the sandbox engine does not answer (before anything is counted)."""
+    try:
+        get_backend().ping()
+    except SandboxError as exc:
+        raise Unavailable(
+            "Runs cannot start right now: the sandbox engine is not answering. "
+            "Try again in a few minutes.",
+            retry_after=60,
+        ) from exc
 
 
 def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
@@ -139,6 +109,7 @@ def run_launch(
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
+    sandbox_check()
     isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
@@ -241,7 +212,11 @@ def run_enqueue(*, run_id: str) -> None:
 
 def run_claim(*, run_id: str, worker: str) -> bool:
     """Atomically move a queued run to running; False if someone else has it (or it was cancelled)."""
-    now = timezone.now()
+    return _claim(run_id=run_id, worker=worker, now=timezone.now())
+
+
+@reconnecting
+def _claim(*, run_id: str, worker: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
@@ -250,9 +225,23 @@ def run_claim(*, run_id: str, worker: str) -> bool:
         stage=Stage.CLONING,
         stage_started_at=now,
     )
-    return claimed == 1
+    if claimed == 1:
+        return True
+    # A try whose connection broke after the commit: the run is already ours.
+    return Run.objects.filter(
+        pk=run_id, status=Status.RUNNING, worker=worker, started_at=now
+    ).exists()
 
 
+@reconnecting
+def run_mark_running(*, run_id: str, container_id: str) -> bool:
+    """The run's sandbox was launched; False once the run is no longer running."""
+    return (
+        Run.objects.filter(pk=run_id, status=Status.RUNNING).update(container_id=container_id) == 1
+    )
+
+
+@reconnecting
 def run_stage_advance(*, run_id: str, stage: str) -> bool:
     """The running run reached `stage`; stages only move forward (a late or repeated report of
     an earlier one changes nothing). False when nothing changed."""
@@ -265,6 +254,7 @@ def run_stage_advance(*, run_id: str, stage: str) -> bool:
     )
 
 
+@reconnecting
 def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | None = None) -> bool:
     """The worker is alive (and the log so far); False once the run is no longer running."""
     fields = {"heartbeat_at": timezone.now()}
@@ -274,6 +264,13 @@ def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | N
     return Run.objects.filter(pk=run_id, status=Status.RUNNING).update(**fields) == 1
 
 
+@reconnecting
+def run_store_log(*, run_id: str, log_tail: str, log_size: int) -> None:
+    """The final log of a run that ended by other hands (cancelled while it ran)."""
+    Run.objects.filter(pk=run_id).update(log_tail=log_tail, log_size=log_size)
+
+
+@reconnecting
 def run_finish(
     *,
     run_id: str,
@@ -284,7 +281,7 @@ def run_finish(
     exit_code: int | None = None,
     log_tail: str | None = None,
     log_size: int | None = None,
-    heartbeat_before=None,
+    heartbeat_before: datetime | None = None,
 ) -> bool:
     """End a running run (once): store the outcome, revoke its key. False if it had already ended.
 
@@ -348,10 +345,8 @@ def run_cancel(*, run: Run) -> Run:
                 metadata={"status_before": run.status},
             )
     if updated:
-        from runs.sandbox.base import SandboxError, get_backend
-
         try:
-            get_backend().kill_by_run_id(run.pk)
+            kill_run_sandboxes(get_backend(), run.pk)
         except SandboxError:
             pass  # the executor and the reaper remove it too
     run.refresh_from_db()

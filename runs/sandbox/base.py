@@ -1,12 +1,14 @@
 """The sandbox backend interface: what the run executor and the reaper may ask of a backend.
 
-A backend runs one command in an isolated container per run: created (not started) with
-limits and labels, files copied in, started, its output streamed, waited for with a
-timeout, a file read back, killed and removed. Containers are found again by run id
-(label `belvedir.run_id`), so a lost worker's sandbox can be reaped.
+Pure Python on purpose (no Django, no backend SDK): a backend is handed one `SandboxSpec`
+and launches it in one call; everything the sandbox needs is in the spec, including its
+workspace (a tar unpacked into the workdir before the command starts), so a Kubernetes Job
+backend can implement it with an init container as the Docker backend does with a copy
+before start. After `launch` the caller streams the output, waits with a timeout, collects
+named files once it has stopped, and kills and removes it. Sandboxes are found again by
+label (`belvedir.run_id`), so a lost worker's sandbox can be reaped.
 
-Docker is the first backend (`runs.sandbox.docker.DockerBackend`); `get_backend()` picks
-the configured one.
+Settings are read in `runs.sandbox_config`, which also picks the configured backend.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -33,19 +36,38 @@ class SandboxError(Exception):
     """Anything a sandbox backend could not do; the message is fit to show a user."""
 
 
-class SandboxFileTooLarge(SandboxError):
-    """`read_file` found the file but it is larger than `max_bytes` (nothing was returned)."""
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything a backend needs to run one sandbox.
 
-    def __init__(self, path: str, size: int, max_bytes: int) -> None:
-        super().__init__(f"{path} is {size} bytes, over the {max_bytes} byte limit")
-        self.path = path
-        self.size = size
-        self.max_bytes = max_bytes
+    `workspace`: a tar archive (bytes, or the path of a .tar) unpacked into `workdir` before
+    `command` starts; entries keep the owners the tar gives them (`tar_directory` makes them
+    uid 1000). `network`: the backend's network name ("bridge", "host", "none", …).
+    `labels`: extra labels next to the backend's own (managed, run id, instance).
+    `runtime`: the OCI runtime ("runsc" for gVisor, "runc"); "" is the engine's default.
+    `disk_bytes`: a cap on what the sandbox may write; None is no cap. Backends that cannot
+    enforce it yet ignore it (the Docker backend does, until the disk quota lands).
+    """
+
+    run_id: str
+    image: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    workspace: bytes | Path | None = None
+    workdir: str = "/workspace"
+    network: str = "bridge"
+    cpus: float = 2.0
+    memory: str = "4g"
+    pids: int = 512
+    gpu: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    runtime: str = ""
+    disk_bytes: int | None = None
 
 
 @dataclass(frozen=True)
 class SandboxHandle:
-    """A created sandbox: the backend's container id and the run it belongs to."""
+    """A launched sandbox: the backend's id for it and the run it belongs to."""
 
     id: str
     run_id: str
@@ -59,48 +81,62 @@ class SandboxInfo(NamedTuple):
     status: str  # the backend's word: created, running, exited, dead, ...
 
 
+class FileKind(StrEnum):
+    """What a collected path turned out to be."""
+
+    FILE = "file"
+    MISSING = "missing"
+    DIRECTORY = "directory"
+    SYMLINK = "symlink"
+    FIFO = "FIFO (named pipe)"
+    SOCKET = "socket"
+    DEVICE = "device"
+    OTHER = "special file"
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One path read back by `collect`: its kind, its size, and a file's bytes if they fit."""
+
+    kind: FileKind
+    size: int = 0
+    content: bytes | None = None
+
+    @property
+    def too_large(self) -> bool:
+        """A regular file over the byte cap: nothing of it was read."""
+        return self.kind is FileKind.FILE and self.content is None
+
+
 @runtime_checkable
 class SandboxBackend(Protocol):
     """What every sandbox backend provides. All methods raise SandboxError on failure."""
 
-    def create(
-        self,
-        *,
-        run_id: str,
-        image: str,
-        command: list[str],
-        env: dict[str, str],
-        workdir: str,
-        network: str,
-        cpus: float,
-        memory: str,
-        pids: int,
-        gpu: bool = False,
-    ) -> SandboxHandle:
-        """Create (not start) a sandbox for `run_id`: non-root, no capabilities, limited."""
+    def ping(self) -> None:
+        """Return if the engine answers; raise SandboxError (saying why) if it does not."""
         ...
 
-    def put_files(self, handle: SandboxHandle, dest_dir: str, archive: bytes | Path) -> None:
-        """Unpack a tar archive (bytes, or a path to a .tar) into existing `dest_dir`."""
-        ...
+    def launch(self, spec: SandboxSpec) -> SandboxHandle:
+        """Create the sandbox, unpack `spec.workspace` into its workdir and start the command.
 
-    def start(self, handle: SandboxHandle) -> None:
-        """Start the command."""
+        Non-root, no capabilities, limited. Nothing is left behind when it fails.
+        """
         ...
 
     def stream_logs(self, handle: SandboxHandle) -> Iterator[bytes]:
-        """Yield stdout and stderr, combined, as they arrive; ends when the sandbox stops."""
+        """Every byte of stdout and stderr, combined, as it arrives; ends when the sandbox
+        stops and all of it was yielded."""
         ...
 
     def wait(self, handle: SandboxHandle, timeout: float) -> int | None:
         """Wait for the command to end: its exit code, or None if `timeout` s passed first."""
         ...
 
-    def read_file(self, handle: SandboxHandle, path: str, max_bytes: int) -> bytes | None:
-        """A regular file's content (works after exit too); None if it does not exist.
-
-        Raises SandboxFileTooLarge past `max_bytes`, SandboxError if it is not a file.
-        """
+    def collect(
+        self, handle: SandboxHandle, paths: Sequence[str], max_bytes: int
+    ) -> dict[str, Collected]:
+        """Read `paths` back (after exit too): each one's kind, size and, for a regular file
+        of at most `max_bytes`, its content. Raises SandboxError if the sandbox is gone."""
         ...
 
     def kill(self, handle: SandboxHandle) -> None:
@@ -115,77 +151,16 @@ class SandboxBackend(Protocol):
         """Every managed sandbox, running or not, matching the extra labels if given."""
         ...
 
-    def kill_by_run_id(self, run_id: str) -> int:
-        """Kill every running sandbox of `run_id`; return how many were killed."""
-        ...
+
+def kill_run_sandboxes(backend: SandboxBackend, run_id: str) -> int:
+    """Kill every running sandbox of `run_id`; how many there were."""
+    running = [s for s in backend.list_by_label({LABEL_RUN_ID: run_id}) if s.status == "running"]
+    for info in running:
+        backend.kill(SandboxHandle(id=info.id, run_id=run_id))
+    return len(running)
 
 
-@dataclass(frozen=True)
-class SandboxSettings:
-    """The create() arguments that come from settings rather than from the run."""
-
-    image: str = "belvedir-sandbox:latest"
-    network: str = "bridge"
-    cpus: float = 2.0
-    memory: str = "4g"
-    pids: int = 512
-
-    @classmethod
-    def from_settings(cls) -> SandboxSettings:
-        """Read BELVEDIR_SANDBOX_{IMAGE,NETWORK,CPUS,MEMORY,PIDS} (defaults above)."""
-        from django.conf import settings
-
-        return cls(
-            image=getattr(settings, "BELVEDIR_SANDBOX_IMAGE", cls.image),
-            network=getattr(settings, "BELVEDIR_SANDBOX_NETWORK", cls.network),
-            cpus=float(getattr(settings, "BELVEDIR_SANDBOX_CPUS", cls.cpus)),
-            memory=str(getattr(settings, "BELVEDIR_SANDBOX_MEMORY", cls.memory)),
-            pids=int(getattr(settings, "BELVEDIR_SANDBOX_PIDS", cls.pids)),
-        )
-
-    def create_kwargs(self) -> dict[str, object]:
-        """Keyword arguments for `SandboxBackend.create`."""
-        return {
-            "image": self.image,
-            "network": self.network,
-            "cpus": self.cpus,
-            "memory": self.memory,
-            "pids": self.pids,
-        }
-
-
-def instance_id() -> str:
-    """Which platform a sandbox belongs to: BELVEDIR_INSTANCE, else derived from the database.
-
-    Two platforms (or a dev server and a test session) on one Docker engine have different
-    databases, so neither reaps the other's live sandboxes.
-    """
-    import hashlib
-
-    from django.conf import settings
-    from django.db import connection
-
-    configured = getattr(settings, "BELVEDIR_INSTANCE", "")
-    if configured:
-        return configured
-    db = connection.settings_dict
-    key = f"{db.get('ENGINE')}|{db.get('HOST')}|{db.get('PORT')}|{db.get('NAME')}"
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def get_backend() -> SandboxBackend:
-    """The configured backend (setting BELVEDIR_SANDBOX_BACKEND, default "docker")."""
-    from django.conf import settings
-
-    name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
-    if name == "docker":
-        from runs.sandbox.docker import DockerBackend
-
-        return DockerBackend.from_settings()
-    raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
-
-
-# --- tar helpers for put_files -----------------------------------------------------------
+# --- tar helpers for the workspace -------------------------------------------------------
 
 
 def tar_directory(

@@ -3,6 +3,10 @@
 Every container runs as uid:gid 1000:1000 with all capabilities dropped, no-new-privileges,
 an init process, CPU/memory/pids limits, capped json-file logs, no Docker socket and no
 privileged mode. It is labelled `belvedir.managed=1` and `belvedir.run_id=<run id>`.
+
+The output is read through an attach made before the start, not from the log file: it
+holds every byte from the first one, and a reader that falls behind slows the harness down
+instead of losing output to log rotation.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import io
 import re
 import secrets
 import tarfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,17 +33,24 @@ from runs.sandbox.base import (
     LABEL_RUN_ID,
     SANDBOX_GID,
     SANDBOX_UID,
+    Collected,
+    FileKind,
     SandboxError,
-    SandboxFileTooLarge,
     SandboxHandle,
     SandboxInfo,
-    instance_id,
+    SandboxSpec,
 )
 
 # Go's os.FileMode bits, as in the X-Docker-Container-Path-Stat header of get_archive.
 _GO_MODE_DIR = 1 << 31
 _GO_MODE_SYMLINK = 1 << 27
+_GO_MODE_DEVICE = 1 << 26
+_GO_MODE_NAMED_PIPE = 1 << 25
+_GO_MODE_SOCKET = 1 << 24
+_GO_MODE_CHAR_DEVICE = 1 << 21
+_GO_MODE_IRREGULAR = 1 << 19
 _LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
+PING_TIMEOUT = 5.0
 
 
 class DockerBackend:
@@ -51,112 +63,132 @@ class DockerBackend:
         ca_bundle_mount: str | None = None,
         instance: str | None = None,
     ) -> None:
-        """`ca_bundle_mount`: a host CA bundle to mount read-only over the image's one.
+        """`client`: the engine to use (default: `docker.from_env()`, i.e. DOCKER_HOST).
 
+        `ca_bundle_mount`: a host CA bundle to mount read-only over the image's one.
         `instance`: labels this platform's sandboxes, so that several platforms (or test
         sessions) sharing one engine only ever list, and reap, their own.
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
         self.instance = instance
-
-    @classmethod
-    def from_settings(cls) -> DockerBackend:
-        """A backend configured from settings (BELVEDIR_SANDBOX_CA_MOUNT: a host path)."""
-        from django.conf import settings
-
-        return cls(
-            ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
-            instance=instance_id(),
-        )
+        self._attached: dict[str, Iterator[bytes]] = {}
+        self._lock = threading.Lock()
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            with _docker_errors("connect to the Docker engine"):
+            with _docker_errors("reach the Docker engine"):
                 self._client = docker.from_env()
         return self._client
 
+    def ping(self) -> None:
+        """Return if the engine answers /_ping within a few seconds; SandboxError if not."""
+        with _docker_errors("reach the Docker engine"):
+            api = self.client.api
+            api.get(f"{api.base_url}/_ping", timeout=PING_TIMEOUT).raise_for_status()
+
     # --- lifecycle ------------------------------------------------------------------------
 
-    def create(
-        self,
-        *,
-        run_id: str,
-        image: str,
-        command: list[str],
-        env: dict[str, str],
-        workdir: str,
-        network: str,
-        cpus: float,
-        memory: str,
-        pids: int,
-        gpu: bool = False,
-    ) -> SandboxHandle:
-        """Create (not start) the container for `run_id`; see the module docstring.
+    def launch(self, spec: SandboxSpec) -> SandboxHandle:
+        """Create the container, copy the workspace in, attach to its output, start it.
 
-        `network` is a Docker network mode or name ("bridge", "host", "none", …); on
+        `spec.network` is a Docker network mode or name ("bridge", "host", "none", …); on
         networks other than host/none, `host.docker.internal` points at the host.
-        `gpu=True` requests every GPU of the host (GPU queues run one sandbox at a time).
+        `spec.gpu` requests every GPU of the host (GPU queues run one sandbox at a time).
+        `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
+        `spec.disk_bytes` is not enforced by this backend yet.
         """
-        if not command:
+        if not spec.command:
             raise SandboxError("a sandbox needs a command")
+        handle = self._create(spec)
+        try:
+            if spec.workspace is not None:
+                self._put_workspace(handle, spec.workdir, spec.workspace)
+            with _docker_errors("attach to the sandbox output"):
+                stream = self.client.api.attach(
+                    handle.id, stdout=True, stderr=True, stream=True, logs=False
+                )
+            with self._lock:
+                self._attached[handle.id] = stream
+            with _docker_errors("start the sandbox"):
+                self.client.api.start(handle.id)
+        except BaseException:
+            self._forget_stream(handle)
+            try:
+                self.remove(handle)
+            except SandboxError:
+                pass  # the reaper removes it: it is labelled and has no running run
+            raise
+        return handle
+
+    def _create(self, spec: SandboxSpec) -> SandboxHandle:
         options: dict[str, object] = {}
-        if network not in ("host", "none"):
+        if spec.network not in ("host", "none"):
             options["extra_hosts"] = {"host.docker.internal": "host-gateway"}
-        if gpu:
+        if spec.gpu:
             options["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if spec.runtime:
+            options["runtime"] = spec.runtime
         if self.ca_bundle_mount:
             options["volumes"] = {
                 self.ca_bundle_mount: {"bind": "/etc/ssl/certs/ca-certificates.crt", "mode": "ro"}
             }
-        with _docker_errors(f"create the sandbox for run {run_id}", image=image):
+        labels = self._labels({**spec.labels, LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id})
+        with _docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
             container = self.client.containers.create(
-                image=image,
-                command=command,
-                name=_container_name(run_id),
-                environment=env,
-                working_dir=workdir,
+                image=spec.image,
+                command=spec.command,
+                name=_container_name(spec.run_id),
+                environment=spec.env,
+                working_dir=spec.workdir,
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                labels=self._labels({LABEL_MANAGED: "1", LABEL_RUN_ID: run_id}),
-                network_mode=network,
+                labels=labels,
+                network_mode=spec.network,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 privileged=False,
                 init=True,
-                pids_limit=pids,
-                nano_cpus=int(cpus * 1_000_000_000),
-                mem_limit=memory,
-                memswap_limit=memory,
+                pids_limit=spec.pids,
+                nano_cpus=int(spec.cpus * 1_000_000_000),
+                mem_limit=spec.memory,
+                memswap_limit=spec.memory,
                 log_config=LogConfig(type=LogConfig.types.JSON, config=_LOG_LIMITS),
                 auto_remove=False,
                 stdin_open=False,
                 tty=False,
                 **options,
             )
-        return SandboxHandle(id=container.id, run_id=run_id)
+        return SandboxHandle(id=container.id, run_id=spec.run_id)
 
-    def put_files(self, handle: SandboxHandle, dest_dir: str, archive: bytes | Path) -> None:
-        """Unpack a tar (bytes or a .tar path) into `dest_dir`, which must exist.
-
-        Ownership comes from the tar: build it with `tar_directory`/`tar_files` (uid 1000).
-        """
-        data = archive.read_bytes() if isinstance(archive, Path) else archive
-        with _docker_errors(f"copy files into {dest_dir}"):
-            if not self._container(handle).put_archive(dest_dir, data):
-                raise SandboxError(f"could not copy files into {dest_dir} of the sandbox")
-
-    def start(self, handle: SandboxHandle) -> None:
-        with _docker_errors("start the sandbox"):
-            self._container(handle).start()
+    def _put_workspace(self, handle: SandboxHandle, workdir: str, archive: bytes | Path) -> None:
+        with _docker_errors(f"copy the workspace into {workdir}"):
+            if isinstance(archive, Path):
+                with archive.open("rb") as data:
+                    done = self.client.api.put_archive(handle.id, workdir, data)
+            else:
+                done = self.client.api.put_archive(handle.id, workdir, archive)
+        if not done:
+            raise SandboxError(f"could not copy the workspace into {workdir} of the sandbox")
 
     def stream_logs(self, handle: SandboxHandle) -> Iterator[bytes]:
-        """Yield stdout+stderr chunks as they arrive, from the start, until the container stops."""
-        with _docker_errors("read the sandbox output"):
-            stream = self._container(handle).logs(
-                stdout=True, stderr=True, stream=True, follow=True
-            )
-            yield from stream
+        """Every output chunk from the first one, as it arrives, until the container stops.
+
+        The attach made by `launch` when this backend launched it; otherwise (another
+        process's sandbox) the engine's log from its start.
+        """
+        with self._lock:
+            attached = self._attached.get(handle.id)
+        try:
+            with _docker_errors("read the sandbox output"):
+                if attached is not None:
+                    yield from attached
+                else:
+                    yield from self._container(handle).logs(
+                        stdout=True, stderr=True, stream=True, follow=True
+                    )
+        finally:
+            self._forget_stream(handle)
 
     def wait(self, handle: SandboxHandle, timeout: float) -> int | None:
         """The exit code, or None if the container is still running after `timeout` s."""
@@ -172,41 +204,44 @@ class DockerBackend:
             raise SandboxError(f"could not wait for the sandbox: {_short(exc)}") from exc
         return int(result.get("StatusCode", -1))
 
-    def read_file(self, handle: SandboxHandle, path: str, max_bytes: int) -> bytes | None:
-        """A regular file's bytes, also after the container stopped; None if it is missing.
+    def collect(
+        self, handle: SandboxHandle, paths: Sequence[str], max_bytes: int
+    ) -> dict[str, Collected]:
+        """Each path's kind and size, and a regular file's bytes when within `max_bytes`.
 
-        Raises SandboxFileTooLarge when it is over `max_bytes` (checked before reading),
-        SandboxError when `path` is a directory, a symlink or anything but a regular file.
+        Works after the container stopped. A file's size is checked before anything of it is
+        read; directories, symlinks, FIFOs and other special files are reported, not read.
         """
         container = self._container(handle)
+        return {path: self._collect_one(container, handle, path, max_bytes) for path in paths}
+
+    def _collect_one(
+        self, container: Container, handle: SandboxHandle, path: str, max_bytes: int
+    ) -> Collected:
         try:
             stream, info = container.get_archive(path)
         except docker.errors.NotFound:
             self._container(handle)  # raises SandboxError when the container itself is gone
-            return None
+            return Collected(FileKind.MISSING)
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not read {path} from the sandbox: {_short(exc)}") from exc
 
-        mode, size = int(info.get("mode", 0)), int(info.get("size", 0))
-        if mode & _GO_MODE_SYMLINK or info.get("linkTarget"):
-            raise SandboxError(f"{path} is a symlink, not a regular file")
-        if mode & _GO_MODE_DIR:
-            raise SandboxError(f"{path} is a directory, not a regular file")
-        if size > max_bytes:
+        kind, size = _kind(info), int(info.get("size", 0))
+        if kind is not FileKind.FILE or size > max_bytes:
             stream.close()
-            raise SandboxFileTooLarge(path, size, max_bytes)
-
+            return Collected(kind, size)
         with _docker_errors(f"read {path} from the sandbox"):
             archive = _read_capped(stream, limit=max_bytes + 64 * 1024)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             member = tar.next()
             if member is None or not member.isfile():
-                raise SandboxError(f"{path} is not a regular file")
-            if member.size > max_bytes:
-                raise SandboxFileTooLarge(path, member.size, max_bytes)
+                return Collected(FileKind.OTHER, size)
+            if member.size > max_bytes:  # it grew between the stat and the read
+                return Collected(FileKind.FILE, member.size)
             extracted = tar.extractfile(member)
             assert extracted is not None
-            return extracted.read()
+            content = extracted.read()
+        return Collected(FileKind.FILE, len(content), content)
 
     def kill(self, handle: SandboxHandle) -> None:
         """SIGKILL the container; a container that is not running is left as it is."""
@@ -223,6 +258,7 @@ class DockerBackend:
 
     def remove(self, handle: SandboxHandle) -> None:
         """Remove the container (killing it if needed) and its anonymous volumes."""
+        self._forget_stream(handle)
         try:
             self.client.api.remove_container(handle.id, force=True, v=True)
         except docker.errors.NotFound:
@@ -251,19 +287,19 @@ class DockerBackend:
             for item in containers
         ]
 
+    # --- internals ------------------------------------------------------------------------
+
     def _labels(self, labels: dict[str, str]) -> dict[str, str]:
         return {**labels, LABEL_INSTANCE: self.instance} if self.instance else labels
 
-    def kill_by_run_id(self, run_id: str) -> int:
-        """SIGKILL every running sandbox of `run_id`; return how many there were."""
-        running = [
-            info for info in self.list_by_label({LABEL_RUN_ID: run_id}) if info.status == "running"
-        ]
-        for info in running:
-            self.kill(SandboxHandle(id=info.id, run_id=run_id))
-        return len(running)
-
-    # --- internals ------------------------------------------------------------------------
+    def _forget_stream(self, handle: SandboxHandle) -> None:
+        with self._lock:
+            stream = self._attached.pop(handle.id, None)
+        if stream is not None:
+            try:
+                stream.close()  # type: ignore[attr-defined]  # a docker CancellableStream
+            except Exception:  # best effort: the stream also ends with the container
+                pass
 
     def _container(self, handle: SandboxHandle) -> Container:
         try:
@@ -272,6 +308,23 @@ class DockerBackend:
             raise SandboxError(f"the sandbox of run {handle.run_id} no longer exists") from exc
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not look up the sandbox: {_short(exc)}") from exc
+
+
+def _kind(info: Mapping[str, object]) -> FileKind:
+    mode = int(info.get("mode", 0) or 0)
+    if mode & _GO_MODE_SYMLINK or info.get("linkTarget"):
+        return FileKind.SYMLINK
+    if mode & _GO_MODE_DIR:
+        return FileKind.DIRECTORY
+    if mode & _GO_MODE_NAMED_PIPE:
+        return FileKind.FIFO
+    if mode & _GO_MODE_SOCKET:
+        return FileKind.SOCKET
+    if mode & (_GO_MODE_DEVICE | _GO_MODE_CHAR_DEVICE):
+        return FileKind.DEVICE
+    if mode & _GO_MODE_IRREGULAR:
+        return FileKind.OTHER
+    return FileKind.FILE
 
 
 @contextmanager

@@ -97,7 +97,7 @@ _CHROOT_ENV = {
 
 @dataclass(frozen=True)
 class ImageConfig:
-    """Where and how to build; `from_settings()` reads the Django settings."""
+    """Where and how to build (`runs.sandbox_config.image_config()` reads the settings)."""
 
     image: str = DEFAULT_IMAGE
     ca_bundle: Path = Path(DEFAULT_CA_BUNDLE)
@@ -108,13 +108,15 @@ class ImageConfig:
     registry_timeout: float = 20.0
 
     @classmethod
-    def from_settings(cls) -> ImageConfig:
-        """Read BELVEDIR_SANDBOX_* settings, falling back to the defaults above."""
+    def from_env(cls) -> ImageConfig:
+        """For the standalone entry point: the BELVEDIR_SANDBOX_* environment variables the
+        settings read too (Django's view of them is `runs.sandbox_config.image_config()`)."""
+        env = os.environ
         return cls(
-            image=_setting("BELVEDIR_SANDBOX_IMAGE", DEFAULT_IMAGE),
-            ca_bundle=Path(_setting("BELVEDIR_SANDBOX_CA_BUNDLE", DEFAULT_CA_BUNDLE)),
-            cache_dir=Path(_setting("BELVEDIR_CACHE_DIR", DEFAULT_CACHE_DIR)),
-            mirror=_setting("BELVEDIR_SANDBOX_DEBIAN_MIRROR", DEBIAN_MIRROR),
+            image=env.get("BELVEDIR_SANDBOX_IMAGE") or DEFAULT_IMAGE,
+            ca_bundle=Path(env.get("BELVEDIR_SANDBOX_CA_BUNDLE") or DEFAULT_CA_BUNDLE),
+            cache_dir=Path(env.get("BELVEDIR_CACHE_DIR") or DEFAULT_CACHE_DIR),
+            mirror=env.get("BELVEDIR_SANDBOX_DEBIAN_MIRROR") or DEBIAN_MIRROR,
         )
 
 
@@ -143,7 +145,7 @@ def build_image(
     else the offline recipe. `refresh_rootfs` ignores the cached debootstrap tarball.
     Raises SandboxError with a readable message on failure.
     """
-    cfg = config or ImageConfig.from_settings()
+    cfg = config or ImageConfig.from_env()
     client = client or _client()
     started = time.monotonic()
 
@@ -431,17 +433,6 @@ def _run(command: list[str], env: dict[str, str] | None = None) -> str:
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def _setting(name: str, default: str) -> str:
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            return getattr(settings, name, default) or default
-    except ImportError:
-        pass
-    return default
 
 
 def _client(timeout: float | None = None) -> docker.DockerClient:

@@ -4,6 +4,7 @@ execute_run in a thread."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -169,3 +170,10 @@ def stop_qcluster(process: subprocess.Popen, grace: float = 20) -> None:
     except ProcessLookupError:
         pass
     process.wait(timeout=10)
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -470,14 +470,14 @@ def test_file_repos_under_the_operator_root_launch_and_others_are_refused(
 
 
 def test_credentials_in_a_repo_url_never_reach_the_refusal_message():
-    from runs.services import git_error_reason, without_credentials
+    from runs.git import error_reason, without_credentials
 
     assert (
         without_credentials("https://bob:s3cret@example.com/x.git")
         == "https://***@example.com/x.git"
     )
     stderr = "fatal: repository 'https://bob:s3cret@example.com/x.git/' not found\n"
-    assert "s3cret" not in git_error_reason(stderr)
+    assert "s3cret" not in error_reason(stderr)
 
 
 def test_a_refused_launch_does_not_echo_the_repo_password(owner, make_harness, settings):

@@ -3,7 +3,7 @@
 import pytest
 
 from runs.contract import clip_log_tail
-from runs.executor import LogTail
+from runs.logtail import LogTail, pump
 
 SECRET = "sk-secret-0123456789"
 
@@ -67,3 +67,28 @@ def test_the_tail_keeps_the_last_16_kb_of_utf8_and_never_half_a_character():
 def test_clipping_leaves_short_logs_alone():
     assert clip_log_tail("short\n") == "short\n"
     assert clip_log_tail("ab" * 10, limit=5) == "babab"
+
+
+def test_a_flood_in_small_chunks_keeps_the_end_and_counts_every_character():
+    tail = LogTail([SECRET])
+    line = "x" * 999 + "\n"
+    for _ in range(8 * 1024):  # 8 MB
+        tail.write(line)
+    tail.write("END-MARKER\n")
+    tail.close()
+    assert tail.size == 8 * 1024 * 1000 + len("END-MARKER\n")
+    assert tail.text().endswith(line + "END-MARKER\n")
+    assert len(tail.text().encode()) == 16 * 1024
+
+
+def test_a_single_chunk_larger_than_the_tail_keeps_its_end():
+    tail = LogTail([])
+    tail.write("a" * 100_000 + "END")
+    assert tail.text() == "a" * (16 * 1024 - 3) + "END" and tail.size == 100_003
+
+
+def test_pump_keeps_a_character_split_across_chunks_whole_and_closes_the_tail():
+    tail = LogTail([])
+    data = "naïve ✓\n".encode()
+    pump([data[:3], data[3:9], data[9:]], tail)
+    assert tail.text() == "naïve ✓\n" and tail.size == len("naïve ✓\n")

@@ -22,7 +22,8 @@ from django_q.models import OrmQ
 from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
-from runs.sandbox.base import SandboxHandle, SandboxSettings, get_backend
+from runs.sandbox.base import SandboxHandle
+from runs.sandbox_config import get_backend, spec_from_settings
 from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
 
@@ -129,14 +130,7 @@ def test_the_reaper_removes_orphan_sandboxes_and_leaves_healthy_runs_alone(
 
     backend = get_backend()
     for run_id in (finished.pk, unknown):
-        handle = backend.create(
-            run_id=run_id,
-            command=["sleep", "60"],
-            env={},
-            workdir="/",
-            **SandboxSettings.from_settings().create_kwargs(),
-        )
-        backend.start(handle)
+        backend.launch(spec_from_settings(run_id=run_id, command=["sleep", "60"], workdir="/"))
     worker = Background(healthy.pk)
     wait_for(
         lambda: Run.objects.get(pk=healthy.pk).status == "running" and containers_of(healthy.pk),
@@ -196,15 +190,11 @@ def test_the_reaper_never_touches_another_platforms_sandboxes(db, settings):
     from runs.sandbox.docker import DockerBackend
 
     other = DockerBackend(instance="another-platform")
-    handle = other.create(
-        run_id=f"run_other_{uuid.uuid4().hex[:8]}",
-        command=["sleep", "30"],
-        env={},
-        workdir="/workspace",
-        **{**SandboxSettings.from_settings().create_kwargs(), "network": "none"},
+    spec = spec_from_settings(
+        run_id=f"run_other_{uuid.uuid4().hex[:8]}", command=["sleep", "30"], network="none"
     )
+    handle = other.launch(spec)
     try:
-        other.start(handle)
         assert all(info.id != handle.id for info in get_backend().list_by_label())
         reaper.reap()
         assert [info.id for info in other.list_by_label()] == [handle.id]

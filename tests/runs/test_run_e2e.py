@@ -5,7 +5,6 @@ git repo) and executes it in a real sandbox; the harness's env knobs choose what
 """
 
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from belvedir import crypto
 from belvedir.models import ApiKey
 from runs.executor import execute_run
 from runs.models import Run
-from tests.runs.helpers import containers_of, git
+from tests.runs.helpers import closed_port, containers_of, git
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -33,13 +32,6 @@ def run_it(run: Run) -> Run:
 
 def belvedir_notes(run: Run) -> list[str]:
     return [n for n in run.notes if n.startswith("belvedir:")]
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- the env in -------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def test_a_run_that_ended_keeps_the_stage_it_reached(make_run):
 
 def test_the_log_tail_notices_the_run_command_starting_even_split_across_chunks():
     from runs.contract import RUN_STAGE_LINE
-    from runs.executor import LogTail
+    from runs.logtail import LogTail
 
     tail = LogTail([])
     tail.write("installing\nbelvedir: starting the ")
@@ -61,7 +61,7 @@ def test_the_log_tail_notices_the_run_command_starting_even_split_across_chunks(
 
 
 def test_the_run_line_counts_only_as_a_whole_line():
-    from runs.executor import LogTail
+    from runs.logtail import LogTail
 
     tail = LogTail([])
     tail.write("echo belvedir: starting the run command\n")

@@ -20,19 +20,22 @@ import pytest
 
 from runs.sandbox.base import (
     LABEL_RUN_ID,
+    FileKind,
     SandboxBackend,
     SandboxError,
-    SandboxFileTooLarge,
     SandboxHandle,
+    SandboxSpec,
+    kill_run_sandboxes,
     tar_directory,
     tar_files,
 )
 from runs.sandbox.docker import DockerBackend
-from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, ImageConfig, build_image
+from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, build_image
+from runs.sandbox_config import image_config
 
 pytestmark = pytest.mark.docker
 
-IMAGE = ImageConfig.from_settings().image
+IMAGE = image_config().image
 # Unique per process, so parallel workers only clean up their own sandboxes.
 RUN_PREFIX = f"run_pytest_{uuid.uuid4().hex[:6]}_"
 
@@ -58,36 +61,40 @@ def backend() -> Iterator[DockerBackend]:
 Sandbox = Callable[..., SandboxHandle]
 
 
+def spec_of(command: str | list[str], **overrides: object) -> SandboxSpec:
+    """A spec with test limits on the host network; `overrides` replace any field."""
+    options: dict = {
+        "run_id": f"{RUN_PREFIX}{uuid.uuid4().hex[:12]}",
+        "image": IMAGE,
+        "command": ["sh", "-c", command] if isinstance(command, str) else command,
+        "env": {"BELVEDIR_RUN_ID": "run_test"},
+        "workdir": "/workspace",
+        "network": "host",
+        "cpus": 1.0,
+        "memory": "256m",
+        "pids": 64,
+    }
+    options.update(overrides)
+    return SandboxSpec(**options)
+
+
 @pytest.fixture
 def sandbox(backend: DockerBackend) -> Iterator[Sandbox]:
-    """Create sandboxes with test limits; every one is removed after the test."""
+    """Launch sandboxes with test limits; every one is removed after the test."""
     made: list[SandboxHandle] = []
 
-    def create(command: str | list[str], **overrides: object) -> SandboxHandle:
-        options: dict = {
-            "run_id": f"{RUN_PREFIX}{uuid.uuid4().hex[:12]}",
-            "image": IMAGE,
-            "command": ["sh", "-c", command] if isinstance(command, str) else command,
-            "env": {"BELVEDIR_RUN_ID": "run_test"},
-            "workdir": "/workspace",
-            "network": "host",
-            "cpus": 1.0,
-            "memory": "256m",
-            "pids": 64,
-        }
-        options.update(overrides)
-        handle = backend.create(**options)
+    def launch(command: str | list[str], **overrides: object) -> SandboxHandle:
+        handle = backend.launch(spec_of(command, **overrides))
         made.append(handle)
         return handle
 
-    yield create
+    yield launch
     for handle in made:
         backend.remove(handle)
 
 
 def run_to_end(backend: DockerBackend, handle: SandboxHandle, timeout: float = 60) -> str:
-    """Start the sandbox, wait for it, return its combined output."""
-    backend.start(handle)
+    """Wait for the launched sandbox; its combined output."""
     code = backend.wait(handle, timeout=timeout)
     assert code is not None, "the sandbox did not finish in time"
     output = b"".join(backend.stream_logs(handle)).decode()
@@ -101,6 +108,13 @@ def inspect(backend: DockerBackend, handle: SandboxHandle) -> dict:
 
 def test_docker_backend_implements_the_sandbox_interface(backend):
     assert isinstance(backend, SandboxBackend)
+
+
+def test_ping_answers_when_the_engine_is_up_and_says_why_when_it_is_not(backend, monkeypatch):
+    backend.ping()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(SandboxError, match="could not reach the Docker engine"):
+        DockerBackend().ping()
 
 
 def test_sandbox_runs_as_uid_1000_with_no_capabilities(backend, sandbox):
@@ -165,7 +179,6 @@ def test_environment_and_workdir_reach_the_command(backend, sandbox):
 
 def test_logs_stream_in_order_as_they_arrive(backend, sandbox):
     handle = sandbox("for i in 1 2 3; do echo $i; sleep 0.5; done; echo done >&2")
-    backend.start(handle)
     arrivals: list[tuple[float, bytes]] = []
     started = time.monotonic()
     for chunk in backend.stream_logs(handle):
@@ -176,15 +189,29 @@ def test_logs_stream_in_order_as_they_arrive(backend, sandbox):
     assert last - first >= 0.8, f"output came in one lump: {arrivals}"
 
 
+def test_the_output_stream_holds_every_byte_of_a_flood_and_what_follows_it(backend, sandbox):
+    # 8 MB at full speed, then a marker: the log file rotates at 10 MB and a reader that
+    # falls behind must slow the writer down instead of losing output.
+    handle = sandbox("head -c 8388608 /dev/zero | tr '\\0' x; echo; echo END-MARKER")
+    output = b"".join(backend.stream_logs(handle))
+    assert backend.wait(handle, timeout=60) == 0
+    assert len(output) == 8 * 1024 * 1024 + 1 + len(b"END-MARKER\n")
+    assert output.endswith(b"x\nEND-MARKER\n")
+
+
+def test_the_first_output_of_a_quick_command_is_never_missed(backend, sandbox):
+    handles = [sandbox(f"echo first {i}") for i in range(5)]
+    for i, handle in enumerate(handles):
+        assert b"".join(backend.stream_logs(handle)) == f"first {i}\n".encode()
+
+
 def test_wait_returns_the_exit_code(backend, sandbox):
     handle = sandbox("exit 3")
-    backend.start(handle)
     assert backend.wait(handle, timeout=30) == 3
 
 
 def test_wait_gives_up_after_the_timeout_and_kill_stops_the_sandbox_in_seconds(backend, sandbox):
     handle = sandbox("sleep 300")
-    backend.start(handle)
     started = time.monotonic()
     assert backend.wait(handle, timeout=1) is None
     assert 0.9 <= time.monotonic() - started < 5
@@ -196,37 +223,47 @@ def test_wait_gives_up_after_the_timeout_and_kill_stops_the_sandbox_in_seconds(b
     backend.kill(handle)  # killing a stopped sandbox is fine
 
 
-def test_read_file_reads_results_json_after_the_sandbox_exited(backend, sandbox):
+def test_collect_reads_results_json_after_the_sandbox_exited(backend, sandbox):
     handle = sandbox("""echo '{"score": 0.5}' > /workspace/results.json""")
     run_to_end(backend, handle)
-    assert backend.read_file(handle, "/workspace/results.json", 256 * 1024) == b'{"score": 0.5}\n'
+    [got] = backend.collect(handle, ["/workspace/results.json"], 256 * 1024).values()
+    assert got.kind is FileKind.FILE and got.content == b'{"score": 0.5}\n' and got.size == 15
 
 
-def test_read_file_returns_none_when_the_file_is_missing(backend, sandbox):
-    handle = sandbox("true")
+def test_collect_says_which_files_are_missing(backend, sandbox):
+    handle = sandbox("touch /workspace/here")
     run_to_end(backend, handle)
-    assert backend.read_file(handle, "/workspace/results.json", 1024) is None
+    got = backend.collect(handle, ["/workspace/results.json", "/workspace/here"], 1024)
+    assert got["/workspace/results.json"].kind is FileKind.MISSING
+    assert got["/workspace/results.json"].content is None
+    assert got["/workspace/here"].kind is FileKind.FILE and got["/workspace/here"].content == b""
 
 
-def test_read_file_refuses_a_file_over_max_bytes(backend, sandbox):
+def test_collect_reads_nothing_of_a_file_over_max_bytes(backend, sandbox):
     handle = sandbox("head -c 2000 /dev/zero > /workspace/results.json")
     run_to_end(backend, handle)
-    with pytest.raises(SandboxFileTooLarge, match="2000 bytes, over the 1000 byte limit"):
-        backend.read_file(handle, "/workspace/results.json", 1000)
-    assert backend.read_file(handle, "/workspace/results.json", 2000) == b"\0" * 2000
+    [over] = backend.collect(handle, ["/workspace/results.json"], 1000).values()
+    assert over.too_large and over.size == 2000 and over.content is None
+    [fits] = backend.collect(handle, ["/workspace/results.json"], 2000).values()
+    assert not fits.too_large and fits.content == b"\0" * 2000
 
 
-def test_read_file_refuses_a_directory_or_a_symlink(backend, sandbox):
-    handle = sandbox("mkdir /workspace/dir && ln -s /etc/passwd /workspace/link")
+def test_collect_tells_directories_symlinks_and_fifos_from_files(backend, sandbox):
+    handle = sandbox(
+        "mkdir /workspace/dir && ln -s /etc/passwd /workspace/link && mkfifo /workspace/fifo"
+    )
     run_to_end(backend, handle)
-    with pytest.raises(SandboxError, match="is a directory"):
-        backend.read_file(handle, "/workspace/dir", 1024)
-    with pytest.raises(SandboxError, match="is a symlink"):
-        backend.read_file(handle, "/workspace/link", 1024)
+    paths = ["/workspace/dir", "/workspace/link", "/workspace/fifo"]
+    got = backend.collect(handle, paths, 1024)
+    assert [got[p].kind for p in paths] == [FileKind.DIRECTORY, FileKind.SYMLINK, FileKind.FIFO]
+    assert all(got[p].content is None and not got[p].too_large for p in paths)
 
 
-def test_put_files_copies_a_directory_owned_by_uid_1000(backend, sandbox, tmp_path: Path):
-    repo = tmp_path / "checkout"
+def test_the_workspace_is_unpacked_into_the_workdir_owned_by_uid_1000(
+    backend, sandbox, tmp_path: Path
+):
+    workspace = tmp_path / "workspace"
+    repo = workspace / "repo"
     (repo / "sub").mkdir(parents=True)
     (repo / "run.sh").write_text("#!/bin/sh\necho ran\n")
     (repo / "run.sh").chmod(0o755)
@@ -235,62 +272,75 @@ def test_put_files_copies_a_directory_owned_by_uid_1000(backend, sandbox, tmp_pa
 
     handle = sandbox(
         "cd /workspace/repo && find . -exec stat -c '%u:%g %n' {} + | sort"
-        " && ./run.sh && cat link tasks/tasks.jsonl && touch new-file && echo writable"
+        " && ./run.sh && cat link && touch new-file && echo writable",
+        workspace=tar_directory(workspace, "."),
     )
-    backend.put_files(handle, "/workspace", tar_directory(repo, "repo"))
-    backend.put_files(handle, "/workspace/repo", tar_files({"tasks/tasks.jsonl": b'{"id": 1}\n'}))
     output = run_to_end(backend, handle)
 
     owners = {line.split()[0] for line in output.splitlines() if line.startswith(("0", "1"))}
     assert owners == {"1000:1000"}
-    for name in ("./run.sh", "./sub/data.txt", "./link", "./tasks/tasks.jsonl"):
+    for name in ("./run.sh", "./sub/data.txt", "./link"):
         assert f"1000:1000 {name}" in output
-    assert output.endswith('ran\nhello\n{"id": 1}\nwritable\n')
+    assert output.endswith("ran\nhello\nwritable\n")
 
 
-def test_put_files_accepts_a_tar_file_path(backend, sandbox, tmp_path: Path):
+def test_a_workspace_of_in_memory_files_can_come_from_a_tar_file(backend, sandbox, tmp_path: Path):
     archive = tmp_path / "files.tar"
-    archive.write_bytes(tar_files({"hello.txt": b"hi\n"}))
-    handle = sandbox("cat /workspace/hello.txt")
-    backend.put_files(handle, "/workspace", archive)
-    assert run_to_end(backend, handle) == "hi\n"
+    archive.write_bytes(tar_files({"tasks/tasks.jsonl": b'{"id": 1}\n'}))
+    handle = sandbox(
+        "stat -c '%u:%g %n' tasks tasks/tasks.jsonl && cat tasks/tasks.jsonl", workspace=archive
+    )
+    assert run_to_end(backend, handle) == (
+        '1000:1000 tasks\n1000:1000 tasks/tasks.jsonl\n{"id": 1}\n'
+    )
+
+
+def test_a_launch_that_fails_after_the_create_leaves_nothing_behind(backend):
+    spec = spec_of("true", workspace=b"this is not a tar archive" * 40)
+    with pytest.raises(SandboxError, match="copy the workspace"):
+        handle = backend.launch(spec)
+        backend.remove(handle)  # only if the test is about to fail
+    assert backend.list_by_label({LABEL_RUN_ID: spec.run_id}) == []
+
+
+def test_the_runtime_of_the_spec_reaches_the_engine(backend, sandbox):
+    handle = sandbox("true", runtime="runc")
+    assert inspect(backend, handle)["HostConfig"]["Runtime"] == "runc"
 
 
 def test_list_by_label_finds_the_sandbox_and_its_state(backend, sandbox):
     handle = sandbox("sleep 30")
     assert backend.list_by_label({LABEL_RUN_ID: handle.run_id}) == [
-        (handle.run_id, handle.id, "created")
+        (handle.run_id, handle.id, "running")
     ]
-    backend.start(handle)
+    backend.kill(handle)
+    backend.wait(handle, timeout=10)
     [info] = backend.list_by_label({LABEL_RUN_ID: handle.run_id})
-    assert info.status == "running"
+    assert info.status == "exited"
     assert handle.id in {info.id for info in backend.list_by_label()}
 
 
-def test_kill_by_run_id_kills_the_running_sandbox_of_that_run_only(backend, sandbox):
+def test_killing_a_runs_sandboxes_kills_that_run_only(backend, sandbox):
     target, bystander = sandbox("sleep 300"), sandbox("sleep 300")
-    backend.start(target)
-    backend.start(bystander)
-    assert backend.kill_by_run_id(target.run_id) == 1
+    assert kill_run_sandboxes(backend, target.run_id) == 1
     assert backend.wait(target, timeout=10) == 137
     [info] = backend.list_by_label({LABEL_RUN_ID: bystander.run_id})
     assert info.status == "running"
-    assert backend.kill_by_run_id(target.run_id) == 0
+    assert kill_run_sandboxes(backend, target.run_id) == 0
 
 
 def test_remove_leaves_nothing_behind(backend, sandbox):
     handle = sandbox("sleep 300")
-    backend.start(handle)
     backend.remove(handle)
     assert backend.list_by_label({LABEL_RUN_ID: handle.run_id}) == []
     with pytest.raises(docker.errors.NotFound):
         backend.client.containers.get(handle.id)
     backend.remove(handle)  # removing twice is fine
     with pytest.raises(SandboxError, match="no longer exists"):
-        backend.read_file(handle, "/workspace/results.json", 1024)
+        backend.collect(handle, ["/workspace/results.json"], 1024)
 
 
-def test_create_with_a_missing_image_says_how_to_build_it(sandbox):
+def test_launch_with_a_missing_image_says_how_to_build_it(sandbox):
     with pytest.raises(SandboxError, match="run `python manage.py sandbox_image`"):
         sandbox("true", image="belvedir-sandbox:does-not-exist")
 
@@ -323,14 +373,14 @@ def test_image_has_git_python_node_and_the_host_ca_bundle(backend, sandbox):
     output = run_to_end(backend, handle)
     assert output.startswith("git version ")
     assert "Python 3." in output and "/opt/venv/" in output and output.endswith("ok\n")
-    host_bundle = Path(ImageConfig.from_settings().ca_bundle).read_bytes()
-    image_bundle = backend.read_file(handle, "/etc/ssl/certs/ca-certificates.crt", 4 << 20)
-    assert image_bundle == host_bundle
+    host_bundle = Path(image_config().ca_bundle).read_bytes()
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    assert backend.collect(handle, [bundle], 4 << 20)[bundle].content == host_bundle
 
 
 def test_sandbox_image_returns_at_once_when_the_image_exists():
     lines: list[str] = []
-    result = build_image(say=lines.append)
+    result = build_image(config=image_config(), say=lines.append)
     assert result.recipe == "existing"
     assert result.seconds < 5
     assert "already exists" in lines[0]

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.sandbox.base import SandboxError
 from runs.sandbox.image import build_image
+from runs.sandbox_config import image_config
 
 
 class Command(BaseCommand):
@@ -34,6 +35,7 @@ class Command(BaseCommand):
                 force=opts["force"],
                 recipe=recipe,
                 refresh_rootfs=opts["refresh_rootfs"],
+                config=image_config(),
                 say=lambda line: self.stdout.write(line),
             )
         except SandboxError as exc:

@@ -1,0 +1,140 @@
+"""The sandbox's first process: fetch the Tasks file, run the install command, then the run command.
+
+Copied into every sandbox as /workspace/.belvedir/entrypoint.py and started as
+`/usr/bin/python3 -I -S` (no PYTHON* variables, no site packages: the harness's env cannot
+reach into it). Standard library only; it runs as the sandbox user, like the harness.
+
+The platform must tell its own failures (the Tasks file could not be downloaded, the install
+command failed) from the harness's, and the harness runs as the same user and could write
+any file this process writes. So such a failure is recorded in the stage file as
+`<stage> <HMAC of the stage>` under a per-run key that this process reads and deletes before
+any harness code starts, and keeps only in its own memory, made undumpable so that a process
+of the same user cannot read it through /proc. The harness can erase a marker but never forge
+one. The same marker says when results.json is a FIFO, a socket or a device
+(`results-fifo`, …): some kernels (gVisor's) keep those out of sight of the engine.
+
+Exit code: the install command's when it failed, 97 when the Tasks file could not be
+downloaded, 96 when the repo is missing, else the run command's (128 + N after signal N).
+"""
+
+import ctypes
+import hashlib
+import hmac
+import os
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+
+CONTROL_DIR = "/workspace/.belvedir"
+REPO_DIR = "/workspace/repo"
+STAGE_FILE = f"{CONTROL_DIR}/stage"
+STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
+RESULTS_FILE = f"{REPO_DIR}/results.json"
+PR_SET_DUMPABLE = 4
+RUN_STAGE_LINE = "belvedir: starting the run command"
+
+
+def stage_marker(key: str, stage: str) -> str:
+    """What the stage file holds after `stage` failed (runs.contract.stage_marker agrees)."""
+    digest = hmac.new(key.encode(), f"belvedir-stage:{stage}".encode(), hashlib.sha256)
+    return f"{stage} {digest.hexdigest()}"
+
+
+def take_key() -> str:
+    """The per-run stage key, deleted from disk before any harness code runs."""
+    try:
+        with open(STAGE_KEY_FILE, encoding="utf-8") as f:
+            key = f.read().strip()
+        os.unlink(STAGE_KEY_FILE)
+    except OSError:
+        return ""
+    return key
+
+
+def make_undumpable() -> None:
+    """Nobody but root may read this process's memory; children (after exec) are normal."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def mark(key: str, stage: str) -> None:
+    if not key:
+        return
+    try:
+        with open(STAGE_FILE, "w", encoding="utf-8") as f:
+            f.write(stage_marker(key, stage))
+    except OSError as exc:
+        print(f"belvedir: could not record the {stage} stage: {exc}", flush=True)
+
+
+def fetch_tasks(path: str) -> bool:
+    """Download the run's Tasks file from the platform with the per-run key."""
+    env = os.environ
+    url = f"{env['BELVEDIR_BASE_URL'].rstrip('/')}/api/v1/runs/{env['BELVEDIR_RUN_ID']}/tasks"
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {env['BELVEDIR_API_KEY']}"}
+    )
+    error: Exception | None = None
+    for attempt in range(3):
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                data = response.read()
+            with open(path, "wb") as f:
+                f.write(data)
+            return True
+        except Exception as exc:  # any failure is retried, then reported
+            error = exc
+            time.sleep(0.5 * (attempt + 1))
+    print(f"belvedir: the Tasks file could not be downloaded from {url}: {error}", flush=True)
+    return False
+
+
+def run_script(name: str) -> int:
+    """Run one of the harness's commands; its exit code the way a shell reports it."""
+    code = subprocess.run(["bash", f"{CONTROL_DIR}/{name}"], check=False).returncode
+    return 128 - code if code < 0 else code
+
+
+def main() -> int:
+    key = take_key()
+    make_undumpable()
+    tasks_file = os.environ.get("BELVEDIR_TASKS_FILE", "")
+    if tasks_file and not fetch_tasks(tasks_file):
+        mark(key, "tasks")
+        return 97
+    try:
+        os.chdir(REPO_DIR)
+    except OSError as exc:
+        print(f"belvedir: the repo is missing from the sandbox: {exc}", flush=True)
+        return 96
+    code = run_script("install.sh")
+    if code != 0:
+        mark(key, "install")
+        return code
+    print(RUN_STAGE_LINE, flush=True)
+    code = run_script("run.sh")
+    special = special_kind(RESULTS_FILE)
+    if special:
+        mark(key, f"results-{special}")
+    return code
+
+
+def special_kind(path: str) -> str:
+    """ "fifo", "socket" or "device" when `path` is one (a kernel like gVisor's may keep those
+    to itself, out of sight of the engine that reads results.json back); else ""."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Where Django settings meet the sandboxes: the one module that reads them.
+
+`get_backend()` builds the configured backend, `spec_from_settings()` a `SandboxSpec` with
+the limits, image, network and runtime the settings give, `instance_id()` tells this
+platform's sandboxes from another's on a shared engine, `image_config()` says what
+`manage.py sandbox_image` builds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from runs.sandbox.base import SandboxBackend, SandboxError, SandboxSpec
+from runs.sandbox.docker import DockerBackend
+from runs.sandbox.image import ImageConfig
+
+
+def get_backend() -> SandboxBackend:
+    """The configured backend (BELVEDIR_SANDBOX_BACKEND, default "docker").
+
+    Docker: the engine of DOCKER_HOST (else the local socket), the host CA bundle of
+    BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`.
+    """
+    name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
+    if name == "docker":
+        return DockerBackend(
+            ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
+            instance=instance_id(),
+        )
+    raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
+
+
+def spec_from_settings(**fields: Any) -> SandboxSpec:
+    """A SandboxSpec of `fields` (run_id, command, env, workspace, …), the rest from settings:
+    BELVEDIR_SANDBOX_{IMAGE,NETWORK,CPUS,MEMORY,PIDS,RUNTIME,DISK}; the host's network
+    instead of BELVEDIR_SANDBOX_NETWORK under BELVEDIR_SANDBOX_HOST_NETWORK=1 (development)."""
+    defaults: dict[str, Any] = {
+        "image": settings.BELVEDIR_SANDBOX_IMAGE,
+        "network": "host"
+        if settings.BELVEDIR_SANDBOX_HOST_NETWORK
+        else settings.BELVEDIR_SANDBOX_NETWORK,
+        "cpus": float(settings.BELVEDIR_SANDBOX_CPUS),
+        "memory": str(settings.BELVEDIR_SANDBOX_MEMORY),
+        "pids": int(settings.BELVEDIR_SANDBOX_PIDS),
+        "runtime": settings.BELVEDIR_SANDBOX_RUNTIME,
+        "disk_bytes": settings.BELVEDIR_SANDBOX_DISK or None,
+    }
+    return SandboxSpec(**{**defaults, **fields})
+
+
+def instance_id() -> str:
+    """Which platform a sandbox belongs to: BELVEDIR_INSTANCE, else derived from the database.
+
+    Two platforms (or a dev server and a test session) on one Docker engine have different
+    databases, so neither reaps the other's live sandboxes.
+    """
+    if settings.BELVEDIR_INSTANCE:
+        return settings.BELVEDIR_INSTANCE
+    db = connection.settings_dict
+    key = f"{db.get('ENGINE')}|{db.get('HOST')}|{db.get('PORT')}|{db.get('NAME')}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def image_config() -> ImageConfig:
+    """What `manage.py sandbox_image` builds: BELVEDIR_SANDBOX_IMAGE, _CA_BUNDLE,
+    _DEBIAN_MIRROR and BELVEDIR_CACHE_DIR (the defaults of ImageConfig when unset)."""
+    defaults = ImageConfig()
+    return ImageConfig(
+        image=settings.BELVEDIR_SANDBOX_IMAGE or defaults.image,
+        ca_bundle=Path(settings.BELVEDIR_SANDBOX_CA_BUNDLE or defaults.ca_bundle),
+        cache_dir=Path(settings.BELVEDIR_CACHE_DIR or defaults.cache_dir),
+        mirror=getattr(settings, "BELVEDIR_SANDBOX_DEBIAN_MIRROR", "") or defaults.mirror,
+    )

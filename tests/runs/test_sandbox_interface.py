@@ -1,0 +1,76 @@
+"""The sandbox interface stays backend- and Django-free; settings reach it in one place."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs import contract, executor
+from runs.sandbox import entrypoint
+from runs.sandbox.base import SandboxError, SandboxSpec
+from runs.sandbox.docker import DockerBackend
+from runs.sandbox_config import get_backend, spec_from_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_interface_and_the_docker_backend_import_without_django():
+    code = (
+        "import sys, runs.sandbox.base, runs.sandbox.docker, runs.sandbox.entrypoint, runs.git; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_spec_takes_its_limits_image_and_runtime_from_settings(settings):
+    settings.BELVEDIR_SANDBOX_IMAGE = "sandbox:test"
+    settings.BELVEDIR_SANDBOX_NETWORK = "sandboxes-test"
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = False
+    settings.BELVEDIR_SANDBOX_CPUS = 0.5
+    settings.BELVEDIR_SANDBOX_MEMORY = "512m"
+    settings.BELVEDIR_SANDBOX_PIDS = 64
+    settings.BELVEDIR_SANDBOX_RUNTIME = "runsc"
+    settings.BELVEDIR_SANDBOX_DISK = 10 << 30
+    spec = spec_from_settings(run_id="run_x", command=["true"], cpus=0.25)
+    assert spec == SandboxSpec(
+        run_id="run_x",
+        image="sandbox:test",
+        command=["true"],
+        network="sandboxes-test",
+        cpus=0.25,  # a field given wins over the setting
+        memory="512m",
+        pids=64,
+        runtime="runsc",
+        disk_bytes=10 << 30,
+    )
+    settings.BELVEDIR_SANDBOX_DISK = 0
+    settings.BELVEDIR_SANDBOX_RUNTIME = ""
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = True
+    spec = spec_from_settings(run_id="run_x", command=["true"])
+    assert spec.disk_bytes is None and spec.runtime == "" and spec.network == "host"
+
+
+def test_the_configured_backend_is_built_from_settings(settings, db):
+    settings.BELVEDIR_SANDBOX_CA_MOUNT = "/etc/ssl/certs/ca-certificates.crt"
+    settings.BELVEDIR_INSTANCE = "platform-a"
+    backend = get_backend()
+    assert isinstance(backend, DockerBackend)
+    assert backend.ca_bundle_mount == "/etc/ssl/certs/ca-certificates.crt"
+    assert backend.instance == "platform-a"
+    settings.BELVEDIR_SANDBOX_BACKEND = "kubernetes"
+    with pytest.raises(SandboxError, match="unknown sandbox backend 'kubernetes'"):
+        get_backend()
+
+
+def test_the_entrypoint_and_the_executor_agree_on_the_stage_markers():
+    assert contract.stage_marker("k3y", "tasks") != contract.stage_marker("other", "tasks")
+    assert contract.stage_marker("k3y", "tasks") != contract.stage_marker("k3y", "install")
+    assert entrypoint.STAGE_FILE == contract.STAGE_FILE
+    assert entrypoint.STAGE_KEY_FILE == contract.STAGE_KEY_FILE
+    assert entrypoint.REPO_DIR == contract.REPO_DIR
+    assert entrypoint.RESULTS_FILE == executor.RESULTS_FILE
+    assert contract.COMMAND[-1] == contract.ENTRYPOINT_FILE
