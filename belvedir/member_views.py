@@ -4,6 +4,8 @@ One action per URL; a plain form is redirected after success (303), an HTMX form
 page's `membership` partial back.
 """
 
+import math
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -15,10 +17,11 @@ from django_htmx.http import HttpResponseClientRedirect
 from belvedir import crypto, members, services
 from belvedir.access import SESSION_PROJECT, access_for_request, switch_project
 from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError, NotFound
+from belvedir.errors import DomainError, LimitReached, NotFound
 from belvedir.forms import InvitationSignupForm, InviteForm, ProjectForm
 from belvedir.http import see_other
 from belvedir.models import Invitation, Membership, Project, Role
+from belvedir.security import SignupThrottle
 
 # Shown once on the page a successful POST redirects to (the link is a secret: encrypted).
 NEW_INVITATION_SESSION = "belvedir_new_invitation"
@@ -212,6 +215,13 @@ def invitation_accept(request, token: str):
 def invitation_signup(request, token: str):
     invitation = _invitation_or_404(token)
     form = InvitationSignupForm(request.POST)
+    throttle = SignupThrottle()  # the sign-up page's limit per address
+    if not throttle.allow_request(request, None):
+        wait = max(1, math.ceil(throttle.wait() or 1))
+        raise LimitReached(
+            f"Too many sign-ups from your address. Try again in {math.ceil(wait / 60)} minutes.",
+            retry_after=wait,
+        )
     if form.is_valid():
         try:
             user = members.invitation_signup(token=token, password=form.cleaned_data["password"])

@@ -58,6 +58,9 @@ def one_stop(command: list[str], env: dict, log: Path) -> tuple[float, bool]:
     deadline = time.monotonic() + 60
     while b"running." not in log.read_bytes():
         if process.poll() is not None or time.monotonic() > deadline:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
             raise RuntimeError(f"the cluster did not start:\n{log.read_text()}")
         time.sleep(0.1)
     time.sleep(1)  # settled: the pusher polls, the workers wait

@@ -218,3 +218,15 @@ def test_an_owner_with_a_co_owner_can_leave_and_is_sent_home(owner, member):
     assert response.status_code == 303 and response["Location"] == "/"
     assert not Membership.objects.filter(user=owner.user).exists()
     assert Membership.objects.get(user=member.user).role == Role.OWNER
+
+
+def test_signing_up_through_links_is_limited_per_address_like_the_sign_up_page(
+    owner, client, settings
+):
+    settings.BELVEDIR_SIGNUP_RATE = "1/hour"
+    _invite(owner, "fresh@example.com")
+    link = _link(owner.web.get("/settings/organization/").content.decode())
+    assert client.post(link + "signup/", {"password": "short"}).status_code == 400
+    refused = client.post(link + "signup/", {"password": "a-good-password-9"})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert not get_user_model().objects.filter(email="fresh@example.com").exists()

@@ -32,7 +32,16 @@ def test_a_run_launched_from_the_harness_page_streams_its_log_and_shows_its_scor
     # The log arrives while the run is still going.
     expect(page.locator("#run-log")).to_contain_text("tick 1", timeout=30_000)
     assert Run.objects.get(pk=run.pk).status == "running"
+    # The stage the worker is in shows with its time, and the log box keeps up with the output.
+    current = page.locator("#run-stages [aria-current=step]")
+    expect(current).to_contain_text(re.compile(r"Running \d+\.\d s"))
+    expect(page.locator("#run-log")).to_contain_text("belvedir: starting the run command")
+    expect(page.locator("#run-log")).to_contain_text("tick 3", timeout=30_000)
+    assert page.locator("#run-log").evaluate(
+        "b => b.scrollHeight - b.scrollTop - b.clientHeight < 24"
+    ), "the log box is not at its end while output arrives"
     expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
+    expect(page.locator("#run-stages li.done")).to_have_count(4)
     expect(page.locator("#run-score")).to_have_text("0.850")
     content = page.content()
     assert "sk-browser-secret-123456" not in content
