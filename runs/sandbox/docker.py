@@ -106,8 +106,9 @@ class DockerBackend:
     def launch(self, spec: SandboxSpec) -> SandboxHandle:
         """Create the container, copy the workspace in, attach to its output, start it.
 
-        `spec.network` is a Docker network mode or name ("bridge", "host", "none", …); on
-        networks other than host/none, `host.docker.internal` points at the host.
+        `spec.network` is a Docker network mode or name (the isolated `belvedir-sandbox`
+        network by default); the platform is reached at the gateway address the contract's
+        `BELVEDIR_BASE_URL` names, never through `host.docker.internal` (the host is closed).
         `spec.gpu` requests every GPU of the host (GPU queues run one sandbox at a time).
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
         `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
@@ -159,8 +160,6 @@ class DockerBackend:
     ) -> SandboxHandle:
         options: dict[str, object] = {}
         binds = dict(mounts)
-        if spec.network not in ("host", "none"):
-            options["extra_hosts"] = {"host.docker.internal": "host-gateway"}
         if spec.gpu:
             options["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         if spec.runtime:
