@@ -21,6 +21,7 @@ from belvedir.errors import (
     PaymentRequired,
     Unavailable,
 )
+from belvedir.middleware_modes import BothModes
 
 STATUS: dict[type[DomainError], int] = {
     Invalid: 400,
@@ -81,14 +82,8 @@ def page_response(request: HttpRequest, exc: DomainError) -> HttpResponse:
     return response
 
 
-class DomainErrorMiddleware:
+class DomainErrorMiddleware(BothModes):
     """Answers a domain error that a page view let through (DRF views answer their own)."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        return self.get_response(request)
 
     def process_exception(self, request, exc):
         if isinstance(exc, DomainError):

@@ -97,6 +97,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "belvedir.urls"
 WSGI_APPLICATION = "belvedir.wsgi.application"
+ASGI_APPLICATION = "belvedir.asgi.application"
 
 TEMPLATES = [
     {
@@ -374,3 +375,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
 }
+
+# The model router (router/): where covered runs' calls go, with the operator's key.
+BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
+    "BELVEDIR_ROUTER_UPSTREAM_BASE", "https://openrouter.ai/api/v1"
+).rstrip("/")
+BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
+BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)

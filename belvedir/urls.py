@@ -29,6 +29,8 @@ api_v1 = [
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
+    # The model router (OpenAI-compatible): chat/completions and models.
+    path("", include("router.urls")),
 ]
 
 urlpatterns = [

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from router import views
+
+urlpatterns = [
+    path("chat/completions", views.chat_completions, name="router-chat-completions"),
+    path("models", views.models, name="router-models"),
+]

@@ -1,0 +1,305 @@
+"""`POST /api/v1/chat/completions` and `GET /api/v1/models`, OpenAI-compatible.
+
+Async views: a call waits on the upstream (`router.upstream`) without holding a thread, and a
+stream's server-sent events pass through as they arrive. Every call is admitted (run key, run
+running and covered, worst case reserved), forwarded, settled and recorded as a span.
+"""
+
+import asyncio
+import json
+import time
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from belvedir.authentication import bearer_token
+from router import upstream
+from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
+from router.services import (
+    Admission,
+    CallRecord,
+    RouterRefusal,
+    call_admit,
+    call_record,
+    call_settle,
+    run_key_authenticate,
+)
+from router.sse import StreamReader
+
+MAX_BODY_BYTES = 8 * 2**20
+
+_admit = sync_to_async(call_admit, thread_sensitive=False)
+_settle = sync_to_async(call_settle, thread_sensitive=False)
+_record = sync_to_async(call_record, thread_sensitive=False)
+_authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
+
+
+def error_response(
+    status: int, message: str, *, type: str, code: str | None = None
+) -> JsonResponse:
+    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    return JsonResponse(body, status=status)
+
+
+def _refused(exc: RouterRefusal) -> JsonResponse:
+    return error_response(exc.status, exc.message, type=exc.type, code=exc.code)
+
+
+def _upstream_error(status: int, content: bytes) -> JsonResponse:
+    """The upstream's error, OpenAI-style, with the upstream's status."""
+    try:
+        document = json.loads(content)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("error"), dict):
+        error = document["error"]
+        message = str(error.get("message") or f"The upstream answered {status}.")
+        return error_response(
+            status, message, type=str(error.get("type") or "upstream_error"), code=error.get("code")
+        )
+    text = content.decode("utf-8", "replace")[:500]
+    return error_response(
+        status, f"The upstream answered {status}: {text}", type="upstream_error", code=None
+    )
+
+
+def _forwarded_body(admission: Admission, body: dict) -> dict:
+    forwarded = dict(body)
+    limit = output_tokens_limit(admission.price, body)
+    if "max_completion_tokens" in forwarded:
+        forwarded["max_completion_tokens"] = limit
+    else:
+        forwarded["max_tokens"] = limit
+    if body.get("stream"):
+        options = forwarded.get("stream_options")
+        forwarded["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+    return forwarded
+
+
+async def _finish(admission: Admission, call: CallRecord) -> None:
+    """Settle the call and record its span, even when the request task is being cancelled."""
+    call.ended_ns = call.ended_ns or time.time_ns()
+
+    async def both():
+        await _settle(admission=admission, cost_micros=call.cost_micros)
+        await _record(key=admission.key, run_id=admission.run_id, call=call)
+
+    await asyncio.shield(both())
+
+
+@csrf_exempt
+async def chat_completions(request):
+    if request.method != "POST":
+        return error_response(
+            405, "Use POST.", type="invalid_request_error", code="method_not_allowed"
+        )
+    started = time.time_ns()
+    if len(request.body) > MAX_BODY_BYTES:
+        return error_response(413, "The request body is too large.", type="invalid_request_error")
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return error_response(
+            400, "The body must be a JSON object with messages.", type="invalid_request_error"
+        )
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    call = CallRecord(model=model, messages=body["messages"], started_ns=started)
+    call.streamed = bool(body.get("stream"))
+    try:
+        if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+            key, run = await _authenticate(token=bearer_token(request) or "")
+            raise RouterRefusal(
+                503,
+                "The platform has no model upstream configured.",
+                type="server_error",
+                code=None,
+            )
+        admission = await _admit(token=bearer_token(request) or "", model=model, body=body)
+    except RouterRefusal as exc:
+        if exc.caller is not None:
+            call.http_status, call.error, call.ended_ns = exc.status, exc.message, time.time_ns()
+            await _record(key=exc.caller[0], run_id=exc.caller[1], call=call)
+        return _refused(exc)
+    forwarded = _forwarded_body(admission, body)
+    if call.streamed:
+        return await _stream(admission, call, forwarded)
+    return await _complete(admission, call, forwarded)
+
+
+async def _failed(admission: Admission, call: CallRecord, status: int, message: str, response):
+    call.http_status, call.error = status, message
+    await _finish(admission, call)
+    return response
+
+
+async def _complete(admission: Admission, call: CallRecord, forwarded: dict):
+    try:
+        response = await upstream.client().post(
+            upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
+        )
+    except httpx.TimeoutException:
+        message = "The upstream did not answer in time."
+        return await _failed(
+            admission,
+            call,
+            504,
+            message,
+            error_response(504, message, type="upstream_error", code="timeout"),
+        )
+    except httpx.HTTPError as exc:
+        message = f"The upstream could not be reached: {type(exc).__name__}."
+        return await _failed(
+            admission, call, 502, message, error_response(502, message, type="upstream_error")
+        )
+    except asyncio.CancelledError:  # the client went away: nothing came back, nothing to pay
+        call.http_status, call.error = 499, "The client disconnected."
+        await _finish(admission, call)
+        raise
+    if response.status_code >= 400:
+        reply = _upstream_error(response.status_code, response.content)
+        message = json.loads(reply.content)["error"]["message"]
+        return await _failed(admission, call, response.status_code, message, reply)
+    try:
+        document = response.json()
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        message = "The upstream answered with something that is not JSON."
+        call.cost_micros = admission.reserved_micros  # it may have billed us: assume the worst
+        return await _failed(
+            admission, call, 502, message, error_response(502, message, type="upstream_error")
+        )
+    _read_completion(admission, call, document)
+    await _finish(admission, call)
+    return HttpResponse(
+        response.content, status=response.status_code, content_type="application/json"
+    )
+
+
+def _read_completion(admission: Admission, call: CallRecord, document: dict) -> None:
+    usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
+    call.response_model = str(document.get("model") or "")
+    choices = document.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or {}
+        call.output_text = str(message.get("content") or "") if isinstance(message, dict) else ""
+        call.finish_reason = str(choices[0].get("finish_reason") or "")
+    if usage is None:  # no usage: charge the worst case reserved
+        call.cost_micros = admission.reserved_micros
+        return
+    call.input_tokens = _tokens(usage.get("prompt_tokens"))
+    call.output_tokens = _tokens(usage.get("completion_tokens"))
+    call.cost_micros = _cost(admission, call)
+
+
+def _cost(admission: Admission, call: CallRecord) -> int:
+    return cost_micros(
+        admission.price, input_tokens=call.input_tokens or 0, output_tokens=call.output_tokens or 0
+    )
+
+
+def _tokens(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
+    http = upstream.client()
+    request = http.build_request(
+        "POST", upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
+    )
+    try:
+        response = await http.send(request, stream=True)
+    except httpx.TimeoutException:
+        message = "The upstream did not answer in time."
+        return await _failed(
+            admission,
+            call,
+            504,
+            message,
+            error_response(504, message, type="upstream_error", code="timeout"),
+        )
+    except httpx.HTTPError as exc:
+        message = f"The upstream could not be reached: {type(exc).__name__}."
+        return await _failed(
+            admission, call, 502, message, error_response(502, message, type="upstream_error")
+        )
+    except asyncio.CancelledError:
+        call.http_status, call.error = 499, "The client disconnected."
+        await _finish(admission, call)
+        raise
+    if response.status_code >= 400:
+        content = await response.aread()
+        await response.aclose()
+        reply = _upstream_error(response.status_code, content)
+        message = json.loads(reply.content)["error"]["message"]
+        return await _failed(admission, call, response.status_code, message, reply)
+    streamed = StreamingHttpResponse(
+        _relay(admission, call, response, forwarded), content_type="text/event-stream"
+    )
+    streamed["Cache-Control"] = "no-cache"
+    streamed["X-Accel-Buffering"] = "no"
+    return streamed
+
+
+async def _relay(admission: Admission, call: CallRecord, response: httpx.Response, forwarded: dict):
+    """Pass the upstream's events through as they come; settle and record when it ends."""
+    reader = StreamReader()
+    try:
+        async for chunk in response.aiter_raw():
+            reader.feed(chunk)
+            yield chunk
+    except asyncio.CancelledError:
+        call.http_status, call.error = 499, "The client disconnected mid-stream."
+        raise
+    except httpx.HTTPError as exc:
+        call.http_status, call.error = 502, f"The upstream stream broke: {type(exc).__name__}."
+        event = {
+            "error": {"message": call.error, "type": "upstream_error", "param": None, "code": None}
+        }
+        yield f"data: {json.dumps(event)}\n\n".encode()
+    finally:
+        await response.aclose()
+        call.response_model = reader.model
+        call.output_text = reader.text
+        call.finish_reason = reader.finish_reason
+        if reader.usage is not None:
+            call.input_tokens = _tokens(reader.usage.get("prompt_tokens"))
+            call.output_tokens = _tokens(reader.usage.get("completion_tokens"))
+            call.cost_micros = _cost(admission, call)
+        else:  # cut short: what was used, estimated from the prompt and what came through
+            call.input_tokens = prompt_tokens_estimate(forwarded)
+            call.output_tokens = reader.output_tokens_estimate()
+            call.cost_micros = min(_cost(admission, call), admission.reserved_micros)
+        await _finish(admission, call)
+
+
+@csrf_exempt
+async def models(request):
+    """The covered models, for a run's key."""
+    if request.method != "GET":
+        return error_response(
+            405, "Use GET.", type="invalid_request_error", code="method_not_allowed"
+        )
+    try:
+        await _authenticate(token=bearer_token(request) or "")
+    except RouterRefusal as exc:
+        return _refused(exc)
+    data = await sync_to_async(_model_list, thread_sensitive=False)()
+    return JsonResponse({"object": "list", "data": data})
+
+
+def _model_list() -> list[dict]:
+    from router.pricing import LOCAL_PRICES
+
+    return [
+        {"id": model_id, "object": "model", "created": 0, "owned_by": model_id.split("/")[0]}
+        for model_id in sorted(LOCAL_PRICES)
+    ]
