@@ -4,6 +4,8 @@ settled after it. All money is integer micro-dollars; prices are per million tok
 import json
 from typing import NamedTuple
 
+from models_registry.selectors import covered_model
+
 # A prompt is estimated at one token per this many characters (real tokenizers average ~4).
 CHARS_PER_TOKEN = 3
 # What each message adds beyond its text (role, separators), in tokens.
@@ -16,13 +18,12 @@ class Price(NamedTuple):
     max_output_tokens: int
 
 
-# Until the catalog (models_registry.CoveredModel) is on main: a minimal local lookup.
-LOCAL_PRICES: dict[str, Price] = {}
-
-
 def price_for(model: str) -> Price | None:
-    """The covered model's prices, or None when the platform does not cover `model`."""
-    return LOCAL_PRICES.get(model.strip())
+    """The covered model's prices (the catalog's enabled entry), or None when not covered."""
+    entry = covered_model(model)
+    if entry is None:
+        return None
+    return Price(entry.input_price_micros, entry.output_price_micros, entry.max_output_tokens)
 
 
 def _ceil_div(a: int, b: int) -> int:

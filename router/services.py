@@ -129,7 +129,7 @@ class CallRecord:
     model: str
     messages: list
     started_ns: int
-    ended_ns: int
+    ended_ns: int = 0
     response_model: str = ""
     output_text: str = ""
     finish_reason: str = ""

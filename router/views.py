@@ -16,6 +16,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from models_registry.selectors import covered_models
 from router import upstream
 from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
 from router.services import (
@@ -297,9 +298,18 @@ async def models(request):
 
 
 def _model_list() -> list[dict]:
-    from router.pricing import LOCAL_PRICES
-
     return [
-        {"id": model_id, "object": "model", "created": 0, "owned_by": model_id.split("/")[0]}
-        for model_id in sorted(LOCAL_PRICES)
+        {
+            "id": entry.model_id,
+            "object": "model",
+            "created": 0,
+            "owned_by": entry.lab.name,
+            "name": entry.display_name,
+            "pricing": {
+                "input_micros_per_mtok": entry.input_price_micros,
+                "output_micros_per_mtok": entry.output_price_micros,
+            },
+            "max_output_tokens": entry.max_output_tokens,
+        }
+        for entry in covered_models()
     ]

@@ -1,0 +1,149 @@
+"""A local OpenAI-compatible upstream on 127.0.0.1 for the router's tests and bench: answers
+chat completions whole or streamed (usage in the last chunk when `stream_options.include_usage`
+asks for it), slowly when told to, or with an error.
+
+    with FakeUpstream(words=5) as fake:
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE = fake.base_url
+
+What it answers is set on the object: `words` (the reply's length, one token each), `delay`
+(seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
+answer instead). Every request's JSON body is kept in `requests`.
+"""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PROMPT_TOKENS = 11
+
+
+def reply_words(count: int) -> list[str]:
+    return [f"w{i}" for i in range(count)]
+
+
+class FakeUpstream:
+    def __init__(self, *, words: int = 5, delay: float = 0.0, chunk_delay: float = 0.0):
+        self.words, self.delay, self.chunk_delay = words, delay, chunk_delay
+        self.fail: tuple[int, bytes] | None = None
+        self.requests: list[dict] = []
+        self.disconnects = 0
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": [{"id": "fake/model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                with fake._lock:
+                    fake.requests.append(body)
+                if fake.delay:
+                    time.sleep(fake.delay)
+                if fake.fail is not None:
+                    status, content = fake.fail
+                    return self._send_bytes(status, content)
+                if body.get("stream"):
+                    return self._stream(body)
+                self._send(200, fake.completion(body))
+
+            def _stream(self, body):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                words = reply_words(fake.words)
+                try:
+                    for i, word in enumerate(words):
+                        delta = {"content": (" " if i else "") + word}
+                        if i == 0:
+                            delta["role"] = "assistant"
+                        self._event(fake.chunk(body, delta, None))
+                        if fake.chunk_delay:
+                            time.sleep(fake.chunk_delay)
+                    self._event(fake.chunk(body, {}, "stop"))
+                    if (body.get("stream_options") or {}).get("include_usage"):
+                        event = fake.chunk(body, None, None)
+                        event["choices"] = []
+                        event["usage"] = fake.usage(len(words))
+                        self._event(event)
+                    self._write(b"data: [DONE]\n\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    with fake._lock:
+                        fake.disconnects += 1
+
+            def _event(self, event: dict) -> None:
+                self._write(b"data: " + json.dumps(event).encode() + b"\n\n")
+
+            def _write(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _send(self, status: int, document: dict) -> None:
+                self._send_bytes(status, json.dumps(document).encode())
+
+            def _send_bytes(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.request_queue_size = 256
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def usage(self, completion: int) -> dict:
+        return {
+            "prompt_tokens": PROMPT_TOKENS,
+            "completion_tokens": completion,
+            "total_tokens": PROMPT_TOKENS + completion,
+        }
+
+    def completion(self, body: dict) -> dict:
+        words = reply_words(self.words)
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1796000000,
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": " ".join(words)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": self.usage(len(words)),
+        }
+
+    def chunk(self, body: dict, delta: dict | None, finish: str | None) -> dict:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1796000000,
+            "model": body.get("model"),
+            "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}],
+        }
+
+    def __enter__(self) -> "FakeUpstream":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
