@@ -68,9 +68,8 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
     """Admit a call of a running, covered run and reserve its worst-case cost."""
     key, run = run_key_authenticate(token=token)
     if not run.covered:
-        raise _refusal(
-            403, "This run's model usage is not covered by the platform.", key, "run_not_covered"
-        )
+        message = "This run's model usage is not covered by the platform."
+        raise _refusal(403, message, key, run, "run_not_covered")
     if run.status != Status.RUNNING:
         raise _refusal(403, f"The run is {run.status}, not running.", key, run, "run_not_running")
     price = price_for(model) if model else None

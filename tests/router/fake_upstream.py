@@ -5,7 +5,8 @@ asks for it), slowly when told to, or with an error.
     with FakeUpstream(words=5) as fake:
         settings.BELVEDIR_ROUTER_UPSTREAM_BASE = fake.base_url
 
-What it answers is set on the object: `words` (the reply's length, one token each), `delay`
+What it answers is set on the object: `words` (the reply's length, one token each), `prompt_tokens` (the usage it
+reports for the prompt), `delay`
 (seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
 answer instead). Every request's JSON body is kept in `requests`.
 """
@@ -25,6 +26,7 @@ def reply_words(count: int) -> list[str]:
 class FakeUpstream:
     def __init__(self, *, words: int = 5, delay: float = 0.0, chunk_delay: float = 0.0):
         self.words, self.delay, self.chunk_delay = words, delay, chunk_delay
+        self.prompt_tokens = PROMPT_TOKENS
         self.fail: tuple[int, bytes] | None = None
         self.requests: list[dict] = []
         self.disconnects = 0
@@ -109,9 +111,9 @@ class FakeUpstream:
 
     def usage(self, completion: int) -> dict:
         return {
-            "prompt_tokens": PROMPT_TOKENS,
+            "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
-            "total_tokens": PROMPT_TOKENS + completion,
+            "total_tokens": self.prompt_tokens + completion,
         }
 
     def completion(self, body: dict) -> dict:
