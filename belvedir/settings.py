@@ -238,6 +238,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "traces.schema.ingest_endpoints",
+        "router.schema.router_endpoints",
     ],
     # The schema's completeness is not a deployment setting: keep `check --deploy` about
     # deployment (`manage.py spectacular --validate` reports the schema's own warnings).

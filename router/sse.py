@@ -14,6 +14,7 @@ class StreamReader:
         self.content_chunks = 0
         self.finish_reason = ""
         self.usage: dict | None = None
+        self.done = False  # the `data: [DONE]` line came
 
     def feed(self, chunk: bytes) -> None:
         lines = (self._pending + chunk).split(b"\n")
@@ -25,7 +26,10 @@ class StreamReader:
         if not line.startswith(b"data:"):
             return
         data = line[5:].strip()
-        if not data or data == b"[DONE]":
+        if data == b"[DONE]":
+            self.done = True
+            return
+        if not data:
             return
         try:
             event = json.loads(data)

@@ -251,11 +251,21 @@ async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
 
 
 async def _relay(admission: Admission, call: CallRecord, response: httpx.Response, forwarded: dict):
-    """Pass the upstream's events through as they come; settle and record when it ends."""
+    """Pass the upstream's events through as they come. The end (`data: [DONE]`) is held back
+    until the call is settled and recorded, so a client that saw the end sees its spend."""
     reader = StreamReader()
+    held: list[bytes] = []
+    finished = False
     try:
         async for chunk in response.aiter_raw():
             reader.feed(chunk)
+            if reader.done:
+                held.append(chunk)
+            else:
+                yield chunk
+        await _close_and_finish(admission, call, response, reader, forwarded)
+        finished = True
+        for chunk in held:
             yield chunk
     except asyncio.CancelledError:
         call.http_status, call.error = 499, "The client disconnected mid-stream."
@@ -267,19 +277,30 @@ async def _relay(admission: Admission, call: CallRecord, response: httpx.Respons
         }
         yield f"data: {json.dumps(event)}\n\n".encode()
     finally:
-        await response.aclose()
-        call.response_model = reader.model
-        call.output_text = reader.text
-        call.finish_reason = reader.finish_reason
-        if reader.usage is not None:
-            call.input_tokens = _tokens(reader.usage.get("prompt_tokens"))
-            call.output_tokens = _tokens(reader.usage.get("completion_tokens"))
-            call.cost_micros = _cost(admission, call)
-        else:  # cut short: what was used, estimated from the prompt and what came through
-            call.input_tokens = prompt_tokens_estimate(forwarded)
-            call.output_tokens = reader.output_tokens_estimate()
-            call.cost_micros = min(_cost(admission, call), admission.reserved_micros)
-        await _finish(admission, call)
+        if not finished:
+            await _close_and_finish(admission, call, response, reader, forwarded)
+
+
+async def _close_and_finish(
+    admission: Admission,
+    call: CallRecord,
+    response: httpx.Response,
+    reader: StreamReader,
+    forwarded: dict,
+) -> None:
+    await response.aclose()
+    call.response_model = reader.model
+    call.output_text = reader.text
+    call.finish_reason = reader.finish_reason
+    if reader.usage is not None:
+        call.input_tokens = _tokens(reader.usage.get("prompt_tokens"))
+        call.output_tokens = _tokens(reader.usage.get("completion_tokens"))
+        call.cost_micros = _cost(admission, call)
+    else:  # cut short: what was used, estimated from the prompt and what came through
+        call.input_tokens = prompt_tokens_estimate(forwarded)
+        call.output_tokens = reader.output_tokens_estimate()
+        call.cost_micros = min(_cost(admission, call), admission.reserved_micros)
+    await _finish(admission, call)
 
 
 @csrf_exempt

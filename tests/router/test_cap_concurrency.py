@@ -11,7 +11,7 @@ import pytest
 
 from router.pricing import Price, prompt_tokens_estimate, worst_case_micros
 from runs.models import Run
-from tests.router.conftest import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import pytest
 
 from router.pricing import Price, worst_case_micros
 from runs.models import Run
-from tests.router.conftest import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)

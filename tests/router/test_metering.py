@@ -7,8 +7,8 @@ import pytest
 
 from router.pricing import Price, worst_case_micros
 from runs.models import Run
-from tests.router.conftest import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE
 from tests.router.fake_upstream import PROMPT_TOKENS
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
 from traces.models import Span
 
 PRICE = Price(INPUT_PRICE, OUTPUT_PRICE, MAX_OUTPUT)
@@ -72,7 +72,6 @@ def test_a_streamed_call_passes_the_events_through_and_is_metered_from_the_last_
 def test_past_the_cap_the_router_answers_402_which_the_openai_client_raises_as_a_typed_error(
     owner, harness, covered_model, router_url, upstream
 ):
-    from tests.router.conftest import make_run
 
     worst = worst_case_micros(PRICE, {"model": MODEL, "messages": MESSAGES})
     run = make_run(owner.project, harness, cap_micros=worst + COST - 1)  # room for one call

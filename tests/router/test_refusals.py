@@ -6,7 +6,7 @@ import pytest
 
 from belvedir.models import ApiKey
 from belvedir.services import api_key_create
-from tests.router.conftest import MODEL, make_run
+from tests.router.helpers import MODEL, make_run
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,105 @@
+"""The OpenAPI description of the router's two plain (async, non-DRF) endpoints, added to the
+schema by the `router_endpoints` postprocessing hook. Bodies are OpenAI's: only what the
+router itself reads or adds is described."""
+
+ERROR = {
+    "type": "object",
+    "description": "OpenAI's error shape, so OpenAI clients raise their typed errors.",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string", "example": "insufficient_quota"},
+                "param": {"type": "string", "nullable": True},
+                "code": {"type": "string", "nullable": True, "example": "spend_cap_reached"},
+            },
+        }
+    },
+}
+
+CHAT_REQUEST = {
+    "type": "object",
+    "description": "An OpenAI chat completion request, forwarded to the operator's upstream.",
+    "required": ["model", "messages"],
+    "additionalProperties": True,
+    "properties": {
+        "model": {"type": "string", "description": "A covered model id (GET /api/v1/models)."},
+        "messages": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+        "stream": {"type": "boolean", "description": "Server-sent events, passed through."},
+        "max_tokens": {"type": "integer", "description": "Bounds the reserved worst case."},
+        "max_completion_tokens": {"type": "integer"},
+    },
+}
+
+OPENAI_OBJECT = {"type": "object", "additionalProperties": True}
+
+
+def _error(description: str) -> dict:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}},
+    }
+
+
+def _chat_operation() -> dict:
+    return {
+        "operationId": "router_chat_completions",
+        "summary": "Call a covered model (OpenAI-compatible), metered against the run's cap.",
+        "description": (
+            "For runs whose model usage the platform covers: the sandbox gets this base URL as "
+            "`MODEL_API_BASE` and the run key as `MODEL_API_KEY`. The call's worst-case cost is "
+            "reserved before it is forwarded and settled from its usage after; every call is "
+            "recorded as an LLM span in the run's session."
+        ),
+        "tags": ["router"],
+        "security": [{"RunKey": []}],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": CHAT_REQUEST}},
+        },
+        "responses": {
+            "200": {
+                "description": "The upstream's completion, or its event stream.",
+                "content": {
+                    "application/json": {"schema": OPENAI_OBJECT},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            "400": _error("The body is not a chat completion request."),
+            "401": _error("No key, or an unknown or revoked one."),
+            "402": _error("The run's covered spend cap is reached (code spend_cap_reached)."),
+            "403": _error("Not a run key, or the run is not running or not covered."),
+            "404": _error("The model is not one the platform covers."),
+            "502": _error("The upstream could not be reached."),
+            "503": _error("The platform has no upstream configured."),
+            "504": _error("The upstream did not answer in time."),
+        },
+    }
+
+
+def _models_operation() -> dict:
+    return {
+        "operationId": "router_models",
+        "summary": "List the models the platform covers (OpenAI-compatible).",
+        "tags": ["router"],
+        "security": [{"RunKey": []}],
+        "responses": {
+            "200": {
+                "description": "The covered models, with their prices per million tokens.",
+                "content": {"application/json": {"schema": OPENAI_OBJECT}},
+            },
+            "401": _error("No key, or an unknown or revoked one."),
+            "403": _error("Not a run key."),
+        },
+    }
+
+
+def router_endpoints(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: add the router's endpoints and error shape."""
+    result.setdefault("components", {}).setdefault("schemas", {})["OpenAIError"] = ERROR
+    result["paths"]["/api/v1/chat/completions"] = {"post": _chat_operation()}
+    result["paths"]["/api/v1/models"] = {"get": _models_operation()}
+    return result
