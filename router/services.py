@@ -7,10 +7,12 @@ the row as the previous holder left it: concurrent calls never reserve past the 
 """
 
 import dataclasses
+import hashlib
 import json
 import secrets
+import time
 
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.db.models import F
 
 from belvedir.models import ApiKey
@@ -22,6 +24,13 @@ from traces import otlp
 from traces.services.ingest import spans_ingest
 
 PROVIDER = "belvedir.router"
+# A run key's run and a model's price are looked up once per this many seconds (per process):
+# a call's own check is the reserving UPDATE, which refuses a run that stopped or is not
+# covered, so a cached lookup can never let a call past the cap or into a finished run.
+LOOKUP_TTL_SECONDS = 5.0
+_MAX_CACHED = 4096
+_keys: dict[str, tuple[float, ApiKey, Run]] = {}
+_prices: dict[str, tuple[float, Price | None]] = {}
 
 
 class RouterRefusal(Exception):
@@ -45,6 +54,10 @@ class Admission:
 def run_key_authenticate(*, token: str) -> tuple[ApiKey, Run]:
     """The run key and its run; 401 for an unknown or revoked key, 403 for a project key."""
     close_old_connections()
+    digest = hashlib.sha256((token or "").encode()).hexdigest()
+    cached = _keys.get(digest)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1], cached[2]
     key = api_key_authenticate(token or "")
     if key is None:
         raise RouterRefusal(
@@ -61,18 +74,27 @@ def run_key_authenticate(*, token: str) -> tuple[ApiKey, Run]:
             type="invalid_request_error",
             code="run_key_required",
         )
+    if len(_keys) >= _MAX_CACHED:
+        _keys.clear()
+    _keys[digest] = (time.monotonic() + LOOKUP_TTL_SECONDS, key, run)
     return key, run
+
+
+def _price(model: str) -> Price | None:
+    cached = _prices.get(model)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    price = price_for(model) if model else None
+    if len(_prices) >= _MAX_CACHED:
+        _prices.clear()
+    _prices[model] = (time.monotonic() + LOOKUP_TTL_SECONDS, price)
+    return price
 
 
 def call_admit(*, token: str, model: str, body: dict) -> Admission:
     """Admit a call of a running, covered run and reserve its worst-case cost."""
     key, run = run_key_authenticate(token=token)
-    if not run.covered:
-        message = "This run's model usage is not covered by the platform."
-        raise _refusal(403, message, key, run, "run_not_covered")
-    if run.status != Status.RUNNING:
-        raise _refusal(403, f"The run is {run.status}, not running.", key, run, "run_not_running")
-    price = price_for(model) if model else None
+    price = _price(model)
     if price is None:
         raise RouterRefusal(
             404,
@@ -89,35 +111,32 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
         covered_cap_micros__gte=F("covered_reserved_micros") + F("covered_spent_micros") + amount,
     ).update(covered_reserved_micros=F("covered_reserved_micros") + amount)
     if not reserved:
-        run.refresh_from_db(fields=["covered_cap_micros", "covered_spent_micros", "status"])
-        if run.status != Status.RUNNING:
-            raise _refusal(
-                403, f"The run is {run.status}, not running.", key, run, "run_not_running"
-            )
-        raise RouterRefusal(
-            402,
-            f"The run's covered spend cap of ${run.covered_cap_micros / 1e6:.2f} is reached "
-            f"(spent ${run.covered_spent_micros / 1e6:.4f}; this call may cost up to "
-            f"${amount / 1e6:.4f}).",
-            type="insufficient_quota",
-            code="spend_cap_reached",
-            run=(key, run.pk),
-        )
+        raise _refused_reservation(key, run.pk, amount)
     return Admission(key=key, run_id=run.pk, price=price, reserved_micros=amount)
+
+
+def _refused_reservation(key: ApiKey, run_id: str, amount: int) -> RouterRefusal:
+    """Why the run could not reserve `amount`: not covered, not running, or its cap."""
+    run = Run.objects.get(pk=run_id)
+    if not run.covered:
+        message = "This run's model usage is not covered by the platform."
+        return _refusal(403, message, key, run, "run_not_covered")
+    if run.status != Status.RUNNING:
+        return _refusal(403, f"The run is {run.status}, not running.", key, run, "run_not_running")
+    return RouterRefusal(
+        402,
+        f"The run's covered spend cap of ${run.covered_cap_micros / 1e6:.2f} is reached "
+        f"(spent ${run.covered_spent_micros / 1e6:.4f}; this call may cost up to "
+        f"${amount / 1e6:.4f}).",
+        type="insufficient_quota",
+        code="spend_cap_reached",
+        run=(key, run.pk),
+    )
 
 
 def _refusal(status: int, message: str, key: ApiKey, run: Run, code: str) -> RouterRefusal:
     return RouterRefusal(
         status, message, type="invalid_request_error", code=code, run=(key, run.pk)
-    )
-
-
-def call_settle(*, admission: Admission, cost_micros: int) -> None:
-    """Release the call's reservation and add what it cost to the run's spend."""
-    close_old_connections()
-    Run.objects.filter(pk=admission.run_id).update(
-        covered_reserved_micros=F("covered_reserved_micros") - admission.reserved_micros,
-        covered_spent_micros=F("covered_spent_micros") + max(cost_micros, 0),
     )
 
 
@@ -140,9 +159,26 @@ class CallRecord:
     error: str = ""
 
 
-def call_record(*, key: ApiKey, run_id: str, call: CallRecord) -> None:
-    """Store the call as an LLM span in the run's session (session id = the run's id)."""
+def call_settle(*, admission: Admission, call: CallRecord) -> None:
+    """Release the call's reservation, add what it cost to the run's spend and record the call,
+    in one transaction."""
     close_old_connections()
+    with transaction.atomic():
+        Run.objects.filter(pk=admission.run_id).update(
+            covered_reserved_micros=F("covered_reserved_micros") - admission.reserved_micros,
+            covered_spent_micros=F("covered_spent_micros") + max(call.cost_micros, 0),
+        )
+        _span_store(key=admission.key, run_id=admission.run_id, call=call)
+
+
+def call_record(*, key: ApiKey, run_id: str, call: CallRecord) -> None:
+    """Record a call that reserved nothing (a refusal) in the run's session."""
+    close_old_connections()
+    _span_store(key=key, run_id=run_id, call=call)
+
+
+def _span_store(*, key: ApiKey, run_id: str, call: CallRecord) -> None:
+    """Store the call as an LLM span in the run's session (session id = the run's id)."""
     attributes = {
         "session.id": run_id,
         "traceloop.span.kind": "llm",

@@ -6,7 +6,9 @@ running and covered, worst case reserved), forwarded, settled and recorded as a 
 """
 
 import asyncio
+import functools
 import json
+import logging
 import time
 
 import httpx
@@ -32,10 +34,15 @@ from router.sse import StreamReader
 
 MAX_BODY_BYTES = 8 * 2**20
 
+log = logging.getLogger(__name__)
+
 _admit = sync_to_async(call_admit, thread_sensitive=False)
 _settle = sync_to_async(call_settle, thread_sensitive=False)
 _record = sync_to_async(call_record, thread_sensitive=False)
 _authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
+# Settlements still being written after their answer went out (kept so they are not lost to
+# the garbage collector); each holds its call's reservation until it is done.
+_settling: set[asyncio.Task] = set()
 
 
 def error_response(
@@ -86,15 +93,42 @@ def _forwarded_body(admission: Admission, body: dict) -> dict:
 async def _finish(admission: Admission, call: CallRecord) -> None:
     """Settle the call and record its span, even when the request task is being cancelled."""
     call.ended_ns = call.ended_ns or time.time_ns()
+    await asyncio.shield(_settle(admission=admission, call=call))
 
-    async def both():
-        await _settle(admission=admission, cost_micros=call.cost_micros)
-        await _record(key=admission.key, run_id=admission.run_id, call=call)
 
-    await asyncio.shield(both())
+def _finish_after_answer(admission: Admission, call: CallRecord) -> None:
+    """Settle once the answer is on its way: the reservation keeps the cap safe meanwhile."""
+    call.ended_ns = time.time_ns()
+    task = asyncio.get_running_loop().create_task(_settle_logged(admission, call))
+    _settling.add(task)
+    task.add_done_callback(_settling.discard)
+
+
+async def _settle_logged(admission: Admission, call: CallRecord) -> None:
+    try:
+        await _settle(admission=admission, call=call)
+    except Exception:
+        log.exception("router: settling a call of %s failed", admission.run_id)
+
+
+def _openai_errors(view):
+    """An unexpected error answers OpenAI-style JSON (these views run without middleware)."""
+
+    @functools.wraps(view)
+    async def wrapped(request, *args, **kwargs):
+        try:
+            return await view(request, *args, **kwargs)
+        except Exception:
+            log.exception("router: %s failed", request.path)
+            return error_response(
+                500, "Server error: something went wrong on our side.", type="server_error"
+            )
+
+    return wrapped
 
 
 @csrf_exempt
+@_openai_errors
 async def chat_completions(request):
     if request.method != "POST":
         return error_response(
@@ -179,7 +213,7 @@ async def _complete(admission: Admission, call: CallRecord, forwarded: dict):
             admission, call, 502, message, error_response(502, message, type="upstream_error")
         )
     _read_completion(admission, call, document)
-    await _finish(admission, call)
+    _finish_after_answer(admission, call)
     return HttpResponse(
         response.content, status=response.status_code, content_type="application/json"
     )
@@ -304,6 +338,7 @@ async def _close_and_finish(
 
 
 @csrf_exempt
+@_openai_errors
 async def models(request):
     """The covered models, for a run's key."""
     if request.method != "GET":

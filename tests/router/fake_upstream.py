@@ -19,12 +19,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PROMPT_TOKENS = 11
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # a hundred connections at once wait in the backlog, not refused
+
+
 def reply_words(count: int) -> list[str]:
     return [f"w{i}" for i in range(count)]
 
 
 class FakeUpstream:
-    def __init__(self, *, words: int = 5, delay: float = 0.0, chunk_delay: float = 0.0):
+    def __init__(
+        self, *, words: int = 5, delay: float = 0.0, chunk_delay: float = 0.0, port: int = 0
+    ):
         self.words, self.delay, self.chunk_delay = words, delay, chunk_delay
         self.prompt_tokens = PROMPT_TOKENS
         self.fail: tuple[int, bytes] | None = None
@@ -35,6 +42,7 @@ class FakeUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else small writes wait on delayed ACKs (40 ms)
 
             def log_message(self, *args):
                 pass
@@ -99,9 +107,7 @@ class FakeUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 256
+        self.server = _Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -149,3 +155,21 @@ class FakeUpstream:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def main() -> None:
+    """`python -m tests.router.fake_upstream --port P --words N --chunk-delay S`: serve until
+    killed (the router bench runs it in a process of its own)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--words", type=int, default=5)
+    parser.add_argument("--chunk-delay", type=float, default=0.0)
+    args = parser.parse_args()
+    fake = FakeUpstream(words=args.words, chunk_delay=args.chunk_delay, port=args.port)
+    fake.server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

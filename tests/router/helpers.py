@@ -82,3 +82,23 @@ def start_uvicorn(
             time.sleep(0.1)
     process.terminate()
     raise RuntimeError("uvicorn did not start in 60 s")
+
+
+def settled(run: Run, *, spans: int, within: float = 15.0) -> Run:
+    """The run once the router settled and recorded its calls: nothing reserved, `spans` spans.
+
+    A non-streamed call is settled just after its answer goes out, so a test reads the run
+    once that has happened (waiting at most `within` seconds)."""
+    from traces.models import Span
+
+    deadline = time.monotonic() + within
+    while True:
+        run.refresh_from_db()
+        recorded = Span.objects.filter(run=run).count()
+        if run.covered_reserved_micros == 0 and recorded >= spans:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"not settled: {run.covered_reserved_micros} reserved, {recorded}/{spans} spans"
+            )
+        time.sleep(0.05)

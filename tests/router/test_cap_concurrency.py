@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 from router.pricing import Price, prompt_tokens_estimate, worst_case_micros
-from runs.models import Run
-from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,8 +49,7 @@ def test_fifty_concurrent_calls_never_take_a_run_past_its_cap(
 
     served, refused = statuses.count(200), statuses.count(402)
     assert (served, refused) == (8, CALLS - 8), statuses
-    run = Run.objects.get(pk=run.pk)
-    assert run.covered_reserved_micros == 0
+    run = settled(run, spans=CALLS)
     assert run.covered_spent_micros == served * worst <= run.covered_cap_micros
     assert len(upstream.requests) == served
     assert Span.objects.filter(run=run).count() == CALLS  # the refused ones too

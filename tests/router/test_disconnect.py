@@ -7,21 +7,10 @@ import httpx
 import pytest
 
 from router.pricing import Price, worst_case_micros
-from runs.models import Run
-from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, settled
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _settled(run: Run, deadline: float) -> Run:
-    """The run once the router has settled the call (it does so after the client left)."""
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.covered_reserved_micros == 0 and Span.objects.filter(run=run).exists():
-            return run
-        time.sleep(0.1)
-    pytest.fail(f"the call was never settled: reserved {run.covered_reserved_micros}")
 
 
 def test_a_client_disconnect_mid_stream_cancels_the_upstream_call_and_settles_what_was_used(
@@ -40,7 +29,7 @@ def test_a_client_disconnect_mid_stream_cancels_the_upstream_call_and_settles_wh
                 if len(received) == 3:
                     break  # and the connection closes
 
-    run = _settled(covered_run, time.monotonic() + 15)
+    run = settled(covered_run, spans=1)
     worst = worst_case_micros(Price(INPUT_PRICE, OUTPUT_PRICE, MAX_OUTPUT), body)
     span = Span.objects.get(run=run)
     assert span.status_message == "The client disconnected mid-stream."

@@ -8,7 +8,7 @@ import pytest
 from router.pricing import Price, worst_case_micros
 from runs.models import Run
 from tests.router.fake_upstream import PROMPT_TOKENS
-from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 
 PRICE = Price(INPUT_PRICE, OUTPUT_PRICE, MAX_OUTPUT)
@@ -33,7 +33,7 @@ def test_a_call_is_forwarded_with_the_operators_key_metered_and_settled_on_the_r
     assert reply.choices[0].message.content == "w0 w1 w2 w3 w4"
     assert reply.usage.prompt_tokens == PROMPT_TOKENS
     assert upstream.requests[0]["max_tokens"] == MAX_OUTPUT  # the model's cap, reserved for
-    run = Run.objects.get(pk=covered_run.pk)
+    run = settled(covered_run, spans=1)
     assert (run.covered_spent_micros, run.covered_reserved_micros) == (COST, 0)
     span = Span.objects.get(run=run)
     assert span.session.external_id == run.pk
@@ -86,7 +86,7 @@ def test_past_the_cap_the_router_answers_402_which_the_openai_client_raises_as_a
     assert refused.value.body["type"] == "insufficient_quota"
     assert refused.value.body["code"] == "spend_cap_reached"
     assert len(upstream.requests) == 1  # the refused call never reached the upstream
-    run.refresh_from_db()
+    run = settled(run, spans=2)
     assert (run.covered_spent_micros, run.covered_reserved_micros) == (COST, 0)
     refusal = Span.objects.get(run=run, status_code="error")
     assert "spend cap" in refusal.status_message
