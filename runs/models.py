@@ -89,6 +89,12 @@ class Run(models.Model):
     # The step a run is in (or, once it ended, the last one it reached), and since when.
     stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
     stage_started_at = models.DateTimeField(null=True, blank=True)
+    # Covered model usage (the router): integer micro-dollars. Reserved is held by calls in
+    # flight, spent is settled; reserved + spent never passes the cap.
+    covered = models.BooleanField(default=False)
+    covered_cap_micros = models.BigIntegerField(default=0)
+    covered_reserved_micros = models.BigIntegerField(default=0)
+    covered_spent_micros = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
