@@ -11,7 +11,9 @@ def usd_to_micros(value, *, field: str = "amount") -> int:
     try:
         amount = Decimal(str(value).strip().lstrip("$"))
     except (InvalidOperation, ValueError):
-        raise Invalid(f"{field} must be an amount in US dollars, like 12.50.", field=field) from None
+        raise Invalid(
+            f"{field} must be an amount in US dollars, like 12.50.", field=field
+        ) from None
     if not amount.is_finite():
         raise Invalid(f"{field} must be an amount in US dollars, like 12.50.", field=field)
     return int((amount * MICROS_PER_USD).to_integral_value(rounding=ROUND_HALF_UP))

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from belvedir import audit
-from belvedir.errors import Invalid, NotFound, PaymentRequired
+from belvedir.errors import Invalid, PaymentRequired
 from belvedir.models import Organization
 from billing import selectors
 from billing.models import BillingAccount, Coupon, CouponRedemption, Kind, LedgerEntry
@@ -30,10 +30,8 @@ def _entry_create(
     )
 
 
-def ledger_operator_entry(
-    *, organization: Organization, kind: str, amount_micros: int, note: str, created_by=None
-) -> LedgerEntry:
-    """An operator's credit (positive) or adjustment (either sign, a debit when negative)."""
+def operator_entry_check(*, kind: str, amount_micros: int, note: str) -> None:
+    """Invalid unless this is an entry an operator may add (the admin form asks first)."""
     if kind not in OPERATOR_KINDS:
         raise Invalid("Operators add credits or adjustments.", field="kind")
     if not amount_micros or abs(amount_micros) > MAX_AMOUNT_MICROS:
@@ -42,6 +40,13 @@ def ledger_operator_entry(
         raise Invalid("A credit adds money; use an adjustment to take it away.", field="amount")
     if not note.strip():
         raise Invalid("Say what the entry is for.", field="note")
+
+
+def ledger_operator_entry(
+    *, organization: Organization, kind: str, amount_micros: int, note: str, created_by=None
+) -> LedgerEntry:
+    """An operator's credit (positive) or adjustment (either sign, a debit when negative)."""
+    operator_entry_check(kind=kind, amount_micros=amount_micros, note=note)
     with transaction.atomic():
         entry = _entry_create(
             organization=organization,
@@ -69,7 +74,7 @@ def coupon_redeem(*, organization: Organization, code: str, created_by=None) -> 
     with transaction.atomic():
         coupon = Coupon.objects.select_for_update().filter(code__iexact=code).first()
         if coupon is None:
-            raise NotFound(f"There is no coupon {code!r}.")
+            raise Invalid(f"There is no coupon {code!r}.", field="code", code="unknown")
         if coupon.expires_at is not None and coupon.expires_at <= timezone.now():
             raise Invalid(f"The coupon {coupon.code} has expired.", field="code", code="expired")
         if CouponRedemption.objects.filter(coupon=coupon, organization=organization).exists():

@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from belvedir import services as core
-from belvedir.errors import DomainError, Invalid, NotFound
+from belvedir.errors import DomainError, Invalid
 from belvedir.models import AuditEvent
 from billing import selectors, services
 from billing.models import Coupon, CouponRedemption, Kind, LedgerEntry
@@ -95,7 +95,11 @@ def make_coupon(code="WELCOME25", dollars=25, limit=10, expires_at=None) -> Coup
 def test_redeeming_a_coupon_adds_its_amount_once(owner):
     make_coupon()
     entry = services.coupon_redeem(organization=owner.org, code="welcome25", created_by=owner.user)
-    assert (entry.kind, entry.amount_micros, entry.reference) == ("coupon", 25 * DOLLAR, "WELCOME25")
+    assert (entry.kind, entry.amount_micros, entry.reference) == (
+        "coupon",
+        25 * DOLLAR,
+        "WELCOME25",
+    )
     assert selectors.balance(organization=owner.org) == 25 * DOLLAR
     with pytest.raises(Invalid) as again:
         services.coupon_redeem(organization=owner.org, code="WELCOME25")
@@ -109,8 +113,9 @@ def test_an_expired_unknown_or_used_up_coupon_is_refused(owner, outsider):
     with pytest.raises(Invalid) as expired:
         services.coupon_redeem(organization=owner.org, code="OLD")
     assert expired.value.code == "expired"
-    with pytest.raises(NotFound):
+    with pytest.raises(Invalid) as unknown:
         services.coupon_redeem(organization=owner.org, code="NOPE")
+    assert unknown.value.code == "unknown"
     make_coupon("ONCE", limit=1)
     services.coupon_redeem(organization=outsider.org, code="ONCE")
     with pytest.raises(Invalid) as used_up:
@@ -159,7 +164,9 @@ def test_concurrent_redemptions_by_many_organizations_never_pass_the_limit():
     orgs = [
         core.user_signup(
             email=f"o{i}@example.com", password="correct-horse-9", organization_name=f"Org {i}"
-        ).memberships.get().organization
+        )
+        .memberships.get()
+        .organization
         for i in range(8)
     ]
     make_coupon(limit=3)

@@ -11,7 +11,8 @@ from django.db import connection
 from django.db.models import Sum
 
 from belvedir.errors import DomainError, PaymentRequired
-from billing import selectors, services as billing
+from billing import selectors
+from billing import services as billing
 from billing.models import Kind, LedgerEntry
 from runs import services
 from runs.executor import execute_run
@@ -45,9 +46,7 @@ def test_runs_are_not_billed_by_default(owner, launch):
     assert LedgerEntry.objects.count() == 0
 
 
-def test_a_priced_launch_is_charged_to_the_balance_with_the_run_as_reference(
-    owner, launch, priced
-):
+def test_a_priced_launch_is_charged_to_the_balance_with_the_run_as_reference(owner, launch, priced):
     give(owner.org, 2)
     run = launch()
     charge = LedgerEntry.objects.get(kind=Kind.CHARGE)
