@@ -182,3 +182,22 @@ class BillingAccountAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(CouponRedemption)
+class CouponRedemptionAdmin(admin.ModelAdmin):
+    """Who redeemed what: written by `coupon_redeem` only."""
+
+    list_display = ["coupon", "organization", "entry", "created_at"]
+    list_filter = ["coupon"]
+    search_fields = ["coupon__code", "organization__name", "organization__id"]
+    readonly_fields = ["coupon", "organization", "entry", "created_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
