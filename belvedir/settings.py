@@ -331,6 +331,10 @@ BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
 # file:// repos read the worker's disk: allowed under BELVEDIR_DEV=1, else only under this
 # operator-set directory (empty: none at all).
 BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
+# Repo hosts that resolve to loopback, private, link-local, CGNAT, unspecified or multicast
+# addresses are refused (the worker would reach internal services) unless BELVEDIR_DEV=1 or
+# the host (a name, an address or a CIDR) is listed here, comma-separated.
+BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)

@@ -28,16 +28,16 @@ from runs.sandbox_config import get_backend
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    if repo_url.lower().startswith("file:"):
-        # Checked again at launch: the harness may predate the policy or a changed root.
-        try:
-            policy.validate_repo_url(repo_url)
-        except Invalid as exc:
-            raise Invalid(
-                f"The harness's {exc.message} Change the harness's repo URL.",
-                field="harness",
-                code="repo",
-            ) from None
+    # Checked again at launch: the harness may predate the policy, a changed file root, or
+    # its host may resolve to an internal address now.
+    try:
+        policy.validate_repo_url(repo_url)
+    except Invalid as exc:
+        raise Invalid(
+            f"The harness's {exc.message} Change the harness's repo URL.",
+            field="harness",
+            code="repo",
+        ) from None
     try:
         listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
     except git.GitError as exc:
