@@ -1,18 +1,17 @@
 """The ledger, the balance and coupons, through the services."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from belvedir import services as core
-from belvedir.errors import DomainError, Invalid
+from belvedir.errors import Invalid
 from belvedir.models import AuditEvent
 from billing import selectors, services
 from billing.models import Coupon, CouponRedemption, Kind, LedgerEntry
 from billing.money import usd, usd_to_micros
+from tests.helpers.race import race
 
 DOLLAR = 1_000_000
 
@@ -124,33 +123,10 @@ def test_an_expired_unknown_or_used_up_coupon_is_refused(owner, outsider):
     assert selectors.balance(organization=owner.org) == 0
 
 
-def _race(count: int, target) -> tuple[list, list, list]:
-    barrier = threading.Barrier(count)
-    done, refused, crashed = [], [], []
-
-    def go(i: int):
-        try:
-            barrier.wait(timeout=30)
-            done.append(target(i))
-        except DomainError as exc:
-            refused.append(exc.code)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            crashed.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return done, refused, crashed
-
-
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_redemptions_by_one_organization_credit_it_exactly_once(owner):
     make_coupon(limit=100)
-    done, refused, crashed = _race(
+    done, refused, crashed = race(
         8, lambda i: services.coupon_redeem(organization=owner.org, code="WELCOME25")
     )
     assert crashed == []
@@ -170,7 +146,7 @@ def test_concurrent_redemptions_by_many_organizations_never_pass_the_limit():
         for i in range(8)
     ]
     make_coupon(limit=3)
-    done, refused, crashed = _race(
+    done, refused, crashed = race(
         8, lambda i: services.coupon_redeem(organization=orgs[i], code="WELCOME25")
     )
     assert crashed == []

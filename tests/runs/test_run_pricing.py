@@ -3,20 +3,19 @@ organization's lock, refused past the balance (402) unless pay as you go is on, 
 when the sandbox never launched."""
 
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
-from belvedir.errors import DomainError, PaymentRequired
+from belvedir.errors import PaymentRequired
 from billing import selectors
 from billing import services as billing
 from billing.models import Kind, LedgerEntry
 from runs import services
 from runs.executor import execute_run
 from runs.models import Run
+from tests.helpers.race import race
 
 DOLLAR = 1_000_000
 
@@ -106,34 +105,18 @@ def test_a_run_whose_sandbox_launched_keeps_its_charge_when_it_fails(owner, laun
 def test_concurrent_launches_keep_the_ledger_consistent(owner, make_harness, priced):
     give(owner.org, 1.50)
     harness = make_harness()
-    count = 6
-    barrier = threading.Barrier(count)
-    launched, refused, crashed = [], [], []
-
-    def go():
-        try:
-            barrier.wait(timeout=30)
-            launched.append(
-                services.run_launch(project=owner.project, harness=harness, created_by=owner.user)
-            )
-        except DomainError as exc:
-            refused.append(exc.code)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            crashed.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=go) for _ in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    done, refused, crashed = race(
+        6,
+        lambda i: services.run_launch(
+            project=owner.project, harness=harness, created_by=owner.user
+        ),
+    )
     assert crashed == []
-    assert len(launched) == 3 and refused == ["balance"] * 3
+    assert len(done) == 3 and refused == ["balance"] * 3
     total = LedgerEntry.objects.filter(organization=owner.org).aggregate(s=Sum("amount_micros"))
     assert balance(owner.org) == total["s"] == 0
     charged = set(LedgerEntry.objects.filter(kind=Kind.CHARGE).values_list("reference", flat=True))
-    assert charged == {run.pk for run in launched} == set(Run.objects.values_list("pk", flat=True))
+    assert charged == {run.pk for run in done} == set(Run.objects.values_list("pk", flat=True))
 
 
 @pytest.mark.docker
