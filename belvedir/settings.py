@@ -300,6 +300,9 @@ BELVEDIR_SANDBOX_BRIDGE = envstr("BELVEDIR_SANDBOX_BRIDGE", "br-belvedir")
 BELVEDIR_SANDBOX_PORTS = envstr("BELVEDIR_SANDBOX_PORTS", "18700:18799")
 if not re.match(r"^\d{1,5}(:\d{1,5})?$", BELVEDIR_SANDBOX_PORTS):
     raise ImproperlyConfigured("BELVEDIR_SANDBOX_PORTS must be a port or a range like 18700:18799")
+# Private networks sandboxes may reach anyway (an internal package mirror), comma-separated
+# CIDRs; everything else in 10/8, 172.16/12, 192.168/16, 100.64/10 is dropped by the firewall.
+BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )

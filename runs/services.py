@@ -21,6 +21,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
 from runs.db import reconnecting
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
+from runs.queue import run_task_enqueue
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
@@ -206,16 +207,10 @@ def run_relaunch(*, run: Run, created_by=None) -> Run:
 
 
 def run_enqueue(*, run_id: str) -> None:
-    from django_q.tasks import async_task
-
-    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    async_task(
-        "runs.tasks.execute_run",
-        run_id,
-        task_name=f"execute {run_id}",
-        group="runs",
-        cluster=settings.Q_RUNS_CLUSTER,
-    )
+    """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
+    requeued run keeps the position it had."""
+    Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
+    run_task_enqueue(run_id=run_id)
 
 
 def run_claim(*, run_id: str, worker: str) -> bool:
