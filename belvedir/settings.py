@@ -302,6 +302,9 @@ BELVEDIR_SANDBOX_BRIDGE = envstr("BELVEDIR_SANDBOX_BRIDGE", "br-belvedir")
 BELVEDIR_SANDBOX_PORTS = envstr("BELVEDIR_SANDBOX_PORTS", "18700:18799")
 if not re.match(r"^\d{1,5}(:\d{1,5})?$", BELVEDIR_SANDBOX_PORTS):
     raise ImproperlyConfigured("BELVEDIR_SANDBOX_PORTS must be a port or a range like 18700:18799")
+# Private networks sandboxes may reach anyway (an internal package mirror), comma-separated
+# CIDRs; everything else in 10/8, 172.16/12, 192.168/16, 100.64/10 is dropped by the firewall.
+BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )
@@ -333,9 +336,19 @@ BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
 # file:// repos read the worker's disk: allowed under BELVEDIR_DEV=1, else only under this
 # operator-set directory (empty: none at all).
 BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
+# Repo hosts that resolve to loopback, private, link-local, CGNAT, unspecified or multicast
+# addresses are refused (the worker would reach internal services) unless BELVEDIR_DEV=1 or
+# the host (a name, an address or a CIDR) is listed here, comma-separated.
+BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
+# Run pricing: benchmark runs are free unless an operator sets a price (the earlier docs'
+# $0.50 a CPU run, $5.00 a GPU run), charged at launch, refunded if the sandbox never launched.
+BELVEDIR_RUN_PRICE_CPU_USD = envfloat("BELVEDIR_RUN_PRICE_CPU_USD", 0.0)
+BELVEDIR_RUN_PRICE_GPU_USD = envfloat("BELVEDIR_RUN_PRICE_GPU_USD", 0.0)
+if not (0 <= BELVEDIR_RUN_PRICE_CPU_USD <= 10_000 and 0 <= BELVEDIR_RUN_PRICE_GPU_USD <= 10_000):
+    raise ImproperlyConfigured("BELVEDIR_RUN_PRICE_CPU_USD and _GPU_USD must be 0 to 10000 (USD)")
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:

@@ -14,12 +14,14 @@ from belvedir.errors import Invalid, LimitReached, Unavailable
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
+from billing import services as billing
 from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
 from runs.db import reconnecting
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
+from runs.queue import run_task_enqueue
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
@@ -27,16 +29,16 @@ from runs.sandbox_config import get_backend
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    if repo_url.lower().startswith("file:"):
-        # Checked again at launch: the harness may predate the policy or a changed root.
-        try:
-            policy.validate_repo_url(repo_url)
-        except Invalid as exc:
-            raise Invalid(
-                f"The harness's {exc.message} Change the harness's repo URL.",
-                field="harness",
-                code="repo",
-            ) from None
+    # Checked again at launch: the harness may predate the policy, a changed file root, or
+    # its host may resolve to an internal address now.
+    try:
+        policy.validate_repo_url(repo_url)
+    except Invalid as exc:
+        raise Invalid(
+            f"The harness's {exc.message} Change the harness's repo URL.",
+            field="harness",
+            code="repo",
+        ) from None
     try:
         listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
     except git.GitError as exc:
@@ -153,6 +155,13 @@ def run_launch(
             grading=grading,
             created_by=created_by,
         )
+        # Under the organization's lock: concurrent launches see each other's charges.
+        billing.run_charge(
+            organization=org,
+            reference=run.pk,
+            gpu=harness.compute == Compute.GPU,
+            created_by=created_by,
+        )
         run.ingest_key, run_key = api_key_create(
             project=project,
             name=f"run {run.pk}",
@@ -198,16 +207,10 @@ def run_relaunch(*, run: Run, created_by=None) -> Run:
 
 
 def run_enqueue(*, run_id: str) -> None:
-    from django_q.tasks import async_task
-
-    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    async_task(
-        "runs.tasks.execute_run",
-        run_id,
-        task_name=f"execute {run_id}",
-        group="runs",
-        cluster=settings.Q_RUNS_CLUSTER,
-    )
+    """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
+    requeued run keeps the position it had."""
+    Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
+    run_task_enqueue(run_id=run_id)
 
 
 def run_claim(*, run_id: str, worker: str) -> bool:
@@ -306,7 +309,17 @@ def run_finish(
         done = runs.update(**fields)
         if done or heartbeat_before is None:
             run_keys_revoke(run_id=run_id)
+        if done:
+            _refund_if_never_launched(run_id=run_id)
     return done == 1
+
+
+def _refund_if_never_launched(*, run_id: str) -> None:
+    """Give back the run's price when its sandbox never launched (a clone failure, an image
+    or engine error, cancelled before it started): it has no container."""
+    run = Run.objects.filter(pk=run_id).values("container_id", "project__organization_id").first()
+    if run is not None and not run["container_id"]:
+        billing.run_refund(organization_id=run["project__organization_id"], reference=run_id)
 
 
 def run_keys_revoke(*, run_id: str) -> None:
@@ -338,6 +351,7 @@ def run_cancel(*, run: Run) -> Run:
             locked.notes = [*locked.notes, note]
             locked.save(update_fields=["notes"])
             run_keys_revoke(run_id=run.pk)
+            _refund_if_never_launched(run_id=run.pk)
             audit.audit_record(
                 action=audit.RUN_CANCEL,
                 organization=run.project.organization,
