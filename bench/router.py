@@ -39,6 +39,7 @@ from pathlib import Path
 
 import _common
 from _common import table
+from ingest import print_profile, py_spy
 
 DB_NAME = "belvedir_bench_router"
 MODEL = "benchlab/bench-model"
@@ -221,6 +222,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="py-spy the router process")
     args = parser.parse_args()
 
     database_url = _common.database_recreate(DB_NAME)
@@ -255,8 +257,14 @@ def main() -> int:
         processes.append(router)
         router_url = f"http://127.0.0.1:{router_port}/api/v1"
 
+        profiler = py_spy(router.pid, 600, workdir / "profile.txt") if args.profile else None
+        if profiler:
+            time.sleep(1.0)  # let py-spy attach
         plain = latency(direct, router_url, key, args.calls, stream=False)
         streamed = latency(direct, router_url, key, args.calls, stream=True)
+        if profiler:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+            profiler.wait(timeout=30)
         stop(router)
         slow_direct = f"http://127.0.0.1:{slow_port}/v1"
         router, router_port = start(
@@ -312,6 +320,8 @@ def main() -> int:
     )
     for error in errors[:5]:
         print(f"  {error}")
+    if args.profile:
+        print_profile(workdir / "profile.txt")
     total_calls = 2 * (args.calls + WARMUP) + args.streams
     print(
         f"run after the bench: {spans} spans (calls made: {total_calls}), "

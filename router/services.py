@@ -160,15 +160,16 @@ class CallRecord:
 
 
 def call_settle(*, admission: Admission, call: CallRecord) -> None:
-    """Release the call's reservation, add what it cost to the run's spend and record the call,
-    in one transaction."""
+    """Record the call, release its reservation and add what it cost to the run's spend, in one
+    transaction. The run's row is updated last, so its lock (which every call of the run
+    needs to reserve) is held only from that UPDATE to the commit."""
     close_old_connections()
     with transaction.atomic():
+        _span_store(key=admission.key, run_id=admission.run_id, call=call)
         Run.objects.filter(pk=admission.run_id).update(
             covered_reserved_micros=F("covered_reserved_micros") - admission.reserved_micros,
             covered_spent_micros=F("covered_spent_micros") + max(call.cost_micros, 0),
         )
-        _span_store(key=admission.key, run_id=admission.run_id, call=call)
 
 
 def call_record(*, key: ApiKey, run_id: str, call: CallRecord) -> None:

@@ -12,15 +12,21 @@ _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClien
 )
 
 
+def new_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(settings.BELVEDIR_ROUTER_UPSTREAM_TIMEOUT, connect=10.0),
+        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+    )
+
+
 def client() -> httpx.AsyncClient:
-    """This event loop's client (made on first use)."""
+    """This event loop's client (made on first use). Under ASGI the loop is the server's and
+    lives as long as the process; a request served by WSGI (its own short loop) takes a
+    `new_client()` of its own instead."""
     loop = asyncio.get_running_loop()
     found = _clients.get(loop)
     if found is None or found.is_closed:
-        found = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.BELVEDIR_ROUTER_UPSTREAM_TIMEOUT, connect=10.0),
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
-        )
+        found = new_client()
         _clients[loop] = found
     return found
 

@@ -14,6 +14,7 @@ import time
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -148,6 +149,10 @@ async def chat_completions(request):
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     call = CallRecord(model=model, messages=body["messages"], started_ns=started)
     call.streamed = bool(body.get("stream"))
+    served_by_asgi = isinstance(request, ASGIRequest)
+    if call.streamed and not served_by_asgi:
+        message = "Streaming needs the ASGI server (uvicorn belvedir.asgi:application)."
+        return error_response(501, message, type="server_error", code="streaming_needs_asgi")
     try:
         if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
             key, run = await _authenticate(token=bearer_token(request) or "")
@@ -166,7 +171,11 @@ async def chat_completions(request):
     forwarded = _forwarded_body(admission, body)
     if call.streamed:
         return await _stream(admission, call, forwarded)
-    return await _complete(admission, call, forwarded)
+    if served_by_asgi:
+        return await _complete(admission, call, forwarded, upstream.client(), settle_later=True)
+    # WSGI: this request's event loop ends with it, so it settles before answering.
+    async with upstream.new_client() as http:
+        return await _complete(admission, call, forwarded, http, settle_later=False)
 
 
 async def _failed(admission: Admission, call: CallRecord, status: int, message: str, response):
@@ -175,9 +184,16 @@ async def _failed(admission: Admission, call: CallRecord, status: int, message: 
     return response
 
 
-async def _complete(admission: Admission, call: CallRecord, forwarded: dict):
+async def _complete(
+    admission: Admission,
+    call: CallRecord,
+    forwarded: dict,
+    http: httpx.AsyncClient,
+    *,
+    settle_later: bool,
+):
     try:
-        response = await upstream.client().post(
+        response = await http.post(
             upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
         )
     except httpx.TimeoutException:
@@ -213,7 +229,10 @@ async def _complete(admission: Admission, call: CallRecord, forwarded: dict):
             admission, call, 502, message, error_response(502, message, type="upstream_error")
         )
     _read_completion(admission, call, document)
-    _finish_after_answer(admission, call)
+    if settle_later:
+        _finish_after_answer(admission, call)
+    else:
+        await _finish(admission, call)
     return HttpResponse(
         response.content, status=response.status_code, content_type="application/json"
     )
