@@ -184,6 +184,24 @@ async def _failed(admission: Admission, call: CallRecord, status: int, message: 
     return response
 
 
+async def _send(admission: Admission, call: CallRecord, sending) -> httpx.Response | JsonResponse:
+    """The upstream's response; or, when none came, the error answer (the call settled)."""
+    try:
+        return await sending
+    except httpx.TimeoutException:
+        message = "The upstream did not answer in time."
+        answer = error_response(504, message, type="upstream_error", code="timeout")
+        return await _failed(admission, call, 504, message, answer)
+    except httpx.HTTPError as exc:
+        message = f"The upstream could not be reached: {type(exc).__name__}."
+        answer = error_response(502, message, type="upstream_error")
+        return await _failed(admission, call, 502, message, answer)
+    except asyncio.CancelledError:  # the client went away: nothing came back, nothing to pay
+        call.http_status, call.error = 499, "The client disconnected."
+        await _finish(admission, call)
+        raise
+
+
 async def _complete(
     admission: Admission,
     call: CallRecord,
@@ -192,28 +210,13 @@ async def _complete(
     *,
     settle_later: bool,
 ):
-    try:
-        response = await http.post(
-            upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
-        )
-    except httpx.TimeoutException:
-        message = "The upstream did not answer in time."
-        return await _failed(
-            admission,
-            call,
-            504,
-            message,
-            error_response(504, message, type="upstream_error", code="timeout"),
-        )
-    except httpx.HTTPError as exc:
-        message = f"The upstream could not be reached: {type(exc).__name__}."
-        return await _failed(
-            admission, call, 502, message, error_response(502, message, type="upstream_error")
-        )
-    except asyncio.CancelledError:  # the client went away: nothing came back, nothing to pay
-        call.http_status, call.error = 499, "The client disconnected."
-        await _finish(admission, call)
-        raise
+    response = await _send(
+        admission,
+        call,
+        http.post(upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()),
+    )
+    if isinstance(response, JsonResponse):
+        return response
     if response.status_code >= 400:
         reply = _upstream_error(response.status_code, response.content)
         message = json.loads(reply.content)["error"]["message"]
@@ -269,26 +272,9 @@ async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
     request = http.build_request(
         "POST", upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
     )
-    try:
-        response = await http.send(request, stream=True)
-    except httpx.TimeoutException:
-        message = "The upstream did not answer in time."
-        return await _failed(
-            admission,
-            call,
-            504,
-            message,
-            error_response(504, message, type="upstream_error", code="timeout"),
-        )
-    except httpx.HTTPError as exc:
-        message = f"The upstream could not be reached: {type(exc).__name__}."
-        return await _failed(
-            admission, call, 502, message, error_response(502, message, type="upstream_error")
-        )
-    except asyncio.CancelledError:
-        call.http_status, call.error = 499, "The client disconnected."
-        await _finish(admission, call)
-        raise
+    response = await _send(admission, call, http.send(request, stream=True))
+    if isinstance(response, JsonResponse):
+        return response
     if response.status_code >= 400:
         content = await response.aread()
         await response.aclose()
