@@ -41,6 +41,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/ingest.py
 	$(PY) bench/qcluster_stop.py
 	$(PY) bench/install_step.py
+	$(PY) bench/router.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

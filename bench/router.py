@@ -225,6 +225,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="py-spy the router process")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     database_url = _common.database_recreate(DB_NAME)
     _common.django_setup(database_url)
     run_id, key = covered_run()
@@ -307,6 +308,10 @@ def main() -> int:
     header = ["ms", "direct p50", "router p50", "added p50", "direct p95", "router p95"]
     header += ["added p95", "paired median"]
     print(f"{args.calls} calls each way, one at a time, after {WARMUP} warm-up calls")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after (a shared machine adds to every round trip)"
+    )
     print(table(rows, header))
     worst = max(plain["added_p50"], streamed["added_p50"]) * 1000
     verdict = "PASS" if worst <= TARGET_ADDED_MS else "MISS"
