@@ -47,11 +47,18 @@ def upward_relations(models, floor_of: dict[str, int]) -> list[str]:
     return found
 
 
+def _is_project_app(path: str) -> bool:
+    """An app whose code is in this repository, not in a virtualenv kept inside it (`.venv`)."""
+    resolved = Path(path).resolve()
+    if not resolved.is_relative_to(ROOT):
+        return False
+    parts = resolved.relative_to(ROOT).parts
+    return not any(part.startswith(".") or part == "site-packages" for part in parts)
+
+
 def test_every_project_app_stands_on_a_floor():
     project_apps = {
-        config.label
-        for config in apps.get_app_configs()
-        if Path(config.path).resolve().is_relative_to(ROOT)
+        config.label for config in apps.get_app_configs() if _is_project_app(config.path)
     }
     assert project_apps == set(floors())
 
