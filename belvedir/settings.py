@@ -309,6 +309,9 @@ BELVEDIR_SANDBOX_BRIDGE = envstr("BELVEDIR_SANDBOX_BRIDGE", "br-belvedir")
 BELVEDIR_SANDBOX_PORTS = envstr("BELVEDIR_SANDBOX_PORTS", "18700:18799")
 if not re.match(r"^\d{1,5}(:\d{1,5})?$", BELVEDIR_SANDBOX_PORTS):
     raise ImproperlyConfigured("BELVEDIR_SANDBOX_PORTS must be a port or a range like 18700:18799")
+# Private networks sandboxes may reach anyway (an internal package mirror), comma-separated
+# CIDRs; everything else in 10/8, 172.16/12, 192.168/16, 100.64/10 is dropped by the firewall.
+BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )
@@ -340,6 +343,10 @@ BELVEDIR_RUNS_PER_DAY_CAP = envint("BELVEDIR_RUNS_PER_DAY_CAP", 24, minimum=1)
 # file:// repos read the worker's disk: allowed under BELVEDIR_DEV=1, else only under this
 # operator-set directory (empty: none at all).
 BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
+# Repo hosts that resolve to loopback, private, link-local, CGNAT, unspecified or multicast
+# addresses are refused (the worker would reach internal services) unless BELVEDIR_DEV=1 or
+# the host (a name, an address or a CIDR) is listed here, comma-separated.
+BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)

@@ -1,7 +1,9 @@
 """What a harness may carry: env keys, the Tasks field, the repo URL."""
 
+import ipaddress
 import os
 import re
+import socket
 from urllib.parse import urlparse
 
 from belvedir.errors import Invalid
@@ -103,7 +105,73 @@ def file_repo_refusal(path: str) -> str | None:
     return None
 
 
-_SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:[^\s]+$")
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@([A-Za-z0-9.-]+):[^\s]+$")
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+
+
+def address_refusal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """What kind of internal address this is (loopback, private, ...), or None for a public one."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    kinds = [
+        ("loopback", address.is_loopback),
+        ("unspecified", address.is_unspecified),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("carrier-grade NAT", address.version == 4 and address in _CGNAT),
+        ("site-local", address.version == 6 and address.is_site_local),
+        ("private", address.is_private or address.is_reserved),
+    ]
+    return next((kind for kind, matched in kinds if matched), None)
+
+
+def _host_allowed(host: str, addresses: list) -> bool:
+    from django.conf import settings
+
+    for entry in settings.BELVEDIR_REPO_HOST_ALLOWLIST:
+        if entry.lower() == host.lower():
+            return True
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            continue
+        if addresses and all(address in network for address in addresses):
+            return True
+    return False
+
+
+def repo_host_refusal(host: str) -> str | None:
+    """Why the worker may not reach this repo host, or None.
+
+    The host is resolved (a literal address needs no lookup) and refused when any address it
+    resolves to is loopback, private, link-local, CGNAT, unspecified or multicast: the worker
+    would reach the platform's own network. Allowed under BELVEDIR_DEV=1 or when the operator
+    lists the host in BELVEDIR_REPO_HOST_ALLOWLIST. A host that does not resolve is left to
+    git, which then fails with its own message.
+    """
+    from django.conf import settings
+
+    if settings.BELVEDIR_DEV:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError, ValueError):
+        return None
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if _host_allowed(host, addresses):
+        return None
+    for address in addresses:
+        kind = address_refusal(address)
+        if kind:
+            shown = host if host == str(address) else f"{host} ({address})"
+            return f"the host {shown} is a {kind} address; repos must be on the public internet."
+    return None
+
+
+def _refuse_internal_host(host: str) -> None:
+    refusal = repo_host_refusal(host)
+    if refusal:
+        raise Invalid(f"repo_url: {refusal}", field="repo_url")
 
 
 def validate_repo_url(url: str | None) -> str:
@@ -116,7 +184,9 @@ def validate_repo_url(url: str | None) -> str:
         )
     if any(c.isspace() for c in url) or url.startswith("-"):
         raise Invalid("repo_url must be a git URL without spaces.", field="repo_url")
-    if _SCP_LIKE.match(url):  # git@github.com:org/repo.git
+    scp_like = _SCP_LIKE.match(url)
+    if scp_like:  # git@github.com:org/repo.git
+        _refuse_internal_host(scp_like.group(1))
         return url
     try:
         parsed = urlparse(url)
@@ -138,6 +208,8 @@ def validate_repo_url(url: str | None) -> str:
             raise Invalid(f"repo_url: {refusal}", field="repo_url")
     elif not parsed.hostname or not parsed.path.strip("/"):
         raise Invalid("repo_url must name a host and a repository path.", field="repo_url")
+    else:
+        _refuse_internal_host(parsed.hostname)
     return url
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from belvedir.errors import Invalid
+from harnesses import policy
 from runs import contract, git
 from runs.db import reconnecting
 from runs.logtail import LogTail, pump
@@ -125,7 +127,13 @@ def _worker_name() -> str:
 
 
 def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
-    """A shallow checkout at the ref, within the clone time and size limits (GitError)."""
+    """A shallow checkout at the ref, within the clone time and size limits (GitError).
+
+    The repo URL is checked once more first: its host may resolve to an internal address now."""
+    try:
+        policy.validate_repo_url(repo_url)
+    except Invalid as exc:
+        raise git.GitError(exc.message) from None
     git.clone(
         repo_url,
         ref,

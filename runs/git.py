@@ -7,10 +7,12 @@ of git's stderr that says why is kept.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 _URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
@@ -38,14 +40,57 @@ def is_commit(ref: str) -> bool:
     return bool(_SHA.match(ref))
 
 
+# The worker's own variables git may keep: PATH, locale, and the proxy and CA settings the
+# machine needs to reach repos. Nothing else: no HOME, no SSH agent, no GIT_* of the worker's.
+_KEPT_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "no_proxy",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+)
+
+
+@functools.cache
+def _empty_home() -> str:
+    """An empty directory of the worker's own, git's HOME: no ~/.gitconfig, ~/.ssh or
+    ~/.git-credentials of the worker's is ever read."""
+    return tempfile.mkdtemp(prefix="belvedir-git-home-")
+
+
 def git_env() -> dict[str, str]:
-    """Never prompt for credentials; only https, ssh, git and file transports."""
+    """A clean environment for git: it never prompts, reads no system or user config, uses no
+    credential helper, SSH key, SSH config or agent of the worker's; only the https, ssh, git
+    and file transports. PATH and the proxy and CA variables are kept."""
+    home = _empty_home()
+    if not os.path.isdir(home):  # a /tmp cleaner took it
+        _empty_home.cache_clear()
+        home = _empty_home()
     return {
-        **os.environ,
+        **{name: os.environ[name] for name in _KEPT_ENV if name in os.environ},
+        "HOME": home,
+        "XDG_CONFIG_HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ASKPASS": "/bin/true",
         "SSH_ASKPASS": "/bin/true",
-        "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+        "GIT_SSH_COMMAND": (
+            "ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityFile=none -o IdentityAgent=none"
+            " -o BatchMode=yes"
+            f" -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={home}/known_hosts"
+        ),
         "GIT_ALLOW_PROTOCOL": "https:ssh:git:file",
     }
 

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
+from runs.queue import runs_with_queued_tasks
 from runs.sandbox.base import SandboxError, SandboxHandle
 from runs.sandbox_config import get_backend
 from runs.services import run_enqueue, run_finish
@@ -40,10 +41,16 @@ def reap() -> dict:
             failed.append(run.pk)
 
     queued_stale = now - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
-    # Queued runs whose task was lost; each is enqueued again at most once per stale period.
-    for run in Run.objects.filter(status=Status.QUEUED, enqueued_at__lt=queued_stale):
-        run_enqueue(run_id=run.pk)  # the claim is atomic, so a double enqueue runs it once
-        requeued.append(run.pk)
+    # Queued runs whose task was lost: waiting long, and no task of theirs in the broker (a run
+    # merely waiting behind busy workers still has one). The claim is atomic anyway.
+    waiting = set(
+        Run.objects.filter(status=Status.QUEUED, enqueued_at__lt=queued_stale).values_list(
+            "pk", flat=True
+        )
+    )
+    for run_id in sorted(waiting - runs_with_queued_tasks(waiting)):
+        run_enqueue(run_id=run_id)
+        requeued.append(run_id)
 
     try:
         sandboxes = backend.list_by_label()

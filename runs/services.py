@@ -21,6 +21,7 @@ from runs import git
 from runs.db import reconnecting
 from runs.model_access import model_access_check
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
+from runs.queue import run_task_enqueue
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
@@ -28,16 +29,16 @@ from runs.sandbox_config import get_backend
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:
     """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    if repo_url.lower().startswith("file:"):
-        # Checked again at launch: the harness may predate the policy or a changed root.
-        try:
-            policy.validate_repo_url(repo_url)
-        except Invalid as exc:
-            raise Invalid(
-                f"The harness's {exc.message} Change the harness's repo URL.",
-                field="harness",
-                code="repo",
-            ) from None
+    # Checked again at launch: the harness may predate the policy, a changed file root, or
+    # its host may resolve to an internal address now.
+    try:
+        policy.validate_repo_url(repo_url)
+    except Invalid as exc:
+        raise Invalid(
+            f"The harness's {exc.message} Change the harness's repo URL.",
+            field="harness",
+            code="repo",
+        ) from None
     try:
         listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
     except git.GitError as exc:
@@ -216,16 +217,10 @@ def run_relaunch(*, run: Run, created_by=None) -> Run:
 
 
 def run_enqueue(*, run_id: str) -> None:
-    from django_q.tasks import async_task
-
-    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    async_task(
-        "runs.tasks.execute_run",
-        run_id,
-        task_name=f"execute {run_id}",
-        group="runs",
-        cluster=settings.Q_RUNS_CLUSTER,
-    )
+    """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
+    requeued run keeps the position it had."""
+    Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
+    run_task_enqueue(run_id=run_id)
 
 
 def run_claim(*, run_id: str, worker: str) -> bool:

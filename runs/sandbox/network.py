@@ -9,8 +9,14 @@ bridge interface `br-belvedir`). Around it, iptables rules tagged `belvedir-sand
   so PostgreSQL, Redis, the Docker API, SSH or whatever else listens on the host is out of
   reach;
 - DOCKER-USER (forwarded traffic) from the bridge: link-local addresses (169.254.0.0/16,
-  cloud metadata) and every Docker bridge (other sandboxes, other containers) are dropped;
-  the internet (NAT out) stays reachable;
+  cloud metadata), private networks (10/8, 172.16/12, 192.168/16) and carrier-grade NAT
+  (100.64/10) and every Docker bridge (other sandboxes, other containers) are dropped; the
+  internet (NAT out) stays reachable. An operator may let sandboxes reach chosen private
+  networks (an internal package mirror): BELVEDIR_SANDBOX_ALLOW_CIDRS, accepted before the
+  drops. DNS keeps working: containers on a user-defined network ask Docker's embedded
+  resolver (127.0.0.11), which forwards to the host's nameservers (/etc/resolv.conf) from
+  the container's own namespace, so DNS (port 53) to exactly those nameservers is accepted
+  before the drops (this machine's resolver is on a private address);
 - IPv6 from the bridge is dropped altogether (the network has no IPv6).
 
 Pure Python and the `docker`/`iptables` commands, no Django: `scripts/sandbox-network.sh`
@@ -27,14 +33,35 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TAG = "belvedir-sandbox"
 IN_CHAIN = "BELVEDIR-SANDBOX-IN"
 FWD_CHAIN = "BELVEDIR-SANDBOX-FWD"
 LINK_LOCAL = "169.254.0.0/16"
+# Private (RFC 1918) and carrier-grade NAT networks: the platform's and its neighbours'.
+PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 RESERVED_NETWORKS = {"host", "bridge", "none", "default"}
 _TIMEOUT = 20
+
+
+def host_resolvers(path: str = "/etc/resolv.conf") -> tuple[str, ...]:
+    """The host's IPv4 nameservers (not loopback ones), which Docker's embedded DNS forwards to."""
+    found: list[str] = []
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
+    except OSError:
+        return ()
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            try:
+                address = ipaddress.IPv4Address(parts[1])
+            except ValueError:
+                continue
+            if not address.is_loopback and str(address) not in found:
+                found.append(str(address))
+    return tuple(found)
 
 
 class NetworkSetupError(Exception):
@@ -50,10 +77,13 @@ class NetworkConfig:
     gateway: str = "172.30.0.1"
     bridge: str = "br-belvedir"
     ports: str = "18700:18799"
+    allow_cidrs: tuple[str, ...] = ()  # forwarded traffic accepted before the drops
+    dns_servers: tuple[str, ...] = field(default_factory=host_resolvers)  # port 53 accepted
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NetworkConfig:
-        """From BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS} (defaults above)."""
+        """From BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS,ALLOW_CIDRS} (defaults
+        above; ALLOW_CIDRS comma-separated)."""
         env = os.environ if environ is None else environ
         defaults = cls()
         return cls(
@@ -62,6 +92,7 @@ class NetworkConfig:
             gateway=env.get("BELVEDIR_SANDBOX_GATEWAY") or defaults.gateway,
             bridge=env.get("BELVEDIR_SANDBOX_BRIDGE") or defaults.bridge,
             ports=env.get("BELVEDIR_SANDBOX_PORTS") or defaults.ports,
+            allow_cidrs=split_cidrs(env.get("BELVEDIR_SANDBOX_ALLOW_CIDRS") or ""),
         ).validated()
 
     def validated(self) -> NetworkConfig:
@@ -82,7 +113,17 @@ class NetworkConfig:
         if gateway not in subnet:
             raise NetworkSetupError(f"the gateway {gateway} is not in the subnet {subnet}")
         self.port_range()
+        self.allowed_networks()
         return self
+
+    def allowed_networks(self) -> list[str]:
+        """BELVEDIR_SANDBOX_ALLOW_CIDRS as iptables prints them (`10.1.0.0/16`, `10.1.2.3/32`)."""
+        try:
+            return [str(ipaddress.IPv4Network(cidr, strict=False)) for cidr in self.allow_cidrs]
+        except ValueError as exc:
+            raise NetworkSetupError(
+                f"BELVEDIR_SANDBOX_ALLOW_CIDRS must list IPv4 networks: {exc}"
+            ) from None
 
     def port_range(self) -> tuple[int, int]:
         match = re.match(r"^(\d+)(?::(\d+))?$", self.ports)
@@ -100,6 +141,11 @@ class NetworkConfig:
         return f"http://{self.gateway}:{self.port_range()[0]}"
 
 
+def split_cidrs(text: str) -> tuple[str, ...]:
+    """A comma-separated list of networks as a tuple, blanks dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 def _tag() -> str:
     return f"-m comment --comment {TAG}"
 
@@ -115,7 +161,14 @@ def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
             f"-A {IN_CHAIN} {_tag()} -j DROP",
         ],
         FWD_CHAIN: [
+            *(
+                f"-A {FWD_CHAIN} -d {server}/32 -p {proto} -m {proto} --dport 53 {_tag()} -j ACCEPT"
+                for server in config.dns_servers
+                for proto in ("udp", "tcp")
+            ),
+            *(f"-A {FWD_CHAIN} -d {cidr} {_tag()} -j ACCEPT" for cidr in config.allowed_networks()),
             f"-A {FWD_CHAIN} -d {LINK_LOCAL} {_tag()} -j DROP",
+            *(f"-A {FWD_CHAIN} -d {cidr} {_tag()} -j DROP" for cidr in PRIVATE_NETWORKS),
             f"-A {FWD_CHAIN} -o br-+ {_tag()} -j DROP",
             f"-A {FWD_CHAIN} -o docker0 {_tag()} -j DROP",
             f"-A {FWD_CHAIN} {_tag()} -j RETURN",

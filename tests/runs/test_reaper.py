@@ -25,7 +25,14 @@ from runs.models import Run
 from runs.sandbox.base import SandboxHandle
 from runs.sandbox_config import get_backend, spec_from_settings
 from tests.helpers.run_fixtures import worker_env
-from tests.runs.helpers import Background, containers_of, subprocess_database_url, wait_for
+from tests.runs.helpers import (
+    Background,
+    containers_of,
+    start_qcluster,
+    stop_qcluster,
+    subprocess_database_url,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +174,58 @@ def test_a_queued_run_that_waited_too_long_is_enqueued_again(launch, settings):
     assert OrmQ.objects.count() == 1
     fresh.refresh_from_db()
     assert fresh.status == "queued"
+
+
+def _queue_entries(run_id: str) -> list[OrmQ]:
+    return [q for q in OrmQ.objects.all() if tuple(q.task.get("args", ())) == (run_id,)]
+
+
+def test_queued_runs_waiting_behind_busy_workers_keep_their_place_and_one_queue_entry(
+    own_sandboxes, owner, make_run, settings, tmp_path
+):
+    from django_q.tasks import async_task
+
+    from runs import services
+
+    settings.BELVEDIR_QUEUED_STALE = 5
+    log = tmp_path / "runs.log"
+    cluster = start_qcluster("runs", log, Q_WORKERS="1")
+    try:
+        async_task("time.sleep", 600, cluster="runs")  # the one run worker is taken
+        wait_for(lambda: b"processing" in log.read_bytes(), 30, "the worker to be busy")
+        now = timezone.now()
+        first = make_run(status="queued", enqueued_at=now - timedelta(seconds=30))
+        second = make_run(status="queued", enqueued_at=now - timedelta(seconds=20))
+        for run in (first, second):
+            services.run_enqueue(run_id=run.pk)
+        wait_for(  # the cluster took a task off the broker for its busy worker: locked
+            lambda: OrmQ.objects.filter(lock__gt=timezone.now()).exists(),
+            30,
+            "the cluster to hold a waiting task",
+        )
+
+        def places() -> list:
+            return [
+                owner.api.get(f"/api/v1/runs/{run.pk}").json()["queue_position"]
+                for run in (first, second)
+            ]
+
+        assert places() == [1, 2]
+        assert reaper.reap()["requeued"] == []
+        assert reaper.reap()["requeued"] == []
+        assert places() == [1, 2]
+        assert [len(_queue_entries(run.pk)) for run in (first, second)] == [1, 1]
+
+        # The first run's task is lost (a crashed cluster held it): requeued, once, in place.
+        OrmQ.objects.filter(pk=_queue_entries(first.pk)[0].pk).delete()
+        assert reaper.reap()["requeued"] == [first.pk]
+        assert reaper.reap()["requeued"] == []
+        assert [len(_queue_entries(run.pk)) for run in (first, second)] == [1, 1]
+        assert places() == [1, 2]
+        first.refresh_from_db()
+        assert first.enqueued_at == now - timedelta(seconds=30)
+    finally:
+        stop_qcluster(cluster)
 
 
 def test_the_reaper_leaves_a_run_whose_worker_beats_again_before_the_update(launch, settings):

@@ -39,6 +39,47 @@ def test_forwarded_traffic_from_sandboxes_to_link_local_addresses_is_dropped_by_
     ) == hooks[1]
 
 
+def test_forwarded_traffic_from_sandboxes_to_private_and_cgnat_networks_is_dropped_by_rule():
+    forward = iptables("-S", network.FWD_CHAIN)
+
+    for cidr in ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"]:
+        rule = f"-A BELVEDIR-SANDBOX-FWD -d {cidr} -m comment --comment belvedir-sandbox -j DROP"
+        assert rule in forward
+    accepted = [rule for rule in forward if rule.endswith("-j ACCEPT")]
+    # Only DNS to the host's nameservers is let through, before the drops.
+    assert accepted == [
+        f"-A BELVEDIR-SANDBOX-FWD -d {server}/32 -p {proto} -m {proto} --dport 53 "
+        "-m comment --comment belvedir-sandbox -j ACCEPT"
+        for server in network.host_resolvers()
+        for proto in ("udp", "tcp")
+    ]
+    assert forward[1 : 1 + len(accepted)] == accepted
+
+
+def test_operator_allowed_networks_are_accepted_before_the_private_drops():
+    config = NetworkConfig(allow_cidrs=("10.20.0.0/16", "192.168.5.7"), dns_servers=("10.9.9.9",))
+    forward = network.chain_rules(config)[network.FWD_CHAIN]
+    tag = "-m comment --comment belvedir-sandbox"
+
+    assert forward[:5] == [
+        f"-A BELVEDIR-SANDBOX-FWD -d 10.9.9.9/32 -p udp -m udp --dport 53 {tag} -j ACCEPT",
+        f"-A BELVEDIR-SANDBOX-FWD -d 10.9.9.9/32 -p tcp -m tcp --dport 53 {tag} -j ACCEPT",
+        f"-A BELVEDIR-SANDBOX-FWD -d 10.20.0.0/16 {tag} -j ACCEPT",
+        f"-A BELVEDIR-SANDBOX-FWD -d 192.168.5.7/32 {tag} -j ACCEPT",
+        f"-A BELVEDIR-SANDBOX-FWD -d 169.254.0.0/16 {tag} -j DROP",
+    ]
+    assert f"-A BELVEDIR-SANDBOX-FWD -d 10.0.0.0/8 {tag} -j DROP" in forward
+    env = {"BELVEDIR_SANDBOX_ALLOW_CIDRS": " 10.20.0.0/16, ,192.168.5.7"}
+    assert NetworkConfig.from_env(env).allow_cidrs == ("10.20.0.0/16", "192.168.5.7")
+
+
+def test_the_host_resolvers_are_read_from_resolv_conf_without_loopback_ones(tmp_path):
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("# x\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver ::1\n")
+
+    assert network.host_resolvers(str(conf)) == ("10.255.255.53",)
+
+
 def test_traffic_from_sandboxes_to_other_bridges_is_dropped_and_the_internet_is_not():
     forward = iptables("-S", network.FWD_CHAIN)
 
@@ -106,7 +147,8 @@ def test_installing_twice_changes_nothing():
         assert "added" not in done.stdout
 
     assert iptables("-S") == before
-    assert sum("belvedir-sandbox" in rule for rule in before) == 9
+    dns_rules = 2 * len(network.host_resolvers())
+    assert sum("belvedir-sandbox" in rule for rule in before) == 13 + dns_rules
 
 
 def test_the_check_reports_what_is_missing_without_changing_anything():
@@ -132,6 +174,7 @@ def test_the_check_reports_what_is_missing_without_changing_anything():
         ({"ports": "18799:18700"}, "must be a port or a range"),
         ({"gateway": "10.0.0.1"}, "is not in the subnet"),
         ({"bridge": "a-bridge-name-too-long"}, "is not an interface name"),
+        ({"allow_cidrs": ("10.0.0.0/33",)}, "must list IPv4 networks"),
     ],
 )
 def test_a_bad_network_setting_is_refused_by_name(values, message):
