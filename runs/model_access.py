@@ -110,7 +110,7 @@ def model_access_check(
         accesses[prefix] = _access(
             project=project,
             prefix=prefix,
-            name=value(name, f"{prefix}"),
+            name=value(name, "MODEL" if prefix == "MODEL" else "JUDGE_MODEL"),
             api_base=value(base, f"{prefix}_API_BASE"),
             api_key=value(key, f"{prefix}_API_KEY"),
             gpu=gpu,

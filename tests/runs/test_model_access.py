@@ -82,6 +82,11 @@ def test_the_harness_env_counts_as_given(owner, upstream):
     assert not keyed.covered and keyed.model.api_base == "https://openrouter.ai/api/v1"
     from_env = check(owner.project, harness_env={"MODEL": "meta-llama/llama-3.3-70b-instruct"})
     assert from_env.model.covered
+    judge = check(owner.project, harness_env={"JUDGE_MODEL": "google/gemma-3-27b-it"})
+    assert judge.judge.covered and not judge.model.covered
+    with pytest.raises(Invalid) as refused:
+        check(owner.project, harness_env={"JUDGE_MODEL": "openai/gpt-4.1-mini"})
+    assert refused.value.field == "judge_api_key"
 
 
 def test_no_model_named_means_nothing_to_resolve_or_refuse(owner, settings):
