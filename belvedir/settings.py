@@ -354,6 +354,12 @@ BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
 # the router, which pays the operator's upstream with this key, up to the cap per run.
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
 BELVEDIR_COVERED_SPEND_CAP_MICROS = envmicros("BELVEDIR_COVERED_SPEND_CAP_USD", "2.00")
+# Run pricing: benchmark runs are free unless an operator sets a price (the earlier docs'
+# $0.50 a CPU run, $5.00 a GPU run), charged at launch, refunded if the sandbox never launched.
+BELVEDIR_RUN_PRICE_CPU_USD = envfloat("BELVEDIR_RUN_PRICE_CPU_USD", 0.0)
+BELVEDIR_RUN_PRICE_GPU_USD = envfloat("BELVEDIR_RUN_PRICE_GPU_USD", 0.0)
+if not (0 <= BELVEDIR_RUN_PRICE_CPU_USD <= 10_000 and 0 <= BELVEDIR_RUN_PRICE_GPU_USD <= 10_000):
+    raise ImproperlyConfigured("BELVEDIR_RUN_PRICE_CPU_USD and _GPU_USD must be 0 to 10000 (USD)")
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from belvedir import api, member_views, views
 from belvedir.forms import EmailLoginForm
+from billing import api as billing_api
 from harnesses import api as harness_api
 from runs import api as run_api
 from traces import api as trace_api
@@ -24,6 +25,13 @@ api_v1 = [
     path("task-groups", trace_api.TaskGroupListView.as_view(), name="api-task-groups"),
     path(
         "task-groups/<str:group_id>", trace_api.TaskGroupDetailView.as_view(), name="api-task-group"
+    ),
+    path("billing", billing_api.BillingView.as_view(), name="api-billing"),
+    path("billing/ledger", billing_api.LedgerView.as_view(), name="api-billing-ledger"),
+    path(
+        "billing/coupons/redeem",
+        billing_api.CouponRedeemView.as_view(),
+        name="api-billing-coupon-redeem",
     ),
     path("runs", run_api.RunListView.as_view(), name="api-runs"),
     path("runs/<str:run_id>", run_api.RunDetailView.as_view(), name="api-run"),
@@ -79,6 +87,7 @@ urlpatterns = [
     path(
         "invitations/<str:token>/signup/", member_views.invitation_signup, name="invitation-signup"
     ),
+    path("settings/organization/billing/", include("billing.urls")),
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
     path("runs/", include("runs.urls")),

@@ -1,9 +1,11 @@
 from django.contrib import admin
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 
 from belvedir.errors import DomainError
 from belvedir.text import counted, score_text
 from runs import services
-from runs.models import Run, Status
+from runs.models import OrganizationSpend, Run, Status
 
 
 @admin.action(description="Cancel selected runs")
@@ -92,3 +94,41 @@ class RunAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request, queryset):
         services.runs_delete(runs=queryset)
+
+
+@admin.register(OrganizationSpend)
+class OrganizationSpendAdmin(admin.ModelAdmin):
+    """Platform spend on covered models, summed per organization (not billed to them)."""
+
+    list_display = ["name", "id", "covered_runs", "shown_spend"]
+    search_fields = ["name", "id"]
+    fields = ["name", "id", "covered_runs", "shown_spend"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        covered = Q(projects__runs__covered=True)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                covered_spend=Coalesce(Sum("projects__runs__covered_spent_micros"), 0),
+                covered_run_count=Count("projects__runs", filter=covered),
+            )
+        )
+
+    @admin.display(description="covered runs", ordering="covered_run_count")
+    def covered_runs(self, org) -> int:
+        return org.covered_run_count
+
+    @admin.display(description="covered model spend (USD)", ordering="covered_spend")
+    def shown_spend(self, org) -> str:
+        return f"${org.covered_spend / 1_000_000:,.2f}"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

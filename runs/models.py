@@ -3,6 +3,7 @@ from django.db import models
 from django.utils import timezone
 
 from belvedir import ids
+from belvedir.models import Organization
 
 
 class Status(models.TextChoices):
@@ -132,3 +133,14 @@ class Run(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class OrganizationSpend(Organization):
+    """An organization seen from its runs: what the platform paid for the model usage it
+    covered (the router's metered spend), which is never charged to the organization.
+    Only the admin uses it."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "covered model spend"
+        verbose_name_plural = "covered model spend by organization"

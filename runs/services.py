@@ -14,6 +14,7 @@ from belvedir.errors import Invalid, LimitReached, Unavailable
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
+from billing import services as billing
 from harnesses import env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
@@ -172,6 +173,13 @@ def run_launch(
             grading=grading,
             created_by=created_by,
         )
+        # Under the organization's lock: concurrent launches see each other's charges.
+        billing.run_charge(
+            organization=org,
+            reference=run.pk,
+            gpu=harness.compute == Compute.GPU,
+            created_by=created_by,
+        )
         run.ingest_key, run_key = api_key_create(
             project=project,
             name=f"run {run.pk}",
@@ -319,7 +327,17 @@ def run_finish(
         done = runs.update(**fields)
         if done or heartbeat_before is None:
             run_keys_revoke(run_id=run_id)
+        if done:
+            _refund_if_never_launched(run_id=run_id)
     return done == 1
+
+
+def _refund_if_never_launched(*, run_id: str) -> None:
+    """Give back the run's price when its sandbox never launched (a clone failure, an image
+    or engine error, cancelled before it started): it has no container."""
+    run = Run.objects.filter(pk=run_id).values("container_id", "project__organization_id").first()
+    if run is not None and not run["container_id"]:
+        billing.run_refund(organization_id=run["project__organization_id"], reference=run_id)
 
 
 def run_keys_revoke(*, run_id: str) -> None:
@@ -351,6 +369,7 @@ def run_cancel(*, run: Run) -> Run:
             locked.notes = [*locked.notes, note]
             locked.save(update_fields=["notes"])
             run_keys_revoke(run_id=run.pk)
+            _refund_if_never_launched(run_id=run.pk)
             audit.audit_record(
                 action=audit.RUN_CANCEL,
                 organization=run.project.organization,

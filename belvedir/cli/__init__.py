@@ -9,10 +9,10 @@ import argparse
 import os
 import sys
 
-from belvedir.cli import benchmarks, catalog, runs
+from belvedir.cli import benchmarks, billing, catalog, runs
 from belvedir.cli.client import DEFAULT_URL, Client, CliError
 
-COMMAND_GROUPS = (catalog, benchmarks, runs)
+COMMAND_GROUPS = (catalog, benchmarks, runs, billing)
 
 
 def _json_flag_on_every_command(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

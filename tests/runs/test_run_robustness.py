@@ -131,3 +131,39 @@ def test_a_launch_while_the_docker_engine_is_down_is_refused_and_not_counted(
     assert launched.status_code == 201, "the refused launches used up the day's one run"
     capped = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
     assert capped.status_code == 429 and capped.json()["code"] == "cap_daily"
+
+
+def test_a_run_survives_losing_its_database_connection_just_before_the_finish_write(
+    sandbox_settings, launch, monkeypatch, caplog
+):
+    from django.db import connections
+
+    from runs import executor
+
+    real_finish = executor.run_finish
+    killed: list[int] = []
+
+    def finish_after_a_blip(**fields):
+        if not killed:  # once: the worker's own connection dies right before its finish write
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                (pid,) = cursor.fetchone()
+            other = connections.create_connection("default")
+            try:
+                with other.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+                    assert cursor.fetchone() == (True,)
+            finally:
+                other.close()
+            killed.append(pid)
+        return real_finish(**fields)
+
+    monkeypatch.setattr(executor, "run_finish", finish_after_a_blip)
+    run = launch()
+
+    assert Background(run.pk).join(timeout=90) == "succeeded"
+    run.refresh_from_db()
+    assert killed, "the finish write never ran"
+    assert run.status == "succeeded" and run.score == pytest.approx(0.85), run.notes
+    assert run.notes == [] and run.finished_at is not None
+    assert any("reconnecting" in r.getMessage() for r in caplog.records), "no call hit the blip"

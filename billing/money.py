@@ -1,0 +1,27 @@
+"""Dollars as integer micro-dollars and back: money is never a float in the ledger."""
+
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from belvedir.errors import Invalid
+from billing.models import MICROS_PER_USD
+
+
+def usd_to_micros(value, *, field: str = "amount") -> int:
+    """`12.5`, `"12.50"` or `Decimal("12.5")` as micro-dollars; Invalid naming `field` if not a number."""
+    try:
+        amount = Decimal(str(value).strip().lstrip("$"))
+    except (InvalidOperation, ValueError):
+        raise Invalid(
+            f"{field} must be an amount in US dollars, like 12.50.", field=field
+        ) from None
+    if not amount.is_finite():
+        raise Invalid(f"{field} must be an amount in US dollars, like 12.50.", field=field)
+    return int((amount * MICROS_PER_USD).to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def usd(micros: int) -> str:
+    """`$12.50`, `-$0.50`; cents unless the amount has finer parts."""
+    sign = "-" if micros < 0 else ""
+    amount = Decimal(abs(micros)) / MICROS_PER_USD
+    text = f"{amount:,.2f}" if amount == amount.quantize(Decimal("0.01")) else f"{amount:,.6f}"
+    return f"{sign}${text}"

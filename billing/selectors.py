@@ -1,0 +1,51 @@
+"""Billing reads: the balance is the sum of the ledger, computed, never stored."""
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
+
+from belvedir.models import Organization
+from billing.models import BillingAccount, Kind, LedgerEntry
+from billing.money import usd_to_micros
+
+
+def balance(*, organization: Organization) -> int:
+    """The organization's balance in micro-dollars: the sum of its ledger entries."""
+    total = LedgerEntry.objects.filter(organization=organization).aggregate(
+        total=Sum("amount_micros")
+    )["total"]
+    return int(total or 0)
+
+
+def ledger_for(*, organization: Organization) -> QuerySet[LedgerEntry]:
+    """The organization's entries, newest first."""
+    return LedgerEntry.objects.filter(organization=organization).select_related("created_by")
+
+
+def account_for(*, organization: Organization) -> BillingAccount:
+    """The organization's billing settings (the defaults, unsaved, when it never changed them)."""
+    account = BillingAccount.objects.filter(organization=organization).first()
+    return account or BillingAccount(organization=organization)
+
+
+def month_start(now: datetime | None = None) -> datetime:
+    now = timezone.localtime(now or timezone.now())
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_run_spend(*, organization: Organization) -> int:
+    """Run charges net of their refunds since the start of this calendar month (positive)."""
+    total = LedgerEntry.objects.filter(
+        organization=organization,
+        kind__in=[Kind.CHARGE, Kind.REFUND],
+        created_at__gte=month_start(),
+    ).aggregate(total=Sum("amount_micros"))["total"]
+    return max(0, -int(total or 0))
+
+
+def run_price(*, gpu: bool) -> int:
+    """What launching a run costs, in micro-dollars (0: runs are not billed)."""
+    usd = settings.BELVEDIR_RUN_PRICE_GPU_USD if gpu else settings.BELVEDIR_RUN_PRICE_CPU_USD
+    return usd_to_micros(usd)

@@ -1,0 +1,61 @@
+"""Operators' billing in the admin: credits and debits through the service, the ledger read-only,
+coupons in dollars."""
+
+import pytest
+
+from belvedir.models import AuditEvent
+from billing import selectors
+from billing.models import Coupon, LedgerEntry
+
+pytestmark = pytest.mark.django_db
+ADD = "/admin/billing/ledgerentry/add/"
+
+
+def test_an_operator_credits_and_debits_an_organization_through_the_admin(superuser, owner):
+    for kind, amount, note in [("credit", "20", "pilot"), ("adjustment", "-2.5", "refund fix")]:
+        response = superuser.post(
+            ADD,
+            {"organization": owner.org.pk, "kind": kind, "amount_usd": amount, "note": note},
+        )
+        assert response.status_code == 302, response.content.decode()[:2000]
+    assert selectors.balance(organization=owner.org) == 17_500_000
+    entry = LedgerEntry.objects.get(kind="credit")
+    assert (entry.reference, entry.created_by) == ("pilot", superuser.user)
+    assert AuditEvent.objects.filter(action="billing.change", organization=owner.org).count() == 2
+
+
+def test_a_negative_credit_is_refused_on_the_admin_form(superuser, owner):
+    response = superuser.post(
+        ADD, {"organization": owner.org.pk, "kind": "credit", "amount_usd": "-5", "note": "x"}
+    )
+    assert response.status_code == 200
+    assert "use an adjustment" in response.content.decode()
+    assert LedgerEntry.objects.count() == 0
+
+
+def test_ledger_entries_cannot_be_changed_or_deleted_in_the_admin(superuser, funded):
+    entry = LedgerEntry.objects.get()
+    page = superuser.get(f"/admin/billing/ledgerentry/{entry.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    assert superuser.get(f"/admin/billing/ledgerentry/{entry.pk}/delete/").status_code == 403
+    superuser.post(f"/admin/billing/ledgerentry/{entry.pk}/change/", {"amount_micros": 1})
+    entry.refresh_from_db()
+    assert entry.amount_micros == 10_000_000
+
+
+def test_an_operator_makes_a_coupon_in_dollars(superuser, owner):
+    response = superuser.post(
+        "/admin/billing/coupon/add/",
+        {
+            "code": "LAUNCH10",
+            "amount_usd": "10.00",
+            "redemption_limit": "50",
+            "redemptions-TOTAL_FORMS": "0",
+            "redemptions-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    coupon = Coupon.objects.get(code="LAUNCH10")
+    assert (coupon.amount_micros, coupon.redemption_limit) == (10_000_000, 50)
+    assert superuser.get("/admin/billing/coupon/").status_code == 200
