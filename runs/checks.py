@@ -2,7 +2,7 @@
 
 from django.core import checks
 
-from runs.sandbox.isolation import isolation_status
+from runs.isolation import isolation_status
 
 
 @checks.register("sandbox")

@@ -31,6 +31,7 @@ from belvedir.errors import Invalid
 from harnesses import policy
 from runs import contract, git
 from runs.db import reconnecting
+from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
 from runs.model_access import router_base
 from runs.models import Run, Stage, Status
@@ -44,7 +45,6 @@ from runs.sandbox.base import (
     SandboxSpec,
     tar_directory,
 )
-from runs.sandbox.isolation import isolation_status
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,

@@ -15,12 +15,16 @@ from collections.abc import Iterable
 from django.conf import settings
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
-from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 TASK_FUNC = "runs.tasks.execute_run"
+
+
+def _is_redis(broker: object) -> bool:
+    # Not isinstance: importing the Redis broker imports redis, which only Redis setups need.
+    return type(broker).__module__ == "django_q.brokers.redis_broker"
 
 
 def _marker(run_id: str) -> str:
@@ -32,7 +36,7 @@ def run_task_enqueue(*, run_id: str) -> None:
     from django_q.tasks import async_task
 
     broker = get_broker(settings.Q_RUNS_CLUSTER)
-    if isinstance(broker, Redis):
+    if _is_redis(broker):
         broker.connection.set(_marker(run_id), "1", ex=Conf.RETRY)
     async_task(
         TASK_FUNC,
@@ -58,7 +62,7 @@ def runs_with_queued_tasks(run_ids: Iterable[str]) -> set[str]:
     broker = get_broker(settings.Q_RUNS_CLUSTER)
     if isinstance(broker, ORM):
         tasks = (row.task for row in OrmQ.objects.filter(key=broker.list_key))
-    elif isinstance(broker, Redis):
+    elif _is_redis(broker):
         marked = broker.connection.mget([_marker(run_id) for run_id in sorted(wanted)])
         found = {run_id for run_id, mark in zip(sorted(wanted), marked, strict=True) if mark}
         listed = broker.connection.lrange(broker.list_key, 0, -1)

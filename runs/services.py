@@ -20,11 +20,11 @@ from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
 from runs.db import reconnecting
+from runs.isolation import isolation_require
 from runs.model_access import model_access_check
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
-from runs.sandbox.isolation import isolation_require
 from runs.sandbox_config import get_backend
 
 

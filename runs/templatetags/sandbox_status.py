@@ -2,7 +2,7 @@
 
 from django import template
 
-from runs.sandbox.isolation import isolation_status
+from runs.isolation import isolation_status
 
 register = template.Library()
 

@@ -153,3 +153,22 @@ def test_a_launch_whose_sandbox_image_is_missing_is_refunded(owner, make_harness
     assert run.status == "failed"
     assert any("sandbox" in note for note in run.notes), run.notes
     assert balance(owner.org) == DOLLAR
+
+
+def test_the_launch_page_shows_the_refusal_with_the_balance_and_402(owner, make_harness, priced):
+    harness = make_harness(name="priced")
+    response = owner.web.post(
+        f"/runs/launch/{harness.pk}/", {"attempts": 1, "grading": "pass@1"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 402
+    page = response.content.decode()
+    assert "costs $0.50" in page and "balance is $0.00" in page
+    assert Run.objects.count() == 0
+
+
+def test_a_gpu_run_is_charged_the_gpu_price(owner, launch, priced):
+    priced.BELVEDIR_GPU_WORKERS = True
+    give(owner.org, 6)
+    run = launch(harness={"compute": "gpu"})
+    assert LedgerEntry.objects.get(kind=Kind.CHARGE, reference=run.pk).amount_micros == -5 * DOLLAR
+    assert balance(owner.org) == DOLLAR

@@ -15,15 +15,31 @@ from runs.sandbox_config import get_backend, spec_from_settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_interface_and_the_docker_backend_import_without_django():
+def test_every_sandbox_module_imports_without_django_or_the_platform():
+    modules = sorted(
+        f"runs.sandbox.{path.stem}"
+        for path in (ROOT / "runs" / "sandbox").glob("*.py")
+        if path.stem != "__init__"
+    )
+    assert "runs.sandbox.network" in modules and "runs.sandbox.docker" in modules
     code = (
-        "import sys, runs.sandbox.base, runs.sandbox.docker, runs.sandbox.entrypoint, runs.git; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+        f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
+        "import runs.git; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'belvedir')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_import_contract_forbids_django_and_the_platform_in_runs_sandbox():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (pure,) = [c for c in contracts["contracts"] if c["id"] == "sandbox-pure"]
+    assert pure["type"] == "forbidden" and pure["source_modules"] == ["runs.sandbox"]
+    assert {"django", "belvedir", "runs.isolation"} <= set(pure["forbidden_modules"])
 
 
 def test_a_spec_takes_its_limits_image_and_runtime_from_settings(settings):

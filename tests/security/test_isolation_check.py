@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.core import checks
 
+from runs import isolation
 from runs.models import Run
-from runs.sandbox import isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,7 +153,7 @@ def _status_as_nobody(data_dir: Path) -> dict:
     """isolation_status() in a process of uid 65534, which cannot read the firewall."""
     program = (
         "import django, json; django.setup();"
-        "from runs.sandbox.isolation import isolation_status;"
+        "from runs.isolation import isolation_status;"
         "s = isolation_status(); print(json.dumps({'problems': s.problems}))"
     )
     env = {
