@@ -40,6 +40,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/run_overhead.py
 	$(PY) bench/ingest.py
 	$(PY) bench/qcluster_stop.py
+	$(PY) bench/install_step.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles
