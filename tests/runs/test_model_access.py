@@ -259,3 +259,22 @@ def test_the_run_page_shows_the_resolved_base_and_the_covered_spend(owner, make_
     page = owner.web.get(f"/runs/{inferred.pk}/").content.decode()
     assert "https://api.openai.com/v1" in page and "inferred from the model id" in page
     assert "Covered spend" not in page
+
+
+def test_the_launch_dialog_shows_the_refusal_on_the_key_field(owner, upstream, make_harness):
+    harness = make_harness(name="dialog")
+    response = owner.web.post(
+        f"/runs/launch/{harness.pk}/",
+        {"attempts": 1, "grading": "pass@1", "model": "qwen/qwen3-32b"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Qwen" in page and "Chinese models" in page
+    response = owner.web.post(
+        f"/runs/launch/{harness.pk}/",
+        {"attempts": 1, "grading": "pass@1", "model": "openai/gpt-4.1-mini"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 400 and "set MODEL_API_KEY" in response.content.decode()
+    assert not Run.objects.exists()
