@@ -25,9 +25,18 @@ class OrganizationAdmin(admin.ModelAdmin):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "organization", "id", "created_at"]
-    list_filter = ["organization"]
+    list_display = ["name", "organization", "id", "chinese_models_allowed", "created_at"]
+    list_filter = ["chinese_models_allowed", "organization"]
     search_fields = ["name", "id", "organization__name"]
+
+    def save_model(self, request, obj, form, change):
+        if change and "chinese_models_allowed" in form.changed_data:
+            services.project_settings_update(
+                project=obj,
+                chinese_models_allowed=form.cleaned_data["chinese_models_allowed"],
+                actor=request.user,
+            )
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(Membership)

@@ -15,7 +15,7 @@ from belvedir import services
 from belvedir.access import Access, access_for_request
 from belvedir.error_responses import body_of, headers_of, status_of
 from belvedir.errors import DomainError, Forbidden, NotFound
-from belvedir.models import ApiKey
+from belvedir.models import ApiKey, Project
 from belvedir.pagination import ListAPIView, Pagination, get_paginated_response
 from belvedir.schema import errors
 
@@ -125,3 +125,50 @@ class ApiKeyDetailView(AccessMixin, APIView):
         )
         services.api_key_revoke(key=key)
         return Response(ApiKeySerializer(key).data)
+
+
+# --- the project ------------------------------------------------------------
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    organization = serializers.CharField(source="organization_id", read_only=True)
+
+    class Meta:
+        model = Project
+        fields = ["id", "name", "organization", "chinese_models_allowed", "created_at"]
+        read_only_fields = ["id", "name", "created_at"]
+
+
+class ProjectUpdateSerializer(serializers.Serializer):
+    chinese_models_allowed = serializers.BooleanField(
+        help_text="Covered runs (model key left blank) may use models of Chinese labs."
+    )
+
+
+class ProjectView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="project_read",
+        summary="Read the current project (the key's project) and its settings.",
+        responses={200: ProjectSerializer, **errors(401, 404)},
+    )
+    def get(self, request):
+        return Response(ProjectSerializer(self.access.project).data)
+
+    @extend_schema(
+        operation_id="project_update",
+        summary="Change the project's settings (owners and admins): Chinese models for covered runs.",
+        request=ProjectUpdateSerializer,
+        responses={200: ProjectSerializer, **errors(400, 401, 403, 404)},
+    )
+    def patch(self, request):
+        access = self.access
+        access.require_manage()
+        data = ProjectUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = request.user if getattr(request.user, "pk", None) else access.api_key
+        project = services.project_settings_update(
+            project=access.project,
+            chinese_models_allowed=data.validated_data["chinese_models_allowed"],
+            actor=user,
+        )
+        return Response(ProjectSerializer(project).data)

@@ -29,6 +29,7 @@ MEMBER_REMOVE = "member.remove"
 RUN_LAUNCH = "run.launch"
 RUN_CANCEL = "run.cancel"
 BILLING_CHANGE = "billing.change"
+PROJECT_CHANGE = "project.change"
 
 
 def request_bind(request):

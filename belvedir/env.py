@@ -55,6 +55,20 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+_DOLLARS = re.compile(r"^\s*\$?(\d+)(?:\.(\d{1,6}))?\s*$")
+
+
+def envmicros(name: str, default: str) -> int:
+    """An amount of US dollars (2.00, 0.5) as integer micro-dollars (2000000)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        raw = default
+    match = _DOLLARS.match(raw)
+    if not match:
+        raise ImproperlyConfigured(f"{name} must be an amount of dollars like 2.00, not {raw!r}")
+    return int(match.group(1)) * 1_000_000 + int((match.group(2) or "").ljust(6, "0"))
+
+
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
 

@@ -23,6 +23,11 @@ class Project(models.Model):
         Organization, on_delete=models.CASCADE, related_name="projects"
     )
     name = models.CharField(max_length=120)
+    # Runs whose model usage the platform covers may name a Chinese lab's model only when on.
+    chinese_models_allowed = models.BooleanField(
+        default=False,
+        help_text="Covered runs (model key left blank) may use models of Chinese labs.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

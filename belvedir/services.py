@@ -78,6 +78,34 @@ def project_create(*, organization: Organization, name: str) -> Project:
     return Project.objects.create(organization=organization, name=name)
 
 
+@transaction.atomic
+def project_settings_update(
+    *, project: Project, chinese_models_allowed: bool, actor=None
+) -> Project:
+    """Change the project's settings (who may is the caller's check); audit-recorded."""
+    if not isinstance(chinese_models_allowed, bool):
+        raise Invalid(
+            "chinese_models_allowed must be true or false.", field="chinese_models_allowed"
+        )
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    before = locked.chinese_models_allowed
+    if before != chinese_models_allowed:
+        locked.chinese_models_allowed = chinese_models_allowed
+        locked.save(update_fields=["chinese_models_allowed"])
+        audit.audit_record(
+            action=audit.PROJECT_CHANGE,
+            organization=locked.organization,
+            target=locked.pk,
+            metadata={
+                "project": locked.name,
+                "chinese_models_allowed": {"before": before, "after": chinese_models_allowed},
+            },
+            actor=actor,
+        )
+    project.chinese_models_allowed = chinese_models_allowed
+    return project
+
+
 def api_key_create(
     *, project: Project, name: str, created_by=None, kind: str = ApiKey.Kind.PROJECT
 ) -> tuple[ApiKey, str]:

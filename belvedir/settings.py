@@ -8,7 +8,16 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envint, envlist, envrate, envsize, envstr
+from belvedir.env import (
+    envbool,
+    envfloat,
+    envint,
+    envlist,
+    envmicros,
+    envrate,
+    envsize,
+    envstr,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -343,6 +352,10 @@ BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
 BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
+# Covered model usage: a run that leaves its model key blank and names a covered model calls
+# the router, which pays the operator's upstream with this key, up to the cap per run.
+BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
+BELVEDIR_COVERED_SPEND_CAP_MICROS = envmicros("BELVEDIR_COVERED_SPEND_CAP_USD", "2.00")
 # Run pricing: benchmark runs are free unless an operator sets a price (the earlier docs'
 # $0.50 a CPU run, $5.00 a GPU run), charged at launch, refunded if the sandbox never launched.
 BELVEDIR_RUN_PRICE_CPU_USD = envfloat("BELVEDIR_RUN_PRICE_CPU_USD", 0.0)

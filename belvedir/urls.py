@@ -12,6 +12,7 @@ from traces import api as trace_api
 from traces import ingest
 
 api_v1 = [
+    path("project", api.ProjectView.as_view(), name="api-project"),
     path("keys", api.ApiKeyListView.as_view(), name="api-keys"),
     path("keys/<str:key_id>", api.ApiKeyDetailView.as_view(), name="api-key"),
     path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
@@ -54,6 +55,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch/", views.switch, name="switch"),
     path("settings/project/", views.project_settings, name="project-settings"),
+    path(
+        "settings/project/chinese-models/",
+        views.project_chinese_models,
+        name="project-chinese-models",
+    ),
     path("settings/project/keys/new/", views.api_key_create, name="api-key-create"),
     path("settings/project/keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
     path(

@@ -130,6 +130,23 @@ def api_key_revoke(request, key_id: str):
 
 
 @login_required
+@require_POST
+def project_chinese_models(request):
+    """Owners and admins allow or forbid Chinese-lab models for the project's covered runs."""
+    access = access_for_request(request)
+    access.require_manage()
+    allowed = request.POST.get("chinese_models_allowed", "") in {"1", "on", "true"}
+    services.project_settings_update(
+        project=access.project, chinese_models_allowed=allowed, actor=request.user
+    )
+    if request.htmx:
+        return render(request, "belvedir/project_settings.html#chinese-models")
+    state = "may" if allowed else "may no longer"
+    messages.info(request, f"Covered runs of {access.project.name} {state} use Chinese-lab models.")
+    return see_other("project-settings")
+
+
+@login_required
 def organization_audit(request):
     """The organization's audit log, newest first: owners only."""
     access = access_for_request(request)

@@ -41,6 +41,11 @@ class RunSerializer(serializers.ModelSerializer):
             "has_model_api_key",
             "judge_model",
             "judge_api_base",
+            "model_api_base_resolved",
+            "judge_api_base_resolved",
+            "covered",
+            "covered_cap_micros",
+            "covered_spent_micros",
             "attempts",
             "grading",
             "exit_code",
@@ -50,6 +55,23 @@ class RunSerializer(serializers.ModelSerializer):
             "stage",
             "stage_started_at",
         ]
+
+        extra_kwargs = {
+            "model_api_base_resolved": {
+                "help_text": "The base the sandbox got as MODEL_API_BASE: the one given, inferred "
+                "from the model id when blank, or the router for covered usage."
+            },
+            "judge_api_base_resolved": {"help_text": "The same for JUDGE_API_BASE."},
+            "covered": {
+                "help_text": "Belvedir covers this run's model usage (its key was left blank)."
+            },
+            "covered_cap_micros": {
+                "help_text": "The covered spend cap of the run, in micro-dollars."
+            },
+            "covered_spent_micros": {
+                "help_text": "Covered model spend settled so far, in micro-dollars."
+            },
+        }
 
     def get_has_model_api_key(self, run: Run) -> bool:
         return bool(run.model_api_key_encrypted)

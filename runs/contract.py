@@ -75,6 +75,31 @@ def tasks_filename(tasks: str) -> str:
     return "tasks.json"
 
 
+def model_settings(
+    *,
+    model: str,
+    model_api_base: str,
+    model_api_key: str,
+    model_covered: bool,
+    judge_model: str,
+    judge_api_base: str,
+    judge_api_key: str,
+    judge_covered: bool,
+    run_key: str,
+    router_base: str,
+) -> dict[str, str]:
+    """MODEL_* and JUDGE_* as the sandbox gets them: covered usage goes to the router with the
+    run's own key; otherwise the (resolved) base and the key given at launch."""
+    return {
+        "MODEL": model,
+        "MODEL_API_BASE": router_base if model_covered else model_api_base,
+        "MODEL_API_KEY": run_key if model_covered else model_api_key,
+        "JUDGE_MODEL": judge_model,
+        "JUDGE_API_BASE": router_base if judge_covered else judge_api_base,
+        "JUDGE_API_KEY": run_key if judge_covered else judge_api_key,
+    }
+
+
 def sandbox_env(
     *,
     harness_env: dict,

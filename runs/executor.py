@@ -33,6 +33,7 @@ from runs import contract, git
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
+from runs.model_access import router_base
 from runs.models import Run, Stage, Status
 from runs.sandbox import entrypoint
 from runs.sandbox.base import (
@@ -214,14 +215,18 @@ class Execution:
             tasks=snap.get("tasks") or "",
             attempts=run.attempts,
             grading=run.grading,
-            model_settings={
-                "MODEL": run.model,
-                "MODEL_API_BASE": run.model_api_base,
-                "MODEL_API_KEY": self.secrets["model_api_key"],
-                "JUDGE_MODEL": run.judge_model,
-                "JUDGE_API_BASE": run.judge_api_base,
-                "JUDGE_API_KEY": self.secrets["judge_api_key"],
-            },
+            model_settings=contract.model_settings(
+                model=run.model,
+                model_api_base=run.model_api_base_resolved or run.model_api_base,
+                model_api_key=self.secrets["model_api_key"],
+                model_covered=run.model_covered,
+                judge_model=run.judge_model,
+                judge_api_base=run.judge_api_base_resolved or run.judge_api_base,
+                judge_api_key=self.secrets["judge_api_key"],
+                judge_covered=run.judge_covered,
+                run_key=self.secrets["run_key"],
+                router_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL),
+            ),
         )
         return spec_from_settings(
             run_id=run.pk,

@@ -96,6 +96,12 @@ class Run(models.Model):
     covered_cap_micros = models.BigIntegerField(default=0)
     covered_reserved_micros = models.BigIntegerField(default=0)
     covered_spent_micros = models.BigIntegerField(default=0)
+    # What the launch decided (runs.model_access): the bases the sandbox gets (a blank base
+    # resolved from the model id; the router for covered usage), and which usage is covered.
+    model_api_base_resolved = models.CharField(max_length=500, blank=True)
+    judge_api_base_resolved = models.CharField(max_length=500, blank=True)
+    model_covered = models.BooleanField(default=False)
+    judge_covered = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

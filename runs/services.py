@@ -21,6 +21,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
 from runs.db import reconnecting
 from runs.isolation import isolation_require
+from runs.model_access import model_access_check
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
 from runs.sandbox.base import SandboxError, kill_run_sandboxes
@@ -111,6 +112,17 @@ def run_launch(
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
+    access = model_access_check(
+        project=project,
+        gpu=harness.compute == Compute.GPU,
+        harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
+        model=model,
+        model_api_base=model_api_base,
+        model_api_key=model_api_key,
+        judge_model=judge_model,
+        judge_api_base=judge_api_base,
+        judge_api_key=judge_api_key,
+    )
     sandbox_check()
     isolation_require()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
@@ -151,6 +163,12 @@ def run_launch(
             judge_model=judge_model.strip(),
             judge_api_base=judge_api_base.strip(),
             judge_api_key_encrypted=crypto.encrypt(judge_api_key.strip()),
+            model_api_base_resolved=access.model.api_base,
+            judge_api_base_resolved=access.judge.api_base,
+            model_covered=access.model.covered,
+            judge_covered=access.judge.covered,
+            covered=access.covered,
+            covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if access.covered else 0,
             attempts=attempts,
             grading=grading,
             created_by=created_by,

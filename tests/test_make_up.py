@@ -70,7 +70,9 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
         (harness,) = api.get(f"{base}/api/v1/harnesses", timeout=10).json()["results"]
         assert harness["name"] == "Demo contract harness"
         launched = api.post(
-            f"{base}/api/v1/runs", json={"harness": harness["id"], "model": "demo"}, timeout=30
+            f"{base}/api/v1/runs",
+            json={"harness": harness["id"], "model": "demo", "model_api_key": "sk-demo"},
+            timeout=30,
         )
         assert launched.status_code == 201, launched.text
         run_id = launched.json()["id"]

@@ -23,6 +23,17 @@ def score(value) -> str:
 
 
 @register.filter
+def usd_micros(value) -> str:
+    """Integer micro-dollars as dollars: 2000000 → "$2.00", 12345 → "$0.0123"."""
+    try:
+        micros = int(value or 0)
+    except (TypeError, ValueError):
+        return ""
+    dollars = micros / 1_000_000
+    return f"${dollars:,.2f}" if dollars >= 1 or micros == 0 else f"${dollars:.4f}"
+
+
+@register.filter
 def counted(value, noun: str) -> str:
     """A count with its noun: `3|counted:"task"` → "3 tasks", "1 task";
     an irregular plural after a comma: `n|counted:"entry,entries"`."""

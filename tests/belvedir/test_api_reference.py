@@ -162,7 +162,9 @@ CLIENT_SCRIPT = textwrap.dedent(
         ),
     )
     launched = runs_launch.sync(
-        client=client, body=RunLaunchRequest(harness=harness.id, model="openai/gpt-4.1-mini")
+        client=client, body=RunLaunchRequest(
+            harness=harness.id, model="openai/gpt-4.1-mini", model_api_key="sk-own-key"
+        )
     )
     read = runs_read.sync(client=client, run_id=launched.id)
     listed = runs_list.sync(client=client, harness=harness.id)

@@ -125,7 +125,7 @@ def planted_home(tmp_path, monkeypatch):
     )
     (home / ".git-credentials").write_text("https://bob:s3cret@example.com\n")
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'credential.helper'='!touch {marker}'")
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'credential.helper'='!touch {marker}; true'")
     monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
     return {"home": home, "marker": marker}
 

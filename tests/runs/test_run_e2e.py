@@ -227,13 +227,19 @@ def test_everything_else_in_results_json_is_stored_verbatim(sandbox_settings, la
         "tasks": [{"id": "t1", "passed": True, "cost": 0.0012, "tags": []}, {"id": "t2"}],
         "summary": {"text": "naïve ✓ ünïcode", "nothing": None, "big": 12345678901234},
     }
-    run = run_it(launch(env={"RESULTS_RAW": json.dumps(written)}, model="acme/model-1"))
+    run = run_it(
+        launch(
+            env={"RESULTS_RAW": json.dumps(written)}, model="acme/model-1", model_api_key="sk-e2e"
+        )
+    )
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert run.results == {**written, "model": "acme/model-1"}
 
 
 def test_a_model_reported_by_the_harness_is_kept_aside_with_a_note(sandbox_settings, launch):
-    run = run_it(launch(env={"REPORT_MODEL": "other/model"}, model="acme/model-1"))
+    run = run_it(
+        launch(env={"REPORT_MODEL": "other/model"}, model="acme/model-1", model_api_key="sk-e2e")
+    )
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert run.results["model"] == "acme/model-1"
     assert run.results["model_reported"] == "other/model"
@@ -243,7 +249,9 @@ def test_a_model_reported_by_the_harness_is_kept_aside_with_a_note(sandbox_setti
 
 
 def test_a_model_reported_that_matches_the_launch_needs_no_note(sandbox_settings, launch):
-    run = run_it(launch(env={"REPORT_MODEL": "acme/model-1"}, model="acme/model-1"))
+    run = run_it(
+        launch(env={"REPORT_MODEL": "acme/model-1"}, model="acme/model-1", model_api_key="sk-e2e")
+    )
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert run.results["model"] == "acme/model-1"
     assert "model_reported" not in run.results and run.notes == []

@@ -26,6 +26,7 @@ def test_secret_harness_env_is_redacted_from_log_results_notes_api_and_pages(
             "run_command": 'echo "token=$SERVICE_TOKEN"; echo "pw=$DB_PASSWORD" >&2; python3 run.py'
         },
         model="acme/model-1",
+        model_api_key="sk-model-key-e2e",
     )
     assert services.run_harness_env(run)["SERVICE_TOKEN"] == TOKEN
     execute_run(run.pk)

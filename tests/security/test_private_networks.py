@@ -7,16 +7,14 @@ resolver is the only traffic leaving the host, the one every container makes).
 """
 
 import random
-import socket
 import subprocess
-import time
 import uuid
 
 import docker
 import pytest
-from django.conf import settings as django_settings
 
 from runs.sandbox import network
+from tests.security.containers import listening_address, start_sandbox_like
 
 pytestmark = pytest.mark.docker
 
@@ -38,17 +36,7 @@ def drop_counter(cidr: str) -> int:
 
 def in_sandbox(client: docker.DockerClient, command: list[str]) -> tuple[int, str]:
     """Run `command` in a sandbox-like container on the sandbox network; (exit code, output)."""
-    container = client.containers.run(
-        django_settings.BELVEDIR_SANDBOX_IMAGE,
-        command,
-        detach=True,
-        name=f"belvedir-test-prober-{uuid.uuid4().hex[:8]}",
-        network=django_settings.BELVEDIR_SANDBOX_NETWORK,
-        runtime=django_settings.BELVEDIR_SANDBOX_RUNTIME,
-        user="1000:1000",
-        cap_drop=["ALL"],
-        labels={"belvedir.test": "prober"},
-    )
+    container = start_sandbox_like(client, command, role="prober")
     try:
         code = container.wait(timeout=60)["StatusCode"]
         return code, container.logs().decode(errors="replace")
@@ -58,7 +46,7 @@ def in_sandbox(client: docker.DockerClient, command: list[str]) -> tuple[int, st
 
 @pytest.fixture
 def private_decoy():
-    """(address, port) of an HTTP listener in a container on a 10.x Docker network."""
+    """(client, address) of an HTTP listener in a container on a 10.x Docker network."""
     client = docker.from_env()
     tag = uuid.uuid4().hex[:6]
     subnet = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
@@ -71,27 +59,14 @@ def private_decoy():
     )
     container = None
     try:
-        container = client.containers.run(
-            django_settings.BELVEDIR_SANDBOX_IMAGE,
+        container = start_sandbox_like(
+            client,
             ["python3", "-m", "http.server", "8080"],
-            detach=True,
-            name=f"belvedir-test-private-{tag}",
+            role="private-decoy",
             network=decoy_net.name,
-            user="1000:1000",
-            labels={"belvedir.test": "private-decoy"},
         )
-        container.reload()
-        address = container.attrs["NetworkSettings"]["Networks"][decoy_net.name]["IPAddress"]
-        deadline = time.monotonic() + 30
-        while True:  # from the host it answers: it really listens
-            try:
-                socket.create_connection((address, 8080), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the decoy never listened: {container.logs()!r}")
-                time.sleep(0.2)
-        yield client, address
+        # From the host it answers: it really listens.
+        yield client, listening_address(container, decoy_net.name, 8080)
     finally:
         if container is not None:
             container.remove(force=True)

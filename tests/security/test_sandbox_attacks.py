@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from runs.executor import execute_run
 from runs.models import Run
 from runs.sandbox import diskquota
 from tests.runs.helpers import containers_of, git_repo_of
+from tests.security.containers import listening_address, start_sandbox_like
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -98,32 +98,10 @@ def decoys():
 def other_sandbox():
     """Another tenant's sandbox on the sandbox network, serving HTTP on port 8080."""
     client = docker.from_env()
-    container = client.containers.run(
-        django_settings.BELVEDIR_SANDBOX_IMAGE,
-        ["python3", "-m", "http.server", "8080"],
-        detach=True,
-        name=f"belvedir-test-victim-{uuid.uuid4().hex[:8]}",
-        network=django_settings.BELVEDIR_SANDBOX_NETWORK,
-        runtime=django_settings.BELVEDIR_SANDBOX_RUNTIME,
-        user="1000:1000",
-        cap_drop=["ALL"],
-        labels={"belvedir.test": "victim"},
-    )
+    container = start_sandbox_like(client, ["python3", "-m", "http.server", "8080"], role="victim")
     try:
-        container.reload()
-        net = container.attrs["NetworkSettings"]["Networks"][
-            django_settings.BELVEDIR_SANDBOX_NETWORK
-        ]
-        address = net["IPAddress"]
-        deadline = time.monotonic() + 30
-        while True:  # from the host it answers: it really listens
-            try:
-                socket.create_connection((address, 8080), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the victim sandbox never listened: {container.logs()!r}")
-                time.sleep(0.2)
+        # From the host it answers: it really listens.
+        address = listening_address(container, django_settings.BELVEDIR_SANDBOX_NETWORK, 8080)
         yield address
     finally:
         container.remove(force=True)

@@ -1,0 +1,118 @@
+"""How a run reaches its model and its judge: the base a blank MODEL_API_BASE stands for, and
+whether the platform covers the usage (a blank key with a covered model: through the router).
+
+Checked at launch, before anything is written; the executor hands the sandbox what was decided.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from belvedir.errors import Invalid
+from belvedir.models import Project
+from models_registry.inference import resolve_api_base
+from models_registry.selectors import covered_model, lab_for_model
+
+ROUTER_PATH = "/api/v1"
+
+
+def router_base(sandbox_base_url: str) -> str:
+    """The router as a sandbox reaches it (the OpenAI client appends /chat/completions)."""
+    return sandbox_base_url.rstrip("/") + ROUTER_PATH
+
+
+@dataclass(frozen=True)
+class Access:
+    """One model's access: the base the sandbox gets, and whether the platform pays."""
+
+    api_base: str
+    covered: bool = False
+
+
+@dataclass(frozen=True)
+class ModelAccess:
+    model: Access
+    judge: Access
+
+    @property
+    def covered(self) -> bool:
+        return self.model.covered or self.judge.covered
+
+
+def _refuse_chinese(*, project: Project, name: str, catalog_lab, field: str) -> None:
+    lab = catalog_lab if catalog_lab.is_chinese else lab_for_model(name)
+    if lab is None or not lab.is_chinese or project.chinese_models_allowed:
+        return
+    raise Invalid(
+        f"{name} is a model of {lab.name}, a Chinese lab, and the project {project.name} does "
+        "not allow Chinese models for covered runs. An owner or admin can turn on "
+        "“Chinese models” in Project settings (chinese_models_allowed), or give the run "
+        "a key of your own.",
+        field=field,
+        code="chinese_models",
+    )
+
+
+def _access(
+    *, project: Project, prefix: str, name: str, api_base: str, api_key: str, gpu: bool
+) -> Access:
+    if not name or api_key or api_base:
+        # No model to reach, a key of the user's own, or an endpoint they named (their own
+        # server may need no key): the platform pays nothing.
+        return Access(
+            api_base=resolve_api_base(model=name, api_base=api_base, gpu=gpu) if name else api_base
+        )
+    if gpu:
+        return Access(api_base="")  # the harness serves the model itself
+    entry = covered_model(name)
+    if entry is None or not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+        why = (
+            "is not one of the models Belvedir covers"
+            if settings.BELVEDIR_ROUTER_UPSTREAM_KEY
+            else "cannot be covered: this platform covers no model usage"
+        )
+        raise Invalid(
+            f"The {prefix.lower()} {name} {why}, so its key cannot be left blank: "
+            f"set {prefix}_API_KEY (and {prefix}_API_BASE for a provider other than OpenRouter).",
+            field=f"{prefix.lower()}_api_key",
+            code="model_not_covered",
+        )
+    field = "model" if prefix == "MODEL" else "judge_model"
+    _refuse_chinese(project=project, name=name, catalog_lab=entry.lab, field=field)
+    return Access(api_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL), covered=True)
+
+
+def model_access_check(
+    *,
+    project: Project,
+    gpu: bool,
+    harness_env: dict[str, str],
+    model: str,
+    model_api_base: str,
+    model_api_key: str,
+    judge_model: str,
+    judge_api_base: str,
+    judge_api_key: str,
+) -> ModelAccess:
+    """Resolve the model's and the judge's access; raise Invalid for a launch that must not run.
+
+    Each value is the one given at launch, else the harness env's (which the sandbox would get).
+    """
+
+    def value(given: str, name: str) -> str:
+        return given.strip() or str(harness_env.get(name) or "").strip()
+
+    accesses = {}
+    for prefix, name, base, key in [
+        ("MODEL", model, model_api_base, model_api_key),
+        ("JUDGE", judge_model, judge_api_base, judge_api_key),
+    ]:
+        accesses[prefix] = _access(
+            project=project,
+            prefix=prefix,
+            name=value(name, "MODEL" if prefix == "MODEL" else "JUDGE_MODEL"),
+            api_base=value(base, f"{prefix}_API_BASE"),
+            api_key=value(key, f"{prefix}_API_KEY"),
+            gpu=gpu,
+        )
+    return ModelAccess(model=accesses["MODEL"], judge=accesses["JUDGE"])
