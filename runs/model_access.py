@@ -11,6 +11,7 @@ from django.conf import settings
 from belvedir.errors import Invalid
 from belvedir.models import Project
 from models_registry.inference import resolve_api_base
+from models_registry.models import CoveredModel
 from models_registry.selectors import covered_model, lab_for_model
 
 ROUTER_PATH = "/api/v1"
@@ -53,6 +54,27 @@ def _refuse_chinese(*, project: Project, name: str, catalog_lab, field: str) -> 
     )
 
 
+def covered_model_check(*, project: Project, model: str, field: str = "model") -> CoveredModel:
+    """The catalog entry of a model the platform may pay for in `project`'s runs (what a launch
+    with a blank key, and the router on each call, check); Invalid names what stops it."""
+    entry = covered_model(model)
+    if entry is None or not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+        prefix = "JUDGE" if field.startswith("judge") else "MODEL"
+        why = (
+            "is not one of the models Belvedir covers"
+            if settings.BELVEDIR_ROUTER_UPSTREAM_KEY
+            else "cannot be covered: this platform covers no model usage"
+        )
+        raise Invalid(
+            f"The {prefix.lower()} {model} {why}, so its key cannot be left blank: "
+            f"set {prefix}_API_KEY (and {prefix}_API_BASE for a provider other than OpenRouter).",
+            field=f"{prefix.lower()}_api_key",
+            code="model_not_covered",
+        )
+    _refuse_chinese(project=project, name=model, catalog_lab=entry.lab, field=field)
+    return entry
+
+
 def _access(
     *, project: Project, prefix: str, name: str, api_base: str, api_key: str, gpu: bool
 ) -> Access:
@@ -64,21 +86,8 @@ def _access(
         )
     if gpu:
         return Access(api_base="")  # the harness serves the model itself
-    entry = covered_model(name)
-    if entry is None or not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
-        why = (
-            "is not one of the models Belvedir covers"
-            if settings.BELVEDIR_ROUTER_UPSTREAM_KEY
-            else "cannot be covered: this platform covers no model usage"
-        )
-        raise Invalid(
-            f"The {prefix.lower()} {name} {why}, so its key cannot be left blank: "
-            f"set {prefix}_API_KEY (and {prefix}_API_BASE for a provider other than OpenRouter).",
-            field=f"{prefix.lower()}_api_key",
-            code="model_not_covered",
-        )
     field = "model" if prefix == "MODEL" else "judge_model"
-    _refuse_chinese(project=project, name=name, catalog_lab=entry.lab, field=field)
+    covered_model_check(project=project, model=name, field=field)
     return Access(api_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL), covered=True)
 
 

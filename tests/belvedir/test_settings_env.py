@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envint, envlist, envstr
+from belvedir.env import envbool, envfloat, envint, envlist, envmicros, envstr
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,3 +131,19 @@ def test_production_mode_starts_with_three_distinct_long_secrets():
     assert "must differ" in _settings_with({"BELVEDIR_DEV": "0", **same}).stderr
     short = {**secrets, "SECRET_KEY": "short"}
     assert "at least 32 characters" in _settings_with({"BELVEDIR_DEV": "0", **short}).stderr
+
+
+@pytest.mark.parametrize(
+    "raw, micros",
+    [("2.00", 2_000_000), ("0.5", 500_000), ("$3", 3_000_000), ("0.000001", 1), ("", 2_000_000)],
+)
+def test_envmicros_reads_dollars_as_integer_micro_dollars(monkeypatch, raw, micros):
+    monkeypatch.setenv("BV_TEST_USD", raw)
+    assert envmicros("BV_TEST_USD", "2.00") == micros
+
+
+@pytest.mark.parametrize("raw", ["-1", "two", "1.0000001", "1,5"])
+def test_envmicros_refuses_what_is_not_an_amount_of_dollars(monkeypatch, raw):
+    monkeypatch.setenv("BV_TEST_USD", raw)
+    with pytest.raises(ImproperlyConfigured, match="BV_TEST_USD"):
+        envmicros("BV_TEST_USD", "2.00")

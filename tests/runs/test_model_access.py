@@ -278,3 +278,16 @@ def test_the_launch_dialog_shows_the_refusal_on_the_key_field(owner, upstream, m
     )
     assert response.status_code == 400 and "set MODEL_API_KEY" in response.content.decode()
     assert not Run.objects.exists()
+
+
+def test_the_routers_check_refuses_what_a_launch_would(owner, upstream):
+    from runs.model_access import covered_model_check
+
+    entry = covered_model_check(project=owner.project, model="google/gemma-3-27b-it")
+    assert entry.input_price_micros == 100_000
+    with pytest.raises(Invalid) as chinese:
+        covered_model_check(project=owner.project, model="z-ai/glm-4.5")
+    assert chinese.value.code == "chinese_models" and "Zhipu" in chinese.value.message
+    with pytest.raises(Invalid) as uncovered:
+        covered_model_check(project=owner.project, model="openai/gpt-4o")
+    assert uncovered.value.code == "model_not_covered"
