@@ -15,9 +15,11 @@ import time
 from django.db import close_old_connections, transaction
 from django.db.models import F
 
+from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from router.pricing import Price, price_for, worst_case_micros
+from runs.model_access import covered_model_check
 from runs.models import Run, Status
 from runs.selectors import run_of_key
 from traces import otlp
@@ -31,6 +33,7 @@ LOOKUP_TTL_SECONDS = 5.0
 _MAX_CACHED = 4096
 _keys: dict[str, tuple[float, ApiKey, Run]] = {}
 _prices: dict[str, tuple[float, Price | None]] = {}
+_refusals: dict[tuple[str, str], tuple[float, str | None]] = {}
 
 
 class RouterRefusal(Exception):
@@ -103,6 +106,9 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
             code="model_not_found",
             run=(key, run.pk),
         )
+    refused = _project_refusal(run=run, model=model)
+    if refused is not None:
+        raise _refusal(403, refused, key, run, "model_not_allowed")
     amount = worst_case_micros(price, body)
     reserved = Run.objects.filter(
         pk=run.pk,
@@ -113,6 +119,24 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
     if not reserved:
         raise _refused_reservation(key, run.pk, amount)
     return Admission(key=key, run_id=run.pk, price=price, reserved_micros=amount)
+
+
+def _project_refusal(*, run: Run, model: str) -> str | None:
+    """Why the run's project may not have the platform pay for `model` (the launch's own check:
+    a Chinese lab's model needs the project's permission), or None; cached like the prices."""
+    cache_key = (run.project_id, model)
+    cached = _refusals.get(cache_key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    try:
+        covered_model_check(project=run.project, model=model)
+        why = None
+    except Invalid as exc:
+        why = exc.message
+    if len(_refusals) >= _MAX_CACHED:
+        _refusals.clear()
+    _refusals[cache_key] = (time.monotonic() + LOOKUP_TTL_SECONDS, why)
+    return why
 
 
 def _refused_reservation(key: ApiKey, run_id: str, amount: int) -> RouterRefusal:

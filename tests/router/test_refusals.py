@@ -4,9 +4,10 @@ else gets an OpenAI-style error, and a known run's refused call is still traced 
 import httpx
 import pytest
 
-from belvedir.models import ApiKey
+from belvedir.models import ApiKey, Project
 from belvedir.services import api_key_create
-from tests.router.helpers import MODEL, make_run
+from models_registry.models import CoveredModel, Lab
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,3 +90,34 @@ def test_the_models_list_shows_the_covered_models_to_a_run_key_only(covered_run,
     entry = next(m for m in listed.json()["data"] if m["id"] == MODEL)
     assert (entry["object"], entry["owned_by"]) == ("model", "Fake Lab")
     assert anonymous.status_code == 401
+
+
+def test_a_chinese_lab_model_is_refused_unless_the_runs_project_allows_chinese_models(
+    owner, harness, covered_run, router_url, upstream
+):
+    lab = Lab.objects.create(name="Fake CN Lab", slug="fakecn", vendor_prefixes="fakecn")
+    lab.is_chinese = True
+    lab.save()
+    CoveredModel.objects.create(
+        model_id="fakecn/model-1",
+        display_name="A Chinese lab's model",
+        lab=lab,
+        input_price_micros=INPUT_PRICE,
+        output_price_micros=OUTPUT_PRICE,
+        max_output_tokens=MAX_OUTPUT,
+    )
+    allowing = Project.objects.create(
+        organization=owner.org, name="Allows", chinese_models_allowed=True
+    )
+    allowed_run = make_run(allowing, harness, cap_micros=2_000_000)
+    body = {**BODY, "model": "fakecn/model-1"}
+
+    refused = _post(router_url, covered_run.plain_key, body)
+    served = _post(router_url, allowed_run.plain_key, body)
+
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "model_not_allowed"
+    assert "Fake CN Lab" in error["message"] and "chinese_models_allowed" in error["message"]
+    assert served.status_code == 200
+    assert len(upstream.requests) == 1
