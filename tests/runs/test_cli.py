@@ -42,7 +42,16 @@ def test_runs_launch_watch_follows_the_log_and_exits_0_when_the_run_succeeds(
     harness = make_harness(env={"SLEEP": "2"})
     worker = worker_for_next_run()
     code, out, err = cli(
-        "runs", "launch", harness.pk, "--model", "acme/model-1", "--watch", "--interval", "0.2"
+        "runs",
+        "launch",
+        harness.pk,
+        "--model",
+        "acme/model-1",
+        "--model-api-key",
+        "sk-own-key",  # acme/model-1 is not a model the platform covers
+        "--watch",
+        "--interval",
+        "0.2",
     )
     worker.join(30)
     assert code == 0, (out, err)
