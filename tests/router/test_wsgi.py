@@ -2,6 +2,7 @@
 before its answer; a streamed one is refused, naming the ASGI server it needs."""
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,12 +17,17 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 def _post(client, key: str, **body):
-    return client.post(
-        "/api/v1/chat/completions",
-        data=json.dumps({"model": MODEL, "messages": MESSAGES, **body}),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {key}",
-    )
+    # In a thread of its own: Playwright's sync API (the browser tests, earlier in the same
+    # session) leaves an event loop in the main thread, where a WSGI request's async_to_sync
+    # refuses to run. A real WSGI server has no loop in its request threads either.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(
+            client.post,
+            "/api/v1/chat/completions",
+            data=json.dumps({"model": MODEL, "messages": MESSAGES, **body}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        ).result()
 
 
 def test_under_wsgi_a_call_is_answered_and_settled_before_the_answer(client, covered_run, upstream):

@@ -3,6 +3,7 @@ inferred provider for a blank base (the example harness reports the env it saw).
 
 import pytest
 
+from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
 from runs.models import Run
 
@@ -16,8 +17,26 @@ def executed(run: Run) -> Run:
     return run
 
 
+def covered_llama() -> CoveredModel:
+    """The seeded catalog entry, made again if a transactional test's flush removed the seed."""
+    lab, _ = Lab.objects.get_or_create(
+        slug="meta", defaults={"name": "Meta", "vendor_prefixes": "meta-llama"}
+    )
+    entry, _ = CoveredModel.objects.get_or_create(
+        model_id="meta-llama/llama-3.1-8b-instruct",
+        defaults={
+            "display_name": "Llama 3.1 8B Instruct",
+            "lab": lab,
+            "input_price_micros": 20_000,
+            "output_price_micros": 30_000,
+        },
+    )
+    return entry
+
+
 def test_a_covered_run_calls_the_router_with_its_own_key(sandbox_settings, launch):
     sandbox_settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-or-operator"
+    covered_llama()
     run = executed(launch(env={"ECHO_SECRET": "1"}, model="meta-llama/llama-3.1-8b-instruct"))
     seen = run.results["seen_env"]
     router = sandbox_settings.BELVEDIR_SANDBOX_BASE_URL + "/api/v1"

@@ -242,7 +242,7 @@ def test_the_reaper_leaves_a_run_whose_worker_beats_again_before_the_update(laun
 
 
 def test_a_run_launched_without_a_model_records_the_harness_model(launch):
-    run = launch(env={"MODEL": "org/harness-model"})
+    run = launch(env={"MODEL": "org/harness-model"}, model_api_key="sk-own-key")
     assert run.model == "org/harness-model"
 
 
