@@ -2,6 +2,7 @@
 (Project settings, the project API, the admin), every change audit-recorded."""
 
 import pytest
+from django.contrib.admin.utils import quote
 
 from belvedir.models import AuditEvent, Project, Role
 from tests.helpers.tenants import member_of
@@ -105,7 +106,7 @@ def test_bad_input_is_refused_naming_the_field(admin):
 
 
 def test_an_operator_changes_it_in_the_admin_and_it_is_audited(superuser, owner):
-    url = f"/admin/belvedir/project/{owner.project.pk}/change/"
+    url = f"/admin/belvedir/project/{quote(owner.project.pk)}/change/"  # "_XX" is an escape
     form = {"organization": owner.org.pk, "name": owner.project.name}
     form |= {"chinese_models_allowed": "on", "created_at_0": "2026-01-01", "created_at_1": "00:00"}
     response = superuser.post(url, form)
