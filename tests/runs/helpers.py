@@ -67,7 +67,11 @@ def containers_of(run_id: str) -> list:
     """Every container (any state) labelled with this run id, straight from the engine."""
     client = docker.from_env()
     try:
-        return client.containers.list(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"})
+        # ignore_removed: a container removed between the listing and its inspection (a
+        # cancel or a finish racing this call) is gone, not an error.
+        return client.containers.list(
+            all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"}, ignore_removed=True
+        )
     finally:
         client.close()
 
