@@ -42,8 +42,7 @@ def month_run_spend(*, organization: Organization) -> int:
     entries = LedgerEntry.objects.filter(organization=organization)
     charges = entries.filter(kind=Kind.CHARGE, created_at__gte=month_start())
     total = (
-        entries.filter(kind=Kind.REFUND, reference__in=charges.values("reference"))
-        | charges
+        entries.filter(kind=Kind.REFUND, reference__in=charges.values("reference")) | charges
     ).aggregate(total=Sum("amount_micros"))["total"]
     return max(0, -int(total or 0))
 
