@@ -7,6 +7,7 @@ from belvedir import api, member_views, views
 from belvedir.forms import EmailLoginForm
 from billing import api as billing_api
 from harnesses import api as harness_api
+from harnesses import environment_api
 from models_registry import api as models_api
 from runs import api as run_api
 from traces import api as trace_api
@@ -19,6 +20,22 @@ api_v1 = [
     path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
     path("harnesses/<str:harness_id>", harness_api.HarnessDetailView.as_view(), name="api-harness"),
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
+    path("environments", environment_api.EnvironmentListView.as_view(), name="api-environments"),
+    path(
+        "environments/<str:environment_id>",
+        environment_api.EnvironmentDetailView.as_view(),
+        name="api-environment",
+    ),
+    path(
+        "environments/<str:environment_id>/versions",
+        environment_api.EnvironmentVersionListView.as_view(),
+        name="api-environment-versions",
+    ),
+    path(
+        "environments/<str:environment_id>/harness",
+        environment_api.EnvironmentHarnessView.as_view(),
+        name="api-environment-harness",
+    ),
     path("traces", ingest.traces, name="api-traces"),
     path("outcomes", ingest.outcomes, name="api-outcomes"),
     path("sessions", trace_api.SessionListView.as_view(), name="api-sessions"),
