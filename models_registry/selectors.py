@@ -1,6 +1,9 @@
-"""Catalog reads: which lab made a model, and whether the platform covers it."""
+"""Model reads: which lab made a model, whether the platform covers it; fine-tuned models."""
 
-from models_registry.models import CoveredModel, Lab
+from django.db.models import QuerySet
+
+from belvedir import crypto
+from models_registry.models import CoveredModel, FineTunedModel, HuggingFaceToken, Lab
 
 
 def _split(model_id: str) -> tuple[str, str]:
@@ -65,3 +68,19 @@ def covered_model(model_id: str) -> CoveredModel | None:
 
 def covered_models():
     return CoveredModel.objects.select_related("lab").filter(enabled=True)
+
+
+def fine_tuned_models_for(*, project) -> QuerySet[FineTunedModel]:
+    """The project's fine-tuned models, newest first."""
+    return FineTunedModel.objects.filter(project=project)
+
+
+def hf_token(*, organization) -> HuggingFaceToken | None:
+    """The organization's token row (when and by whom it was set); the value stays encrypted."""
+    return HuggingFaceToken.objects.filter(organization=organization).first()
+
+
+def hf_token_value(*, organization) -> str:
+    """The token itself, for a sandbox only."""
+    row = hf_token(organization=organization)
+    return crypto.decrypt(row.token_encrypted) if row else ""
