@@ -6,41 +6,12 @@ key from the host's environment (the export never holds it)."""
 import pytest
 
 from harnesses.harbor_export import ANSWER_LINE, ExportOptions, export_files, write_directory
-from tests.helpers.harbor import harbor_image, load_tasks, mean_reward, run_job
+from tests.helpers.harbor import FOUR_KINDS, harbor_image, load_tasks, mean_reward, run_job
 from tests.traces.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 JUDGE_KEY = "sk-judge-from-the-host"
-
-TASKS = [
-    {"id": "capital", "prompt": "What is the capital of France?", "answer": "Paris"},
-    {
-        "id": "refund",
-        "prompt": "A customer asks for a refund after 40 days. What do you answer?",
-        "answer": "Refunds are possible for 30 days; after that we offer store credit.",
-        "verifier": {"kind": "rubric", "criteria": ["Cites the 30-day policy", "Offers credit"]},
-    },
-    {
-        "id": "sum",
-        "prompt": "What is 2+2? Answer with the number only.",
-        "answer": "4",
-        "verifier": {
-            "kind": "code",
-            "source": "def verify(answer, state):\n    return answer.strip() == '4'\n",
-        },
-    },
-    {
-        "id": "todo",
-        "prompt": "Tick the first item of notes/todo.txt.",
-        "answer": "Ticked.",
-        "verifier": {
-            "kind": "state_diff",
-            "setup_state": {"notes/todo.txt": "[ ] buy milk\n[ ] walk the dog\n"},
-            "golden": {"notes/todo.txt": "[x] buy milk\n[ ] walk the dog\n"},
-        },
-    },
-]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +21,7 @@ def image():
 
 def test_harbor_loads_every_task_and_the_oracle_scores_one(image, tmp_path):
     options = ExportOptions(base_image="belvedir-sandbox:latest")
-    task_dirs = write_directory(export_files(TASKS, options), tmp_path / "env")
+    task_dirs = write_directory(export_files(FOUR_KINDS, options), tmp_path / "env")
     exported = b"".join(p.read_bytes() for p in (tmp_path / "env").rglob("*") if p.is_file())
     assert JUDGE_KEY.encode() not in exported
 

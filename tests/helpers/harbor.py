@@ -13,6 +13,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOCKET = "/var/run/docker.sock"
 
+# An environment holding each verifier kind once, with recorded answers and golden files.
+FOUR_KINDS = [
+    {"id": "capital", "prompt": "What is the capital of France?", "answer": "Paris"},
+    {
+        "id": "refund",
+        "prompt": "A customer asks for a refund after 40 days. What do you answer?",
+        "answer": "Refunds are possible for 30 days; after that we offer store credit.",
+        "verifier": {"kind": "rubric", "criteria": ["Cites the 30-day policy", "Offers credit"]},
+        "metadata": {"topic": "billing", "level": None},
+    },
+    {
+        "id": "sum",
+        "prompt": "What is 2+2? Answer with the number only.",
+        "answer": "4",
+        "verifier": {
+            "kind": "code",
+            "source": "def verify(answer, state):\n    return answer.strip() == '4'\n",
+        },
+    },
+    {
+        "id": "todo",
+        "prompt": "Tick the first item of notes/todo.txt.",
+        "answer": "Ticked.",
+        "verifier": {
+            "kind": "state_diff",
+            "setup_state": {"notes/todo.txt": "[ ] buy milk\n[ ] walk the dog\n"},
+            "golden": {"notes/todo.txt": "[x] buy milk\n[ ] walk the dog\n"},
+        },
+    },
+]
+
+
 # The task containers on the host's network, so a verifier reaches a judge on 127.0.0.1 (tests
 # talk to 127.0.0.1 only). A test-only overlay: the export itself leaves networking to Harbor.
 HOST_NETWORK_OVERLAY = "services:\n  main:\n    network_mode: host\n"
