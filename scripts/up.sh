@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000: the web server, the
-# sandbox gateway and two django-q2 clusters.
+# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000: the web server (uvicorn on
+# the ASGI app, scripts/serve.sh), the sandbox gateway and two django-q2 clusters.
 #
 # Sandboxes run on the isolated sandbox network (scripts/sandbox-network.sh, run by
 # `make machine`) under gVisor, and reach this server only through the sandbox gateway on
@@ -22,6 +22,7 @@ DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
+$PY manage.py check  # the system checks runserver used to print (sandbox isolation, runs.W001)
 $PY manage.py setup_schedules >/dev/null
 KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EMAIL" \
       --password "$DEMO_PASSWORD" --key-name "make up" --superuser 2>/dev/null | tail -n 1)
@@ -83,4 +84,5 @@ cat <<EOF2
   Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log var/gateway.log)
 
 EOF2
-$PY manage.py runserver "127.0.0.1:$PORT" --noreload
+# The web app under uvicorn (ASGI: the router streams), static files by WhiteNoise.
+PORT="$PORT" HOST=127.0.0.1 bash scripts/serve.sh
