@@ -72,9 +72,7 @@ def test_a_bad_limit_is_refused_naming_the_field(owner, environment, limit):
     assert "limit" in response.json()
 
 
-def test_a_read_only_member_may_download_and_an_outsider_gets_404(
-    readonly, outsider, environment
-):
+def test_a_read_only_member_may_download_and_an_outsider_gets_404(readonly, outsider, environment):
     assert download(readonly, environment).status_code == 200
     assert download(outsider, environment).status_code == 404
     assert outsider.api.get("/api/v1/environments/env_nope/export").status_code == 404
