@@ -202,6 +202,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
+# Uploaded files (fine-tuned models' adapter zips) go through the default storage: the file
+# system under MEDIA_ROOT unless STORAGES["default"] names another backend (S3-compatible...).
+MEDIA_ROOT = envstr("BELVEDIR_MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+# The largest LoRA adapter zip accepted, as uploaded and in total unpacked.
+BELVEDIR_ADAPTER_MAX_BYTES = envsize("BELVEDIR_ADAPTER_MAX_BYTES", 2 * 2**30, minimum=1024)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "belvedir.authentication.ApiKeyAuthentication",

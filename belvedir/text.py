@@ -16,3 +16,15 @@ def counted(number: int, noun: str) -> str:
     """ "1 task", "2 tasks"; an irregular plural after a comma: counted(3, "entry,entries")."""
     singular, _, plural = noun.partition(",")
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+def size_text(size: int) -> str:
+    """A size in bytes as people read it, in powers of 1024: "512 B", "3.2 MiB", "2 GiB"."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.1f} {unit}".replace(".0 ", " ")

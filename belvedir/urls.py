@@ -8,6 +8,7 @@ from belvedir.forms import EmailLoginForm
 from billing import api as billing_api
 from harnesses import api as harness_api
 from harnesses import environment_api
+from models_registry import api as models_api
 from runs import api as run_api
 from traces import api as trace_api
 from traces import ingest
@@ -70,7 +71,10 @@ api_v1 = [
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
-    # The model router (OpenAI-compatible): chat/completions and models.
+    path("models/fine-tuned", models_api.FineTunedModelListView.as_view(), name="api-models-list"),
+    path("models/<str:model_id>", models_api.FineTunedModelDetailView.as_view(), name="api-model"),
+    # The model router (OpenAI-compatible): chat/completions and models (GET; a POST there
+    # uploads a fine-tuned model).
     path("", include("router.urls")),
 ]
 

@@ -19,6 +19,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from models_registry.api import FineTunedModelUploadView
 from models_registry.selectors import covered_models
 from router import upstream
 from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
@@ -41,6 +42,7 @@ _admit = sync_to_async(call_admit, thread_sensitive=False)
 _settle = sync_to_async(call_settle, thread_sensitive=False)
 _record = sync_to_async(call_record, thread_sensitive=False)
 _authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
+_upload_fine_tuned = sync_to_async(FineTunedModelUploadView.as_view())
 # Settlements still being written after their answer went out (kept so they are not lost to
 # the garbage collector); each holds its call's reservation until it is done.
 _settling: set[asyncio.Task] = set()
@@ -345,7 +347,10 @@ async def _close_and_finish(
 @csrf_exempt
 @_openai_errors
 async def models(request):
-    """The covered models, for a run's key."""
+    """The covered models, for a run's key. A POST is a fine-tuned model's upload (the REST
+    API of models_registry shares the path)."""
+    if request.method == "POST":
+        return await _upload_fine_tuned(request)
     if request.method != "GET":
         return error_response(
             405, "Use GET.", type="invalid_request_error", code="method_not_allowed"

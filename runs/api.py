@@ -139,7 +139,7 @@ class RunListView(AccessMixin, ListAPIView):
         operation_id="runs_launch",
         summary="Launch a run of a harness; it is queued for a sandbox at once.",
         request=RunLaunchSerializer,
-        responses={201: RunSerializer, **errors(400, 401, 403, 404, 429)},
+        responses={201: RunSerializer, **errors(400, 401, 402, 403, 404, 429, 503)},
     )
     def post(self, request):
         self.access.require_write()
