@@ -220,6 +220,8 @@ class EnvironmentHarnessView(AccessMixin, APIView):
 
 
 class GenerationSerializer(serializers.ModelSerializer):
+    # Text, not an enum: a second `status` choice set would rename the runs' StatusEnum.
+    status = serializers.CharField(read_only=True, help_text="queued, running, succeeded or failed")
     model_api_base = serializers.CharField(source="api_base", read_only=True)
     environment = serializers.CharField(source="environment_id", read_only=True, allow_null=True)
 
