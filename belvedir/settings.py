@@ -397,6 +397,7 @@ SECURE_REDIRECT_EXEMPT = envlist(
         r"^api/v1/(traces|outcomes|chat/completions|models)$",
         r"^api/v1/runs/[^/]+/tasks$",
         r"^api/v1/adapters/",
+        r"^git/",
     ],
 )
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not BELVEDIR_DEV)

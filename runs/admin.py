@@ -3,7 +3,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from belvedir.errors import DomainError
-from belvedir.text import counted, score_text
+from belvedir.text import counted, score_text, usd
 from runs import services
 from runs.models import OrganizationSpend, Run, Status
 
@@ -122,7 +122,7 @@ class OrganizationSpendAdmin(admin.ModelAdmin):
 
     @admin.display(description="covered model spend (USD)", ordering="covered_spend")
     def shown_spend(self, org) -> str:
-        return f"${org.covered_spend / 1_000_000:,.2f}"
+        return usd(org.covered_spend)
 
     def has_add_permission(self, request):
         return False

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
-from harnesses import policy
+from harnesses import drivers, policy
 from runs import contract, git
 from runs.db import reconnecting
 from runs.isolation import isolation_status
@@ -134,8 +134,12 @@ def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
         policy.validate_repo_url(repo_url)
     except Invalid as exc:
         raise git.GitError(exc.message) from None
+    try:
+        source = drivers.clone_source(repo_url)  # a served driver: the worker's own bare copy
+    except drivers.DriverError as exc:
+        raise git.GitError(str(exc)) from None
     git.clone(
-        repo_url,
+        source,
         ref,
         dest,
         timeout=settings.BELVEDIR_CLONE_TIMEOUT,

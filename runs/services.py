@@ -15,7 +15,7 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import env_secrets, policy
+from harnesses import drivers, env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import git
@@ -41,7 +41,10 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
             code="repo",
         ) from None
     try:
-        listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+        source = drivers.clone_source(repo_url)  # a served driver: the local bare copy
+        listing = git.ls_remote(source, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+    except drivers.DriverError as exc:
+        raise Invalid(f"The platform's driver is unavailable: {exc}.", field="harness") from None
     except git.GitError as exc:
         raise Invalid(str(exc), field="harness", code="repo") from None
     if ref and not git.is_commit(ref) and not listing.strip():
