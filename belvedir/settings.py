@@ -304,6 +304,11 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 # second SIGTERM stops them at once). A stopped run is failed or requeued by the reaper.
 Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
 
+# The Harbor export (`belvedir environments export`, README "Run an environment with Harbor"):
+# the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
+# points it at a local image, e.g. belvedir-sandbox:latest.
+BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
+
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
 # Sandbox isolation (README, "How sandboxes are isolated"): sandboxes join the bridge network

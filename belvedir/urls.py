@@ -47,6 +47,11 @@ api_v1 = [
         name="api-environment-versions",
     ),
     path(
+        "environments/<str:environment_id>/export",
+        environment_api.EnvironmentExportView.as_view(),
+        name="api-environment-export",
+    ),
+    path(
         "environments/<str:environment_id>/harness",
         environment_api.EnvironmentHarnessView.as_view(),
         name="api-environment-harness",

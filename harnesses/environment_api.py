@@ -1,7 +1,9 @@
 """REST API for environments (task sets): list, create, read, update (a new version), delete,
 and a harness backed by one."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,6 +13,7 @@ from belvedir.errors import Invalid
 from belvedir.schema import errors
 from harnesses import environments, generation
 from harnesses.api import HarnessSerializer
+from harnesses.environment_export import environment_export_zip, export_limit
 from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion
 from harnesses.selectors import environments_for
 
@@ -214,6 +217,34 @@ class EnvironmentHarnessView(AccessMixin, APIView):
             created_by=_user(request),
         )
         return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
+
+
+class EnvironmentExportView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="environments_export",
+        summary="The environment as a Harbor dataset: a zip of one task directory per task.",
+        description=(
+            "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
+            'tests/test.sh and solution/solve.sh (README, "Run an environment with Harbor"). '
+            "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs."
+        ),
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
+        ],
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The zip, streamed."
+            ),
+            **errors(400, 401, 404),
+        },
+    )
+    def get(self, request, environment_id: str):
+        environment = self.access.get(Environment, pk=environment_id)
+        limit = export_limit(request.query_params.get("limit"))
+        filename, chunks = environment_export_zip(environment=environment, limit=limit)
+        response = StreamingHttpResponse(chunks, content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
 
 
 # --- generation -----------------------------------------------------------------------------
