@@ -401,6 +401,12 @@ BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024,
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
 BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+# Environment generation (harnesses/generation.py), a job on the housekeeping cluster: how long
+# a job may take, retries included (below that cluster's 600 s timeout), and the output cap.
+BELVEDIR_GENERATION_TIMEOUT = envint("BELVEDIR_GENERATION_TIMEOUT", 300, minimum=5)
+BELVEDIR_GENERATION_MAX_TOKENS = envint("BELVEDIR_GENERATION_MAX_TOKENS", 16000, minimum=256)
+if BELVEDIR_GENERATION_TIMEOUT >= Q_CLUSTER["ALT_CLUSTERS"][Q_HOUSEKEEPING_CLUSTER]["timeout"]:
+    raise ImproperlyConfigured("BELVEDIR_GENERATION_TIMEOUT must be below 600 (the job's timeout)")
 
 # Hosted defaults: with BELVEDIR_DEV=0, HTTPS only (`manage.py check --deploy` is clean).
 # Sandboxes call the platform at BELVEDIR_SANDBOX_BASE_URL, which may be plain HTTP on a
