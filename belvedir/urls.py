@@ -7,7 +7,7 @@ from belvedir import api, member_views, views
 from belvedir.forms import EmailLoginForm
 from billing import api as billing_api
 from harnesses import api as harness_api
-from harnesses import environment_api
+from harnesses import environment_api, git_views
 from models_registry import api as models_api
 from runs import adapters as run_adapters
 from runs import api as run_api
@@ -132,6 +132,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    # The drivers shipped with the platform, as read-only git repositories (dumb HTTP).
+    path("git/<str:name>.git/<path:path>", git_views.git_file, name="driver-git"),
 ]
 
 handler500 = "belvedir.views.server_error"

@@ -36,11 +36,13 @@ def month_start(now: datetime | None = None) -> datetime:
 
 
 def month_run_spend(*, organization: Organization) -> int:
-    """Run charges net of their refunds since the start of this calendar month (positive)."""
-    total = LedgerEntry.objects.filter(
-        organization=organization,
-        kind__in=[Kind.CHARGE, Kind.REFUND],
-        created_at__gte=month_start(),
+    """This calendar month's run charges net of their own refunds (positive). A refund counts
+    toward the month of the charge it gives back: one of last month's charges refunded now
+    does not make room in this month."""
+    entries = LedgerEntry.objects.filter(organization=organization)
+    charges = entries.filter(kind=Kind.CHARGE, created_at__gte=month_start())
+    total = (
+        entries.filter(kind=Kind.REFUND, reference__in=charges.values("reference")) | charges
     ).aggregate(total=Sum("amount_micros"))["total"]
     return max(0, -int(total or 0))
 

@@ -15,22 +15,45 @@ def _split(model_id: str) -> tuple[str, str]:
     return parts[0], parts[-1]
 
 
-def lab_for_model(model_id: str) -> Lab | None:
-    """The lab behind `model_id`: by its `vendor/` prefix, else by the longest name prefix."""
-    vendor, name = _split(model_id)
-    if not name:
-        return None
-    labs = list(Lab.objects.all())
+def _vendor_lab(labs: list[Lab], vendor: str) -> Lab | None:
     if vendor:
         for lab in labs:
             if vendor in lab.vendors:
                 return lab
+    return None
+
+
+def _name_lab(labs: list[Lab], name: str) -> Lab | None:
+    """The lab whose bare-name prefix is the longest that `name` starts with."""
     best, best_length = None, 0
     for lab in labs:
         for prefix in lab.names:
             if name.startswith(prefix) and len(prefix) > best_length:
                 best, best_length = lab, len(prefix)
     return best
+
+
+def lab_for_model(model_id: str) -> Lab | None:
+    """The lab behind `model_id`: by its `vendor/` prefix, else by the longest name prefix."""
+    vendor, name = _split(model_id)
+    if not name:
+        return None
+    labs = list(Lab.objects.all())
+    return _vendor_lab(labs, vendor) or _name_lab(labs, name)
+
+
+def chinese_lab_for_model(model_id: str) -> Lab | None:
+    """The Chinese lab behind `model_id` by its vendor or by its model name, whichever says so:
+    another maker's build of a Chinese lab's model (`nvidia/DeepSeek-R1-FP4`) is still that
+    lab's model, and a reseller's path (`accounts/x/models/qwen3-8b`) hides nothing."""
+    vendor, name = _split(model_id)
+    if not name:
+        return None
+    labs = list(Lab.objects.all())
+    for lab in (_vendor_lab(labs, vendor), _name_lab(labs, name)):
+        if lab is not None and lab.is_chinese:
+            return lab
+    return None
 
 
 def covered_model(model_id: str) -> CoveredModel | None:

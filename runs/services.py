@@ -15,13 +15,13 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import env_secrets, policy
+from harnesses import drivers, env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git
+from runs import git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -44,7 +44,10 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
             code="repo",
         ) from None
     try:
-        listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+        source = drivers.clone_source(repo_url)  # a served driver: the local bare copy
+        listing = git.ls_remote(source, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+    except drivers.DriverError as exc:
+        raise Invalid(f"The platform's driver is unavailable: {exc}.", field="harness") from None
     except git.GitError as exc:
         raise Invalid(str(exc), field="harness", code="repo") from None
     if ref and not git.is_commit(ref) and not listing.strip():
@@ -78,9 +81,18 @@ def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
         )
     if grading not in Grading.values:
         raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
-    if harness.compute == Compute.GPU and not settings.BELVEDIR_GPU_WORKERS:
+    if harness.compute == Compute.GPU:
+        gpu_type_check(harness.gpu_type or "A10G")
+
+
+def gpu_type_check(gpu_type: str) -> None:
+    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES)."""
+    served = gpu.gpu_types_served()
+    if gpu_type not in served:
         raise Invalid(
-            "This platform has no GPU workers, so a GPU harness cannot run here; switch it to CPU.",
+            f"This platform has no GPU workers of type {gpu_type} "
+            f"(GPU types served: {', '.join(served) or 'none'}), so this harness cannot run "
+            f"here; switch it to CPU{' or to a GPU type served' if served else ''}.",
             field="harness",
             code="gpu",
         )
@@ -183,6 +195,7 @@ def run_launch(
             grading=grading,
             fine_tuned_model=fine_tuned_model,
             model_base=fine_tuned_model.base_model if fine_tuned_model else "",
+            gpu_type=(harness.gpu_type or "A10G") if harness.compute == Compute.GPU else "",
             created_by=created_by,
         )
         # Under the organization's lock: concurrent launches see each other's charges.
@@ -294,21 +307,24 @@ def run_enqueue(*, run_id: str) -> None:
     """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
     requeued run keeps the position it had."""
     Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
-    run_task_enqueue(run_id=run_id)
+    gpu_type = Run.objects.filter(pk=run_id).values_list("gpu_type", flat=True).first()
+    run_task_enqueue(run_id=run_id, cluster=gpu.queue_name(gpu_type) if gpu_type else None)
 
 
-def run_claim(*, run_id: str, worker: str) -> bool:
-    """Atomically move a queued run to running; False if someone else has it (or it was cancelled)."""
-    return _claim(run_id=run_id, worker=worker, now=timezone.now())
+def run_claim(*, run_id: str, worker: str, gpu_device: str = "") -> bool:
+    """Atomically move a queued run to running; False if someone else has it (or it was cancelled).
+    `gpu_device`: the GPU it runs on (host/device id), already held for it."""
+    return _claim(run_id=run_id, worker=worker, gpu_device=gpu_device, now=timezone.now())
 
 
 @reconnecting
-def _claim(*, run_id: str, worker: str, now: datetime) -> bool:
+def _claim(*, run_id: str, worker: str, gpu_device: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
         heartbeat_at=now,
         worker=worker,
+        gpu_device=gpu_device,
         stage=Stage.CLONING,
         stage_started_at=now,
     )

@@ -84,7 +84,8 @@ def test_errors_are_shared_components_in_the_shapes_the_api_answers(schema):
     launch = schema["paths"]["/api/v1/runs"]["post"]["responses"]
     ref = "#/components/schemas/"
     assert launch["400"]["content"]["application/json"]["schema"]["$ref"] == ref + "InvalidInput"
-    for status in ("401", "403", "404", "429"):
+    # 402: a priced launch the balance cannot pay; 503: the sandbox engine is not answering.
+    for status in ("401", "402", "403", "404", "429", "503"):
         assert launch[status]["content"]["application/json"]["schema"]["$ref"] == ref + "Error"
 
 

@@ -19,8 +19,8 @@ HF = "hf_" + "a1B2c3D4e5" * 3
 
 
 @pytest.fixture(autouse=True)
-def gpu_workers(settings):
-    settings.BELVEDIR_GPU_WORKERS = True
+def _gpu(gpu_settings):
+    """One simulated A10G: GPU harnesses of that type launch."""
 
 
 @pytest.fixture

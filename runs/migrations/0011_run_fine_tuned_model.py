@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('models_registry', '0003_fine_tuned_models'),
-        ('runs', '0009_run_model_access'),
+        ('runs', '0010_gpu_queues'),
     ]
 
     operations = [
