@@ -75,6 +75,8 @@ PACKAGES = (
 # the belvedir SDK, so the platform's Belvedir Runner traces on an offline install. The
 # Dockerfile's `pip install` line must list the same ones (a test checks).
 VENV_PACKAGES = ("belvedir==0.6.4",)
+# Their dependency tree pinned, so pip resolves it without backtracking and builds repeat.
+VENV_CONSTRAINTS = Path(__file__).with_name("sdk-constraints.txt")
 
 # The image's environment; the Dockerfile's ENV lines must match (a test checks).
 IMAGE_ENV = {
@@ -222,6 +224,7 @@ def _build_with_dockerfile(
     with tempfile.TemporaryDirectory(prefix="belvedir-sandbox-ctx-") as ctx:
         shutil.copyfile(DOCKERFILE, Path(ctx) / "Dockerfile")
         shutil.copyfile(cfg.ca_bundle, Path(ctx) / "ca-certificates.crt")
+        shutil.copyfile(VENV_CONSTRAINTS, Path(ctx) / VENV_CONSTRAINTS.name)
         try:
             events = client.api.build(
                 path=ctx,
@@ -364,9 +367,11 @@ def _customise_rootfs(root: Path, cfg: ImageConfig) -> None:
         )
         _chroot(root, ["install", "-d", "-o", "1000", "-g", "1000", "-m", "0755", WORKSPACE])
         _chroot(root, ["python3", "-m", "venv", "/opt/venv"])
+        shutil.copyfile(VENV_CONSTRAINTS, root / "tmp" / VENV_CONSTRAINTS.name)
         _chroot(
             root,
-            ["/opt/venv/bin/pip", "install", "-q", "--no-cache-dir", *VENV_PACKAGES],
+            ["/opt/venv/bin/pip", "install", "-q", "--no-cache-dir"]
+            + ["-c", f"/tmp/{VENV_CONSTRAINTS.name}", *VENV_PACKAGES],
             env={**_CHROOT_ENV, **_pip_env(root)},
         )
         _chroot(root, ["chown", "-R", ids, "/opt/venv"])

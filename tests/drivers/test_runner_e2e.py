@@ -120,7 +120,8 @@ class AgentService:
                 if self.headers.get("Authorization") != "Bearer agent-token-e2e":
                     status, reply = 401, {"error": "bad token"}
                 else:
-                    answer = SCRIPTS[body["prompt"]][(body["attempt"] - 1) % 3]
+                    script = SCRIPTS[body["prompt"]]
+                    answer = script[(body["attempt"] - 1) % len(script)]
                     status, reply = 200, {"answer": answer, "usage": {"prompt_tokens": 7}}
                 data = json.dumps(reply).encode()
                 self.send_response(status)
