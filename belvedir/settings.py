@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from belvedir.env import (
     envbool,
     envfloat,
+    envgpus,
     envint,
     envlist,
     envmicros,
@@ -276,6 +277,11 @@ Q_CLUSTER = {
             "timeout": 600,
             "retry": 660,
         },
+        # One queue per GPU type (gpu-a10g, …), one worker per device of the type.
+        **{
+            f"gpu-{kind.lower()}": {"workers": count}
+            for kind, count in envgpus("BELVEDIR_GPU_TYPES").items()
+        },
     },
     "workers": envint("Q_WORKERS", 8, minimum=1),
     "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
@@ -357,7 +363,17 @@ BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
 BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
-BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
+# GPU runs (README, "GPU runs"): the GPU types this platform's workers serve and how many
+# devices of each a worker host has (`a10g:1,a100:2`); a GPU harness of another type is
+# refused at launch. A GPU worker host runs one cluster per type (Q_CLUSTER_NAME=gpu-a10g), as
+# many workers as devices, and gives each run one device (Docker device ids 0, 1, … in the
+# order listed). BELVEDIR_GPU_SIMULATE=1 (development, tests): devices are claimed the same
+# way but no device is requested from Docker (sandboxes run without a GPU).
+BELVEDIR_GPU_TYPES = envgpus("BELVEDIR_GPU_TYPES")
+BELVEDIR_GPU_SIMULATE = envbool("BELVEDIR_GPU_SIMULATE", False)
+# This worker host's name for its GPU devices (two hosts may not share one); the host name
+# by default.
+BELVEDIR_WORKER_HOST = envstr("BELVEDIR_WORKER_HOST", "")
 # Covered model usage: a run that leaves its model key blank and names a covered model calls
 # the router, which pays the operator's upstream with this key, up to the cap per run.
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")

@@ -90,7 +90,10 @@ def export_files(
     if not tasks:
         raise ExportError("the environment has no tasks to export.")
     if any(_kind(t) in JUDGED_KINDS for t in tasks) and judge_source is None:
-        judge_source = JUDGE_SOURCE.read_text(encoding="utf-8")
+        try:
+            judge_source = JUDGE_SOURCE.read_text(encoding="utf-8")
+        except OSError:
+            raise ExportError(f"the Runner's judge {JUDGE_SOURCE} is missing.") from None
     files = [ExportFile("README.md", _readme(tasks, options).encode())]
     seen: set[str] = set()
     for number, task in enumerate(tasks, start=1):

@@ -1,18 +1,13 @@
 from django.contrib import admin
 
-from belvedir.text import size_text
+from belvedir.text import size_text, usd
 from models_registry.models import (
-    MICROS_PER_DOLLAR,
     CoveredModel,
     FineTunedModel,
     HuggingFaceToken,
     Lab,
 )
 from models_registry.services import fine_tuned_model_delete
-
-
-def _dollars(micros: int) -> str:
-    return f"${micros / MICROS_PER_DOLLAR:,.2f}"
 
 
 @admin.register(Lab)
@@ -42,11 +37,11 @@ class CoveredModelAdmin(admin.ModelAdmin):
 
     @admin.display(description="Input / M tokens", ordering="input_price_micros")
     def input_price(self, obj: CoveredModel) -> str:
-        return _dollars(obj.input_price_micros)
+        return usd(obj.input_price_micros)
 
     @admin.display(description="Output / M tokens", ordering="output_price_micros")
     def output_price(self, obj: CoveredModel) -> str:
-        return _dollars(obj.output_price_micros)
+        return usd(obj.output_price_micros)
 
     @admin.action(description="Enable the selected models")
     def enable(self, request, queryset):

@@ -21,7 +21,12 @@ class RunSerializer(serializers.ModelSerializer):
     harness = serializers.CharField(source="harness_id", allow_null=True)
     has_model_api_key = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField(
-        help_text="A queued run's place in the run queue (1: next to start); null otherwise."
+        help_text="A queued run's place in its queue (1: next to start; GPU runs count only "
+        "the runs of their GPU type ahead of them); null otherwise."
+    )
+    waiting_for = serializers.SerializerMethodField(
+        help_text='What a queued GPU run waits for, e.g. "waiting for an A10G worker"; '
+        "blank otherwise."
     )
 
     class Meta:
@@ -32,6 +37,9 @@ class RunSerializer(serializers.ModelSerializer):
             "harness_name",
             "status",
             "queue_position",
+            "waiting_for",
+            "gpu_type",
+            "gpu_device",
             "score",
             "results",
             "notes",
@@ -71,6 +79,10 @@ class RunSerializer(serializers.ModelSerializer):
             "covered_spent_micros": {
                 "help_text": "Covered model spend settled so far, in micro-dollars."
             },
+            "gpu_type": {"help_text": "A GPU run's GPU type (its queue); blank for CPU runs."},
+            "gpu_device": {
+                "help_text": "The GPU device a GPU run got (worker host/device id), once started."
+            },
         }
 
     def get_has_model_api_key(self, run: Run) -> bool:
@@ -78,6 +90,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_queue_position(self, run: Run) -> int | None:
         return selectors.queue_position(run)
+
+    def get_waiting_for(self, run: Run) -> str:
+        return selectors.waiting_for(run)
 
 
 class RunLaunchSerializer(serializers.Serializer):

@@ -4,6 +4,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
+from runs import gpu
 from runs.models import IN_FLIGHT, Run, Status
 
 
@@ -39,18 +40,27 @@ def log_since(run: Run, offset: int) -> dict:
 
 
 def queue_position(run: Run) -> int | None:
-    """A queued run's place in the platform's run queue (1: next to start), else None.
+    """A queued run's place in its queue (1: next to start), else None.
 
-    Runs start in the order they were enqueued, as run workers (Q_WORKERS) come free.
+    Runs start in the order they were enqueued, as run workers (Q_WORKERS) come free. CPU runs
+    share one queue; GPU runs wait in their GPU type's queue for a worker with a free device
+    of that type, and count only the runs of that type ahead of them.
     """
     if run.status != Status.QUEUED:
         return None
     if run.enqueued_at is None:
         return 1
-    ahead = Run.objects.filter(status=Status.QUEUED).filter(
+    ahead = Run.objects.filter(status=Status.QUEUED, gpu_type=run.gpu_type).filter(
         Q(enqueued_at__lt=run.enqueued_at) | Q(enqueued_at=run.enqueued_at, pk__lt=run.pk)
     )
     return ahead.count() + 1
+
+
+def waiting_for(run: Run) -> str:
+    """What a queued GPU run waits for ("waiting for an A10G worker"); "" otherwise."""
+    if run.status != Status.QUEUED or not run.gpu_type:
+        return ""
+    return gpu.waiting_for(run.gpu_type)
 
 
 SERIES_RUNS = 300  # the newest scored runs a chart draws

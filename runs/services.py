@@ -18,7 +18,7 @@ from billing import services as billing
 from harnesses import drivers, env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
-from runs import git
+from runs import git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -78,9 +78,18 @@ def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
         )
     if grading not in Grading.values:
         raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
-    if harness.compute == Compute.GPU and not settings.BELVEDIR_GPU_WORKERS:
+    if harness.compute == Compute.GPU:
+        gpu_type_check(harness.gpu_type or "A10G")
+
+
+def gpu_type_check(gpu_type: str) -> None:
+    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES)."""
+    served = gpu.gpu_types_served()
+    if gpu_type not in served:
         raise Invalid(
-            "This platform has no GPU workers, so a GPU harness cannot run here; switch it to CPU.",
+            f"This platform has no GPU workers of type {gpu_type} "
+            f"(GPU types served: {', '.join(served) or 'none'}), so this harness cannot run "
+            f"here; switch it to CPU{' or to a GPU type served' if served else ''}.",
             field="harness",
             code="gpu",
         )
@@ -174,6 +183,7 @@ def run_launch(
             covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if access.covered else 0,
             attempts=attempts,
             grading=grading,
+            gpu_type=(harness.gpu_type or "A10G") if harness.compute == Compute.GPU else "",
             created_by=created_by,
         )
         # Under the organization's lock: concurrent launches see each other's charges.
@@ -231,21 +241,24 @@ def run_enqueue(*, run_id: str) -> None:
     """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
     requeued run keeps the position it had."""
     Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
-    run_task_enqueue(run_id=run_id)
+    gpu_type = Run.objects.filter(pk=run_id).values_list("gpu_type", flat=True).first()
+    run_task_enqueue(run_id=run_id, cluster=gpu.queue_name(gpu_type) if gpu_type else None)
 
 
-def run_claim(*, run_id: str, worker: str) -> bool:
-    """Atomically move a queued run to running; False if someone else has it (or it was cancelled)."""
-    return _claim(run_id=run_id, worker=worker, now=timezone.now())
+def run_claim(*, run_id: str, worker: str, gpu_device: str = "") -> bool:
+    """Atomically move a queued run to running; False if someone else has it (or it was cancelled).
+    `gpu_device`: the GPU it runs on (host/device id), already held for it."""
+    return _claim(run_id=run_id, worker=worker, gpu_device=gpu_device, now=timezone.now())
 
 
 @reconnecting
-def _claim(*, run_id: str, worker: str, now: datetime) -> bool:
+def _claim(*, run_id: str, worker: str, gpu_device: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
         heartbeat_at=now,
         worker=worker,
+        gpu_device=gpu_device,
         stage=Stage.CLONING,
         stage_started_at=now,
     )

@@ -112,6 +112,7 @@ def run_detail(request, run_id: str):
     context = {
         "run": run,
         "queue_position": selectors.queue_position(run),
+        "waiting_for": selectors.waiting_for(run),
         "stages": display.stages(run, now=now),
         "elapsed": display.elapsed(run, now=now),
         "failure_notes": display.failure_notes(run),

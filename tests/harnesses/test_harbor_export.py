@@ -19,39 +19,12 @@ from harnesses.harbor_export import (
     write_directory,
     zip_bytes,
 )
+from tests.helpers.harbor import FOUR_KINDS
 from tests.traces.fake_openai import FakeOpenAI
 
 JUDGE = "# the runner's judge\n"
 
-TASKS = [
-    {"id": "capital", "prompt": "What is the capital of France?", "answer": "Paris"},
-    {
-        "id": "refund",
-        "prompt": "A customer asks for a refund after 40 days.",
-        "answer": "Store credit.",
-        "verifier": {"kind": "rubric", "criteria": ["Cites the policy", "Offers credit"]},
-        "metadata": {"topic": "billing", "level": None},
-    },
-    {
-        "id": "sum",
-        "prompt": "What is 2+2?",
-        "answer": "4",
-        "verifier": {
-            "kind": "code",
-            "source": "def verify(answer, state):\n    return answer.strip() == '4'\n",
-        },
-    },
-    {
-        "id": "todo",
-        "prompt": "Tick the first item in notes/todo.txt.",
-        "answer": "Done.",
-        "verifier": {
-            "kind": "state_diff",
-            "setup_state": {"notes/todo.txt": "[ ] milk\n[ ] dog\n"},
-            "golden": {"notes/todo.txt": "[x] milk\n[ ] dog\n"},
-        },
-    },
-]
+TASKS = FOUR_KINDS
 
 
 def files_of(tasks=TASKS, **options) -> dict[str, harbor_export.ExportFile]:
@@ -72,7 +45,9 @@ def test_each_task_gets_a_harbor_task_directory():
         assert files[f"{task_id}/solution/solve.sh"].executable
     assert "README.md" in files
     assert text(files, "sum/tests/verify.py") == TASKS[2]["verifier"]["source"]
-    assert text(files, "todo/environment/state/notes/todo.txt") == "[ ] milk\n[ ] dog\n"
+    assert (
+        text(files, "todo/environment/state/notes/todo.txt") == "[ ] buy milk\n[ ] walk the dog\n"
+    )
     assert text(files, "capital/tests/judge.py") == JUDGE
     assert "sum/tests/judge.py" not in files  # code and state_diff need no judge
 
@@ -156,8 +131,8 @@ def test_solve_writes_the_recorded_answer_byte_for_byte(answer, tmp_path, monkey
 def test_solve_writes_the_golden_state(tmp_path, monkeypatch):
     files = files_of()
     run_solve(files, "todo", tmp_path, monkeypatch)
-    assert (tmp_path / "app/state/notes/todo.txt").read_text() == "[x] milk\n[ ] dog\n"
-    assert (tmp_path / "app/answer.md").read_text() == "Done."
+    assert (tmp_path / "app/state/notes/todo.txt").read_text() == "[x] buy milk\n[ ] walk the dog\n"
+    assert (tmp_path / "app/answer.md").read_text() == "Ticked."
 
 
 def grade(files, task_id, tmp_path, answer=None, state=None) -> tuple[float | None, str]:
@@ -211,8 +186,10 @@ def test_state_diff_needs_every_golden_file(tmp_path):
     wrong = tmp_path / "wrong"
     right.mkdir(), wrong.mkdir()
     # Trailing whitespace at the end of a file is ignored; anything else is a difference.
-    ok = grade(files, "todo", right, state={"notes/todo.txt": "[x] milk\n[ ] dog\n\n  "})
-    bad = grade(files, "todo", wrong, state={"notes/todo.txt": "[ ] milk\n[ ] dog\n"})
+    ok = grade(
+        files, "todo", right, state={"notes/todo.txt": "[x] buy milk\n[ ] walk the dog\n\n  "}
+    )
+    bad = grade(files, "todo", wrong, state={"notes/todo.txt": "[ ] buy milk\n[ ] walk the dog\n"})
     assert ok[0] == 1.0
     assert bad[0] == 0.0 and "notes/todo.txt: differs" in bad[1]
 

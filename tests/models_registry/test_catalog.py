@@ -187,3 +187,13 @@ def test_operators_find_covered_models_and_labs_in_the_admin(superuser):
     assert b"qwen/qwen3-32b" not in page.content
     labs = superuser.get("/admin/models_registry/lab/?is_chinese__exact=0")
     assert b"Mistral AI" in labs.content and b"DeepSeek" not in labs.content
+
+
+def test_the_admin_shows_a_price_of_a_fraction_of_a_cent_exactly(superuser):
+    CoveredModel.objects.filter(model_id="meta-llama/llama-3.1-8b-instruct").update(
+        input_price_micros=15_000, output_price_micros=25_000
+    )
+    page = superuser.get("/admin/models_registry/coveredmodel/?q=llama-3.1-8b")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "$0.015" in html and "$0.025" in html  # $0.01 / $0.03 once, rounded

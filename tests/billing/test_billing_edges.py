@@ -1,4 +1,5 @@
-"""Pay as you go's monthly limit counts this month's run charges net of their own refunds."""
+"""Pay as you go's monthly limit counts this month's run charges net of their own refunds;
+coupon codes are one per spelling, whatever the case."""
 
 from datetime import timedelta
 
@@ -52,3 +53,16 @@ def test_pay_as_you_go_at_its_monthly_limit_may_not_start_a_credit_run(payg):
     services.run_charge(organization=payg, reference="run_b", gpu=False)
     assert selectors.balance(organization=payg) == -DOLLAR
     assert services.may_start_credit_run(organization=payg) is False
+
+
+def test_no_two_coupons_differ_only_by_case(db):
+    # Redeeming looks a code up whatever its case: "welcome" next to "WELCOME" would make
+    # which one a code redeems a matter of chance.
+    from django.db import IntegrityError, transaction
+
+    from billing.models import Coupon
+
+    Coupon.objects.create(code="WELCOME", amount_micros=DOLLAR)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Coupon.objects.create(code="welcome", amount_micros=50 * DOLLAR)
+    assert Coupon.objects.count() == 1
