@@ -34,6 +34,18 @@ def llm():
         yield llm
 
 
+def model_and_judge(llm) -> dict:
+    """Launch values: the scripted server as both the model under test and the judge."""
+    return {
+        "model": "model-under-test",
+        "model_api_base": llm.base_url,
+        "model_api_key": "sk-model-e2e",
+        "judge_model": "judge",
+        "judge_api_base": llm.base_url,
+        "judge_api_key": "sk-judge-e2e",
+    }
+
+
 def runner_harness(owner, **env) -> dict:
     response = owner.api.post(
         "/api/v1/harnesses",
@@ -65,12 +77,7 @@ def test_the_runner_card_grades_three_attempts_by_each_rule_and_traces_the_run(
             owner,
             django_capture_on_commit_callbacks,
             harness,
-            model="model-under-test",
-            model_api_base=llm.base_url,
-            model_api_key="sk-model-e2e",
-            judge_model="judge",
-            judge_api_base=llm.base_url,
-            judge_api_key="sk-judge-e2e",
+            **model_and_judge(llm),
             attempts=3,
             grading=rule,
         )
@@ -188,16 +195,7 @@ def test_a_task_list_with_code_or_state_diff_tasks_is_refused_naming_them(
     )
     harness = runner_harness(owner)
     owner.api.patch(f"/api/v1/harnesses/{harness['id']}", {"tasks": tasks}, format="json")
-    run = launch(
-        owner,
-        django_capture_on_commit_callbacks,
-        harness,
-        model="model-under-test",
-        model_api_base=llm.base_url,
-        model_api_key="sk-model-e2e",
-        judge_model="judge",
-        judge_api_base=llm.base_url,
-    )
+    run = launch(owner, django_capture_on_commit_callbacks, harness, **model_and_judge(llm))
     assert run.status == "failed"
     assert "sum (code) run under Harbor only" in run.log_tail
     assert run.stage == "installing"  # refused by the install step's check, before running
