@@ -22,6 +22,21 @@ api_v1 = [
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
     path("environments", environment_api.EnvironmentListView.as_view(), name="api-environments"),
     path(
+        "environments/generate",
+        environment_api.EnvironmentGenerateView.as_view(),
+        name="api-environments-generate",
+    ),
+    path(
+        "environments/generations/<str:generation_id>",
+        environment_api.GenerationDetailView.as_view(),
+        name="api-environment-generation",
+    ),
+    path(
+        "environments/generations/<str:generation_id>/save",
+        environment_api.GenerationSaveView.as_view(),
+        name="api-environment-generation-save",
+    ),
+    path(
         "environments/<str:environment_id>",
         environment_api.EnvironmentDetailView.as_view(),
         name="api-environment",
@@ -30,6 +45,11 @@ api_v1 = [
         "environments/<str:environment_id>/versions",
         environment_api.EnvironmentVersionListView.as_view(),
         name="api-environment-versions",
+    ),
+    path(
+        "environments/<str:environment_id>/export",
+        environment_api.EnvironmentExportView.as_view(),
+        name="api-environment-export",
     ),
     path(
         "environments/<str:environment_id>/harness",

@@ -190,6 +190,7 @@ def test_a_client_generated_from_the_schema_registers_a_harness_launches_a_run_a
     config.write_text(
         "package_name_override: belvedir_client\n"
         "content_type_overrides:\n  application/x-protobuf: application/octet-stream\n"
+        "  application/zip: application/octet-stream\n"
     )
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     generated = subprocess.run(
