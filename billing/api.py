@@ -42,7 +42,8 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
         fields = ["id", "kind", "amount_micros", "reference", "created_by", "created_at"]
 
     def get_created_by(self, entry: LedgerEntry) -> str:
-        return entry.created_by.email if entry.created_by else ""
+        """A member's email; "Belvedir" for an operator's entry; "" for the system's."""
+        return selectors.entry_author(entry)
 
 
 class CouponRedeemSerializer(serializers.Serializer):

@@ -66,7 +66,8 @@ def test_every_operation_has_a_summary_an_id_and_its_error_answers(schema):
             assert operation.get("operationId"), where
             statuses = set(operation["responses"])
             assert any(s.startswith("2") for s in statuses), where
-            assert "401" in statuses, where
+            if operation.get("security"):  # a signed link (the adapter download) needs no key
+                assert "401" in statuses, where
             if "{" in path:
                 assert "404" in statuses, where
             if method in ("post", "put", "patch") and operation.get("requestBody"):
