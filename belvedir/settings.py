@@ -304,6 +304,11 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 # second SIGTERM stops them at once). A stopped run is failed or requeued by the reaper.
 Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
 
+# The Harbor export (`belvedir environments export`, README "Run an environment with Harbor"):
+# the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
+# points it at a local image, e.g. belvedir-sandbox:latest.
+BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
+
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
 # Sandbox isolation (README, "How sandboxes are isolated"): sandboxes join the bridge network
@@ -396,6 +401,12 @@ BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024,
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
 BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+# Environment generation (harnesses/generation.py), a job on the housekeeping cluster: how long
+# a job may take, retries included (below that cluster's 600 s timeout), and the output cap.
+BELVEDIR_GENERATION_TIMEOUT = envint("BELVEDIR_GENERATION_TIMEOUT", 300, minimum=5)
+BELVEDIR_GENERATION_MAX_TOKENS = envint("BELVEDIR_GENERATION_MAX_TOKENS", 16000, minimum=256)
+if BELVEDIR_GENERATION_TIMEOUT >= Q_CLUSTER["ALT_CLUSTERS"][Q_HOUSEKEEPING_CLUSTER]["timeout"]:
+    raise ImproperlyConfigured("BELVEDIR_GENERATION_TIMEOUT must be below 600 (the job's timeout)")
 
 # Hosted defaults: with BELVEDIR_DEV=0, HTTPS only (`manage.py check --deploy` is clean).
 # Sandboxes call the platform at BELVEDIR_SANDBOX_BASE_URL, which may be plain HTTP on a

@@ -9,6 +9,7 @@ from billing import api as billing_api
 from harnesses import api as harness_api
 from harnesses import environment_api, git_views
 from models_registry import api as models_api
+from runs import adapters as run_adapters
 from runs import api as run_api
 from traces import api as trace_api
 from traces import ingest
@@ -22,6 +23,21 @@ api_v1 = [
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
     path("environments", environment_api.EnvironmentListView.as_view(), name="api-environments"),
     path(
+        "environments/generate",
+        environment_api.EnvironmentGenerateView.as_view(),
+        name="api-environments-generate",
+    ),
+    path(
+        "environments/generations/<str:generation_id>",
+        environment_api.GenerationDetailView.as_view(),
+        name="api-environment-generation",
+    ),
+    path(
+        "environments/generations/<str:generation_id>/save",
+        environment_api.GenerationSaveView.as_view(),
+        name="api-environment-generation-save",
+    ),
+    path(
         "environments/<str:environment_id>",
         environment_api.EnvironmentDetailView.as_view(),
         name="api-environment",
@@ -30,6 +46,11 @@ api_v1 = [
         "environments/<str:environment_id>/versions",
         environment_api.EnvironmentVersionListView.as_view(),
         name="api-environment-versions",
+    ),
+    path(
+        "environments/<str:environment_id>/export",
+        environment_api.EnvironmentExportView.as_view(),
+        name="api-environment-export",
     ),
     path(
         "environments/<str:environment_id>/harness",
@@ -56,6 +77,17 @@ api_v1 = [
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
+    path(
+        "adapters/<str:run_id>/<str:token>",
+        run_adapters.AdapterDownloadView.as_view(),
+        name="api-adapter-download",
+    ),
+    path("models/<str:model_id>/runs", run_api.ModelRunLaunchView.as_view(), name="api-model-runs"),
+    path(
+        "models/<str:model_id>/benchmarks",
+        run_api.ModelBenchmarksView.as_view(),
+        name="api-model-benchmarks",
+    ),
     path("models/fine-tuned", models_api.FineTunedModelListView.as_view(), name="api-models-list"),
     path("models/<str:model_id>", models_api.FineTunedModelDetailView.as_view(), name="api-model"),
     # The model router (OpenAI-compatible): chat/completions and models (GET; a POST there
@@ -113,7 +145,9 @@ urlpatterns = [
     path("settings/organization/billing/", include("billing.urls")),
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
+    path("environments/", include("harnesses.environment_urls")),
     path("runs/", include("runs.urls")),
+    path("models/", include("models_registry.urls")),
     path("traces/", include("traces.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

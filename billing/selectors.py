@@ -3,10 +3,10 @@
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Exists, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
-from belvedir.models import Organization
+from belvedir.models import Membership, Organization
 from billing.models import BillingAccount, Kind, LedgerEntry
 from billing.money import usd_to_micros
 
@@ -20,8 +20,32 @@ def balance(*, organization: Organization) -> int:
 
 
 def ledger_for(*, organization: Organization) -> QuerySet[LedgerEntry]:
-    """The organization's entries, newest first."""
-    return LedgerEntry.objects.filter(organization=organization).select_related("created_by")
+    """The organization's entries, newest first; `by_member`: made by one of its members."""
+    return (
+        LedgerEntry.objects.filter(organization=organization)
+        .select_related("created_by")
+        .annotate(
+            by_member=Exists(
+                Membership.objects.filter(organization=organization, user=OuterRef("created_by"))
+            )
+        )
+    )
+
+
+OPERATOR_NAME = "Belvedir"
+
+
+def entry_author(entry: LedgerEntry) -> str:
+    """Who made an entry, as the organization sees it: a member's email; "Belvedir" for an
+    operator's (their staff's addresses are not the customer's to read); "" for the system's."""
+    if entry.created_by_id is None:
+        return ""
+    by_member = getattr(entry, "by_member", None)
+    if by_member is None:
+        by_member = Membership.objects.filter(
+            organization_id=entry.organization_id, user_id=entry.created_by_id
+        ).exists()
+    return entry.created_by.email if by_member else OPERATOR_NAME
 
 
 def account_for(*, organization: Organization) -> BillingAccount:

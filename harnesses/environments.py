@@ -38,7 +38,7 @@ def _clean_name(name) -> str:
     return name
 
 
-def _clean_description(description) -> str:
+def clean_description(description) -> str:
     if description is not None and not isinstance(description, str):
         raise Invalid("description must be text.", field="description")
     description = (description or "").strip()
@@ -84,7 +84,7 @@ def environment_create(
 ) -> Environment:
     """A new environment at version 1. `tasks`: a list of task objects or a tasks file's text."""
     name = _clean_name(name)
-    description = _clean_description(description)
+    description = clean_description(description)
     clean = _clean_tasks(tasks)
     _check_name_free(project, name)
     now = timezone.now()
@@ -123,7 +123,7 @@ def environment_update(
     current = environment_tasks(environment=environment)
     new_name = environment.name if name is None else _clean_name(name)
     new_description = (
-        environment.description if description is None else _clean_description(description)
+        environment.description if description is None else clean_description(description)
     )
     new_tasks = current if tasks is None else _clean_tasks(tasks)
     if (new_name, new_description, new_tasks) == (

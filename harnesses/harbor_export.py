@@ -24,7 +24,7 @@ import io
 import json
 import posixpath
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,18 +125,44 @@ def write_directory(files: Iterable[ExportFile], out: Path) -> list[Path]:
     return [out / name for name in task_dirs]
 
 
-def zip_bytes(files: Iterable[ExportFile], *, root: str = "") -> bytes:
-    """The export as a zip (file modes kept, so test.sh and solve.sh stay executable), its
-    entries under `root/` when a root is given."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+class _Chunks(io.RawIOBase):
+    """A write-only, unseekable file that hands back what was written since the last look
+    (zipfile then writes data descriptors, so a zip streams without seeking)."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        data, self._parts = b"".join(self._parts), []
+        return data
+
+
+def zip_stream(files: Iterable[ExportFile], *, root: str = "") -> Iterator[bytes]:
+    """The export as a zip, yielded file by file (modes kept, so test.sh and solve.sh stay
+    executable), its entries under `root/` when a root is given."""
+    sink = _Chunks()
+    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for item in files:
             name = f"{root}/{item.path}" if root else item.path
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = (0o100755 if item.executable else 0o100644) << 16
             archive.writestr(info, item.content)
-    return buffer.getvalue()
+            if chunk := sink.take():
+                yield chunk
+    if chunk := sink.take():
+        yield chunk
+
+
+def zip_bytes(files: Iterable[ExportFile], *, root: str = "") -> bytes:
+    return b"".join(zip_stream(files, root=root))
 
 
 # --- one task ---------------------------------------------------------------------------------

@@ -40,6 +40,11 @@ class FineTunedModelUploadSerializer(serializers.Serializer):
 class FineTunedModelUploadView(AccessMixin, APIView):
     parser_classes = [MultiPartParser, FormParser]
 
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (a session's CSRF check reads the form).
+        self.guard = adapters.guard_upload(request)
+        return super().initialize_request(request, *args, **kwargs)
+
     @extend_schema(
         operation_id="models_upload",
         summary="Upload a fine-tuned model: a LoRA adapter zip on a Hugging Face base model.",
@@ -48,10 +53,9 @@ class FineTunedModelUploadView(AccessMixin, APIView):
     )
     def post(self, request):
         self.access.require_write()
-        guard = adapters.guard_upload(request._request)
         data = request.data  # the body streams through the guard into a temporary file
-        if guard.exceeded:
-            raise Invalid(adapters.too_large_message(guard.received), field="adapter")
+        if self.guard.exceeded:
+            raise Invalid(adapters.too_large_message(self.guard.received), field="adapter")
         adapter = request.FILES.get("adapter")
         gated = str(data.get("gated", "")).strip().lower() in ("1", "true", "on", "yes")
         user = request.user if getattr(request.user, "pk", None) else None

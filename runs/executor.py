@@ -48,6 +48,7 @@ from runs.sandbox.base import (
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,
+    run_fine_tuned_env,
     run_finish,
     run_harness_env,
     run_heartbeat,
@@ -232,6 +233,10 @@ class Execution:
                 "belvedir: sandbox isolation is not in place on this worker "
                 f"({'; '.join(isolation.problems)}), so the run did not start."
             )
+        if self.run.model_base and self.run.fine_tuned_model_id is None:
+            return self.fail(
+                "belvedir: the run's fine-tuned model was deleted before the run started."
+            )
         try:
             spec = self.prepare(workdir)
         except git.GitError as exc:
@@ -264,7 +269,7 @@ class Execution:
             attempts=run.attempts,
             grading=run.grading,
             model_settings=contract.model_settings(
-                model=run.model,
+                model=run.model_base or run.model,
                 model_api_base=run.model_api_base_resolved or run.model_api_base,
                 model_api_key=self.secrets["model_api_key"],
                 model_covered=run.model_covered,
@@ -275,6 +280,7 @@ class Execution:
                 run_key=self.secrets["run_key"],
                 router_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL),
             ),
+            fine_tuned=run_fine_tuned_env(run, base_url=settings.BELVEDIR_SANDBOX_BASE_URL),
         )
         return spec_from_settings(
             run_id=run.pk,

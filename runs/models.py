@@ -57,6 +57,17 @@ class Run(models.Model):
     judge_model = models.CharField(max_length=200, blank=True)
     judge_api_base = models.CharField(max_length=500, blank=True)
     judge_api_key_encrypted = models.TextField(blank=True)
+    # Launched against a fine-tuned model (the Models page): the sandbox gets MODEL = the base
+    # id kept here, ADAPTER_URL, MODEL_LABEL = `model` (the model's name) and HF_TOKEN for a
+    # gated base. The link is cleared when the model is deleted; `model_base` stays.
+    fine_tuned_model = models.ForeignKey(
+        "models_registry.FineTunedModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    model_base = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveIntegerField(default=1)
     grading = models.CharField(max_length=8, choices=Grading.choices, default=Grading.PASS_AT_1)
     score = models.FloatField(null=True, blank=True)

@@ -4,6 +4,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
+from models_registry.models import FineTunedModel
 from runs import gpu
 from runs.models import IN_FLIGHT, Run, Status
 
@@ -29,8 +30,39 @@ def runs_for(
     if status and status in Status.values:
         runs = runs.filter(status=status)
     if model:
-        runs = runs.filter(model=model)
+        runs = _of_model(runs, project=project, model=model)
     return runs
+
+
+def _of_model(runs: QuerySet[Run], *, project: Project, model: str) -> QuerySet[Run]:
+    """Runs of `model`: a model id as launched, or the id of one of the project's fine-tuned
+    models (the runs attributed to it)."""
+    fine_tuned = FineTunedModel.objects.filter(project=project, pk=model).first()
+    if fine_tuned is None:
+        return runs.filter(model=model)
+    return runs.filter(_attributed_to(fine_tuned))
+
+
+def _attributed_to(fine_tuned: FineTunedModel) -> Q:
+    return Q(fine_tuned_model=fine_tuned) | Q(results__model=fine_tuned.name)
+
+
+def runs_of_fine_tuned_model(fine_tuned: FineTunedModel) -> QuerySet[Run]:
+    """The runs attributed to a fine-tuned model, newest first: launched against it from the
+    Models page, or any run of its project whose results.model is its name."""
+    return Run.objects.filter(project_id=fine_tuned.project_id).filter(_attributed_to(fine_tuned))
+
+
+def latest_scores_by_model(*, project: Project, models) -> dict[str, list[Run]]:
+    """Each fine-tuned model's latest scored run per harness (newest first), by model id."""
+    latest: dict[str, list[Run]] = {}
+    for fine_tuned in models:
+        seen: dict[str, Run] = {}
+        scored = runs_of_fine_tuned_model(fine_tuned).filter(score__isnull=False)
+        for run in scored.exclude(finished_at=None).order_by("-finished_at")[:200]:
+            seen.setdefault(run.harness_name, run)
+        latest[fine_tuned.pk] = list(seen.values())
+    return latest
 
 
 def log_since(run: Run, offset: int) -> dict:
@@ -75,7 +107,7 @@ def score_series(
     if harness:
         runs = runs.filter(harness_id=harness)
     if model:
-        runs = runs.filter(model=model)
+        runs = _of_model(runs, project=project, model=model)
     newest = runs.order_by("-finished_at", "-pk")[:SERIES_RUNS]
     series: dict[tuple, dict] = {}
     for run in reversed(newest):

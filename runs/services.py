@@ -18,6 +18,9 @@ from billing import services as billing
 from harnesses import drivers, env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
+from models_registry.models import FineTunedModel
+from models_registry.selectors import hf_token, hf_token_value
+from models_registry.signing import AdapterGrant, adapter_token, adapter_url
 from runs import git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_require
@@ -118,9 +121,16 @@ def run_launch(
     judge_api_key: str = "",
     attempts: int = 1,
     grading: str = Grading.PASS_AT_1,
+    fine_tuned_model: FineTunedModel | None = None,
 ) -> Run:
-    """Check, count under a row lock, create the run and its key, enqueue on commit."""
+    """Check, count under a row lock, create the run and its key, enqueue on commit.
+
+    With `fine_tuned_model` (see `run_launch_fine_tuned`) the run's model is the fine-tuned
+    model's name and the sandbox serves its base id with the adapter."""
     _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    if fine_tuned_model is not None:
+        _check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
+        model = fine_tuned_model.name
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
@@ -128,7 +138,7 @@ def run_launch(
         project=project,
         gpu=harness.compute == Compute.GPU,
         harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
-        model=model,
+        model=fine_tuned_model.base_model if fine_tuned_model else model,
         model_api_base=model_api_base,
         model_api_key=model_api_key,
         judge_model=judge_model,
@@ -183,6 +193,8 @@ def run_launch(
             covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if access.covered else 0,
             attempts=attempts,
             grading=grading,
+            fine_tuned_model=fine_tuned_model,
+            model_base=fine_tuned_model.base_model if fine_tuned_model else "",
             gpu_type=(harness.gpu_type or "A10G") if harness.compute == Compute.GPU else "",
             created_by=created_by,
         )
@@ -234,6 +246,60 @@ def run_relaunch(*, run: Run, created_by=None) -> Run:
         judge_api_key=secrets["judge_api_key"],
         attempts=run.attempts,
         grading=run.grading,
+        fine_tuned_model=_fine_tuned_of(run),
+    )
+
+
+def _fine_tuned_of(run: Run) -> FineTunedModel | None:
+    if run.model_base and run.fine_tuned_model is None:
+        raise Invalid(
+            "This run's fine-tuned model was deleted, so it cannot run again.",
+            field="model",
+            code="model_deleted",
+        )
+    return run.fine_tuned_model
+
+
+FINE_TUNED_NEEDS_GPU = "fine-tuned models need a GPU harness that serves the model in the sandbox"
+
+
+def _check_fine_tuned(
+    *, project: Project, harness: Harness, fine_tuned_model: FineTunedModel
+) -> None:
+    if fine_tuned_model.project_id != project.pk or harness.project_id != project.pk:
+        raise Invalid("The model and the harness must be of the same project.", field="harness")
+    if harness.compute != Compute.GPU:
+        raise Invalid(
+            f"{harness.name} is a CPU harness: {FINE_TUNED_NEEDS_GPU}.",
+            field="harness",
+            code="gpu_required",
+        )
+    if fine_tuned_model.gated and not hf_token(organization=project.organization):
+        raise Invalid(
+            f"The base model {fine_tuned_model.base_model} is gated: an owner or admin must set "
+            "the organization's Hugging Face token (Organization settings) first.",
+            field="model",
+            code="hf_token_missing",
+        )
+
+
+def run_launch_fine_tuned(
+    *,
+    fine_tuned_model: FineTunedModel,
+    harness: Harness,
+    created_by=None,
+    attempts: int = 1,
+    grading: str = Grading.PASS_AT_1,
+) -> Run:
+    """Run benchmark (the Models page): `harness` (a GPU harness) against the model. The
+    sandbox gets MODEL (the base id), ADAPTER_URL, MODEL_LABEL and HF_TOKEN for a gated base."""
+    return run_launch(
+        project=fine_tuned_model.project,
+        harness=harness,
+        created_by=created_by,
+        attempts=attempts,
+        grading=grading,
+        fine_tuned_model=fine_tuned_model,
     )
 
 
@@ -416,10 +482,48 @@ def run_harness_env(run: Run) -> dict[str, str]:
 
 
 def run_secret_values(run: Run) -> list[str]:
-    """Every secret the run's sandbox is given (keys, secret harness env): what logs, results,
-    notes and the run's spans are redacted of."""
+    """Every secret the run's sandbox is given (keys, secret harness env, a fine-tuned model's
+    signed adapter URL and Hugging Face token): what logs, results, notes and the run's spans
+    are redacted of."""
     values = [
         *run_model_secrets(run).values(),
         *env_secrets.secret_values(run.harness_env_secrets_encrypted),
+        *run_fine_tuned_secrets(run).values(),
     ]
     return [value for value in values if value]
+
+
+def run_adapter_grant(run: Run) -> AdapterGrant | None:
+    """What the run's ADAPTER_URL grants: its model's adapter, to this run, until the run's
+    time cap ends (counted from its start); None before it started or without a model."""
+    if run.fine_tuned_model_id is None or run.started_at is None:
+        return None
+    expires = int(run.started_at.timestamp()) + settings.BELVEDIR_RUN_TIMEOUT
+    return AdapterGrant(run_id=run.pk, model_id=run.fine_tuned_model_id, expires=expires)
+
+
+def run_fine_tuned_secrets(run: Run) -> dict[str, str]:
+    """The signed adapter token (inside ADAPTER_URL) and the HF token a gated base gets."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    secrets = {"adapter_token": adapter_token(grant)}
+    if run.fine_tuned_model.gated:
+        secrets["hf_token"] = hf_token_value(organization=run.project.organization)
+    return secrets
+
+
+def run_fine_tuned_env(run: Run, *, base_url: str) -> dict[str, str]:
+    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    env = {
+        "MODEL": run.model_base,
+        "ADAPTER_URL": adapter_url(base_url, grant),
+        "MODEL_LABEL": run.model,
+    }
+    token = run_fine_tuned_secrets(run).get("hf_token")
+    if token:
+        env["HF_TOKEN"] = token
+    return env

@@ -66,3 +66,31 @@ def test_no_two_coupons_differ_only_by_case(db):
     with pytest.raises(IntegrityError), transaction.atomic():
         Coupon.objects.create(code="welcome", amount_micros=50 * DOLLAR)
     assert Coupon.objects.count() == 1
+
+
+def test_an_operators_entry_shows_belvedir_and_a_members_shows_their_email(superuser, funded):
+    # The operator's address is Belvedir's staff's, not the customer's to read.
+    from billing.models import Coupon
+
+    services.ledger_operator_entry(
+        organization=funded.org,
+        kind=Kind.CREDIT,
+        amount_micros=DOLLAR,
+        note="pilot",
+        created_by=superuser.user,
+    )
+    Coupon.objects.create(code="HELLO", amount_micros=DOLLAR)
+    services.coupon_redeem(organization=funded.org, code="HELLO", created_by=funded.user)
+
+    page = funded.web.get("/settings/organization/billing/").content.decode()
+    csv_text = b"".join(
+        funded.web.get("/settings/organization/billing/ledger.csv").streaming_content
+    ).decode()
+    api = {
+        e["reference"]: e["created_by"]
+        for e in funded.api.get("/api/v1/billing/ledger").json()["results"]
+    }
+    for shown in (page, csv_text):
+        assert "operator@example.com" not in shown
+        assert "Belvedir" in shown and funded.user.email in shown
+    assert api == {"pilot": "Belvedir", "HELLO": funded.user.email, "welcome credit": ""}

@@ -128,3 +128,32 @@ def sandbox_gateway(live_server, settings):
     settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
     yield gateway.url
     gateway.stop()
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    """Uploaded files (adapter zips) land in this test's own directory (MEDIA_ROOT)."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
+
+@pytest.fixture
+def make_fine_tuned(owner, media_root):
+    """A fine-tuned model of the owner's project with a small valid adapter zip."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from models_registry.services import fine_tuned_model_create
+    from tests.helpers.adapters import adapter_zip_bytes
+
+    def make(name: str = "llama-lora-v1", base_model: str = "meta-llama/Llama-3.1-8B", **kw):
+        adapter = SimpleUploadedFile("adapter.zip", adapter_zip_bytes(), "application/zip")
+        return fine_tuned_model_create(
+            project=kw.pop("project", owner.project),
+            name=name,
+            base_model=base_model,
+            adapter=adapter,
+            created_by=owner.user,
+            **kw,
+        )
+
+    return make

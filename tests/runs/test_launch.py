@@ -34,6 +34,8 @@ RUN_FIELDS = {
     "notes",
     "log_tail",
     "model",
+    "fine_tuned_model",
+    "model_base",
     "model_api_base",
     "has_model_api_key",
     "judge_model",
