@@ -50,7 +50,7 @@ for entry in ${GPU_TYPES_//,/ }; do
   queue="gpu-$(echo "${entry%%:*}" | tr '[:upper:]' '[:lower:]')"
   Q_CLUSTER_NAME=$queue setsid $PY manage.py qcluster >"var/qcluster-$queue.log" 2>&1 &
   GROUPS_+=("-$!")
-  GPU_CLUSTERS="$GPU_CLUSTERS $queue (pid $!, var/qcluster-$queue.log)"
+  GPU_CLUSTERS="${GPU_CLUSTERS:+$GPU_CLUSTERS, }$queue (pid $!, var/qcluster-$queue.log)"
 done
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true

@@ -2,11 +2,14 @@
 django-q2 queue, run one at a time per device by a GPU worker host's cluster (simulated here:
 BELVEDIR_GPU_SIMULATE=1 claims devices but requests none), while CPU runs go on at once."""
 
+import os
+import signal
 import uuid
 from datetime import timedelta
 
 import docker
 import pytest
+from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -18,7 +21,8 @@ from runs.queue import runs_with_queued_tasks
 from runs.sandbox.base import SandboxHandle
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import run_cancel, run_enqueue
-from tests.runs.helpers import wait_for
+from tests.helpers.run_fixtures import worker_env
+from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
 
 
 def test_gpu_types_parse_with_counts_and_name_the_variable_when_wrong(monkeypatch):
@@ -202,3 +206,46 @@ def test_a_lost_gpu_task_is_found_on_its_queue_before_the_reaper_requeues(
     assert OrmQ.objects.get().key == "gpu-a10g"
     assert runs_with_queued_tasks([queued.pk], ["gpu-a10g"]) == {queued.pk}
     assert runs_with_queued_tasks([queued.pk]) == set()
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_gpu_workers_device_goes_to_the_next_run_after_the_reaper(
+    sandbox_settings, gpu_settings, owner, make_harness, tmp_path
+):
+    gpu_settings.BELVEDIR_HEARTBEAT_STALE = 5  # the reaper's (this process's) view of a lost run
+    harness = make_harness("gpu long", compute="gpu", gpu_type="A10G", env={"SLEEP": "600"})
+    worker = start_qcluster("gpu-a10g", tmp_path / "w1.log", **worker_env(sandbox_settings))
+    try:
+        first = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json").json()["id"]
+        wait_for(lambda: Run.objects.get(pk=first).stage == "running", 120, "the run to run")
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker host dies mid-run
+    finally:
+        stop_qcluster(worker)
+    assert GpuDevice.objects.get(device_id="0").run_id == first  # nobody released it
+    wait_for(
+        lambda: reaper.reap() and Run.objects.get(pk=first).status == "failed",
+        60,
+        "the reaper to fail the lost run",
+        every=1,
+    )
+    assert GpuDevice.objects.get(device_id="0").run is None
+    assert containers_of(first) == []
+
+    worker = start_qcluster("gpu-a10g", tmp_path / "w2.log", **worker_env(sandbox_settings))
+    try:
+        short = make_harness("gpu short", compute="gpu", gpu_type="A10G")
+        second = owner.api.post("/api/v1/runs", {"harness": short.pk}, format="json").json()["id"]
+        done = _finished(second, "the next GPU run to finish", tmp_path / "w2.log")
+    finally:
+        stop_qcluster(worker)
+    assert done.status == "succeeded", (done.notes, done.log_tail)
+    assert done.gpu_device == Run.objects.get(pk=first).gpu_device
+
+
+def test_a_gpu_type_no_harness_can_ask_for_fails_the_system_check(settings):
+    settings.BELVEDIR_GPU_TYPES = {"A10G": 1, "T4": 1}
+    errors = [m for m in run_checks() if m.id == "runs.E001"]
+    assert len(errors) == 1 and "BELVEDIR_GPU_TYPES names T4" in errors[0].msg
+    settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
+    assert not [m for m in run_checks() if m.id == "runs.E001"]
