@@ -145,6 +145,7 @@ urlpatterns = [
     path("settings/organization/billing/", include("billing.urls")),
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
+    path("environments/", include("harnesses.environment_urls")),
     path("runs/", include("runs.urls")),
     path("models/", include("models_registry.urls")),
     path("traces/", include("traces.urls")),
