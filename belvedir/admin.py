@@ -8,6 +8,8 @@ from belvedir.text import counted
 class ProjectInline(admin.TabularInline):
     model = Project
     extra = 0
+    # Changed on the project's own page, through the service that audits it.
+    readonly_fields = ["chinese_models_allowed"]
 
 
 class MembershipInline(admin.TabularInline):

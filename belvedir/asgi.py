@@ -86,8 +86,15 @@ async def _lifespan(receive, send) -> None:
             return
 
 
+def _bare(scope) -> bool:
+    # POST /api/v1/models is a fine-tuned model's upload (the REST API): the full stack.
+    return scope["path"] in BARE_PATHS and not (
+        scope["path"] == "/api/v1/models" and scope.get("method") != "GET"
+    )
+
+
 async def application(scope, receive, send):
-    if scope["type"] == "http" and scope["path"] in BARE_PATHS:
+    if scope["type"] == "http" and _bare(scope):
         return await bare(scope, receive, send)
     if scope["type"] == "lifespan":
         return await _lifespan(receive, send)

@@ -19,6 +19,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from models_registry.api import FineTunedModelUploadView
 from models_registry.selectors import covered_models
 from router import reserve, upstream
 from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 _call_admit = sync_to_async(call_admit, thread_sensitive=False)
 _refused_reservation = sync_to_async(refused_reservation, thread_sensitive=False)
 _authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
+_upload_fine_tuned = sync_to_async(FineTunedModelUploadView.as_view())
 
 
 def error_response(
@@ -379,7 +381,10 @@ async def _close_and_finish(
 @csrf_exempt
 @_openai_errors
 async def models(request):
-    """The covered models, for a run's key."""
+    """The covered models, for a run's key. A POST is a fine-tuned model's upload (the REST
+    API of models_registry shares the path)."""
+    if request.method == "POST":
+        return await _upload_fine_tuned(request)
     if request.method != "GET":
         return error_response(
             405, "Use GET.", type="invalid_request_error", code="method_not_allowed"

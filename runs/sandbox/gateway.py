@@ -33,6 +33,7 @@ SANDBOX_PATHS = [
     r"/api/v1/chat/completions",
     r"/api/v1/models",
     r"/api/v1/adapters/[A-Za-z0-9_./-]+",
+    r"/git/[A-Za-z0-9_-]+\.git/[A-Za-z0-9_./-]+",
 ]
 _ALLOWED = [re.compile(pattern) for pattern in SANDBOX_PATHS]
 _HOP_BY_HOP = {

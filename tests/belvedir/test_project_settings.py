@@ -114,3 +114,13 @@ def test_an_operator_changes_it_in_the_admin_and_it_is_audited(superuser, owner)
     assert _allowed(owner)
     event = AuditEvent.objects.get(action="project.change")
     assert event.actor_user == superuser.user
+
+
+def test_the_organization_pages_project_rows_show_it_read_only(superuser, owner):
+    # Changed there it would skip the audit: only the project's own page changes it.
+    page = superuser.get(f"/admin/belvedir/organization/{quote(owner.org.pk)}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert owner.project.name in html
+    assert "chinese_models_allowed" in html  # shown, as a column
+    assert 'name="projects-0-chinese_models_allowed"' not in html

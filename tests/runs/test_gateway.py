@@ -21,6 +21,8 @@ from tests.runs.helpers import wait_for
         "/api/v1/chat/completions",
         "/api/v1/models",
         "/api/v1/adapters/ad_1/download?sig=x",
+        "/git/belvedir-runner.git/info/refs?service=git-upload-pack",
+        "/git/harness-harbor.git/objects/pack/pack-1a2b.pack",
     ],
 )
 def test_sandbox_facing_paths_are_allowed(target):
@@ -42,8 +44,8 @@ def test_sandbox_facing_paths_are_allowed(target):
         "/api/v1/runs/a%2Fb/tasks",
         "/git/../admin/",
         "/git/%2e%2e/admin/",
-        # No /git/ route exists yet (issue 12 adds it, with its path to the allowlist).
         "/git/acme/harness.git/info/refs?service=git-upload-pack",
+        "/git/belvedir-runner.git/../../admin/",
         "//api/v1/traces",
         "http://127.0.0.1:5432/api/v1/traces",
         "127.0.0.1:6379",
