@@ -1,7 +1,8 @@
 """The router's writes: admitting a call (its key, its run, the worst case reserved against the
 run's cap), settling it, and recording it as an LLM span in the run's session.
 
-Synchronous (the async views call them through `sync_to_async`). Reserving is one conditional
+Synchronous (the async views call them through `sync_to_async`; `router.settlement` batches
+the settling, `router.reserve` reserves from the event loop). Reserving is one conditional
 UPDATE of the run's row, which PostgreSQL applies under the row's lock and re-checks against
 the row as the previous holder left it: concurrent calls never reserve past the cap together.
 """
@@ -280,16 +281,6 @@ def calls_settle(settlements: list[Settlement]) -> None:
                     covered_reserved_micros=F("covered_reserved_micros") - released,
                     covered_spent_micros=F("covered_spent_micros") + spent,
                 )
-
-
-def call_settle(*, admission: Admission, call: CallRecord) -> None:
-    """Settle one call now (served by WSGI, where nothing outlives the request)."""
-    calls_settle([Settlement.of(admission, call)])
-
-
-def call_record(*, key: ApiKey, run_id: str, call: CallRecord) -> None:
-    """Record a call that reserved nothing (a refusal) in the run's session, now."""
-    calls_settle([Settlement(key, run_id, call)])
 
 
 def _spans_store(*, key: ApiKey, run_id: str, calls: list[CallRecord]) -> None:
