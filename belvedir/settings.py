@@ -445,3 +445,8 @@ BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
 ).rstrip("/")
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
 BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
+# An answered call's settlement waits at most this long to be written with others' (router/
+# settlement.py): fewer, larger writes, at the price of reservations held that much longer.
+BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(
+    envfloat("BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS", 0.2), 0.0
+)

@@ -31,7 +31,9 @@ class BillingSerializer(serializers.Serializer):
 
 class BillingUpdateSerializer(serializers.Serializer):
     pay_as_you_go = serializers.BooleanField(required=False)
-    monthly_limit_micros = serializers.IntegerField(required=False, min_value=0)
+    monthly_limit_micros = serializers.IntegerField(
+        required=False, min_value=0, max_value=services.MAX_AMOUNT_MICROS
+    )
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):

@@ -1,7 +1,6 @@
 """REST API for environments (task sets): list, create, read, update (a new version), delete,
 and a harness backed by one."""
 
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -13,7 +12,7 @@ from belvedir.errors import Invalid
 from belvedir.schema import errors
 from harnesses import environments, generation
 from harnesses.api import HarnessSerializer
-from harnesses.environment_export import environment_export_zip, export_limit
+from harnesses.environment_export import environment_export_response
 from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion
 from harnesses.selectors import environments_for
 
@@ -240,11 +239,9 @@ class EnvironmentExportView(AccessMixin, APIView):
     )
     def get(self, request, environment_id: str):
         environment = self.access.get(Environment, pk=environment_id)
-        limit = export_limit(request.query_params.get("limit"))
-        filename, chunks = environment_export_zip(environment=environment, limit=limit)
-        response = StreamingHttpResponse(chunks, content_type="application/zip")
-        response["Content-Disposition"] = f'attachment; filename="{filename}"'
-        return response
+        return environment_export_response(
+            environment=environment, limit=request.query_params.get("limit")
+        )
 
 
 # --- generation -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import re
 from collections.abc import Iterator
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 
 from belvedir.errors import Invalid
 from harnesses.environments import environment_tasks
@@ -57,3 +58,12 @@ def environment_export_zip(
     files = environment_export_files(environment=environment, limit=limit)
     root = export_root(environment)
     return f"{root}.zip", zip_stream(files, root=root)
+
+
+def environment_export_response(*, environment: Environment, limit) -> StreamingHttpResponse:
+    """The zip download the API and the environment page answer with; `limit` as given
+    (blank: every task)."""
+    filename, chunks = environment_export_zip(environment=environment, limit=export_limit(limit))
+    response = StreamingHttpResponse(chunks, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

@@ -12,4 +12,5 @@ urlpatterns = [
     path("<str:environment_id>/edit/", views.environment_edit, name="edit"),
     path("<str:environment_id>/delete/", views.environment_delete, name="delete"),
     path("<str:environment_id>/harness/", views.environment_harness, name="harness"),
+    path("<str:environment_id>/export/", views.environment_export, name="export"),
 ]

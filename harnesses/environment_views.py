@@ -17,6 +17,7 @@ from belvedir.http import see_other
 from harnesses import environment_editor as editor
 from harnesses import environments, generation, tasks_format
 from harnesses.catalog import RUNNERS, SCAFFOLDS, presets_by_group
+from harnesses.environment_export import environment_export_response
 from harnesses.models import Environment, EnvironmentGeneration
 from harnesses.selectors import environments_for
 
@@ -63,6 +64,14 @@ def environment_detail(request, environment_id: str):
         "cards": _backing_cards(),
     }
     return render(request, "environments/detail.html", context)
+
+
+@login_required
+def environment_export(request, environment_id: str):
+    """The Harbor export as a zip download (any member: it is a read)."""
+    access = access_for_request(request)
+    environment = access.get(Environment, pk=environment_id)
+    return environment_export_response(environment=environment, limit=request.GET.get("limit"))
 
 
 def _editor_response(request, context: dict, status: int = 200):

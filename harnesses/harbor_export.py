@@ -94,10 +94,11 @@ def export_files(
             judge_source = JUDGE_SOURCE.read_text(encoding="utf-8")
         except OSError:
             raise ExportError(f"the Runner's judge {JUDGE_SOURCE} is missing.") from None
-    files = [ExportFile("README.md", _readme(tasks, options).encode())]
+    ids = [str(t.get("id") or f"task-{n}") for n, t in enumerate(tasks, start=1)]
+    # The dataset's README, unless a task directory takes its name.
+    files = [] if "readme.md" in {i.lower() for i in ids} else [_readme_file(tasks, options)]
     seen: set[str] = set()
-    for number, task in enumerate(tasks, start=1):
-        task_id = str(task.get("id") or f"task-{number}")
+    for number, (task_id, task) in enumerate(zip(ids, tasks, strict=True), start=1):
         if task_id in seen or not _safe_name(task_id):
             raise ExportError(f"task {number}: id {task_id!r} cannot name a task directory.")
         seen.add(task_id)
@@ -306,6 +307,10 @@ def _solve_sh(answer: str | None, golden: dict[str, str]) -> str:
     for path, text in sorted(golden.items()):
         lines += _heredoc(f"{STATE_DIR}/{path}", text)
     return "\n".join(lines) + "\n"
+
+
+def _readme_file(tasks: list[dict], options: ExportOptions) -> ExportFile:
+    return ExportFile("README.md", _readme(tasks, options).encode())
 
 
 def _readme(tasks: list[dict], options: ExportOptions) -> str:

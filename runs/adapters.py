@@ -48,7 +48,7 @@ class AdapterDownloadView(APIView):
         if run is None:
             raise Forbidden("This adapter link is not valid for this run.")
         if run.status != Status.RUNNING:
-            raise Forbidden(f"This adapter link has expired: the run is {run.status}.")
+            raise Forbidden(f"This adapter link has expired: the run has ended ({run.status}).")
         model = run.fine_tuned_model
         try:
             handle = model.adapter.open("rb")

@@ -1,4 +1,5 @@
-"""No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes."""
+"""No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes,
+free the GPU devices of runs whose worker died."""
 
 import logging
 from datetime import timedelta

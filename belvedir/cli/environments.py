@@ -1,10 +1,12 @@
-"""`belvedir environments list|create|show|generate|save`: environments (task sets)."""
+"""`belvedir environments list|create|show|generate|save|export`: environments (task sets);
+`export` lives in belvedir.cli.environment_export."""
 
 import os
 import sys
 import time
 
 from belvedir.cli.client import Client, CliError, out
+from belvedir.cli.environment_export import add_export_parser
 
 FINISHED = ("succeeded", "failed")
 
@@ -203,3 +205,5 @@ def register(sub) -> None:
     save.add_argument("--preset")
     save.add_argument("--timeout", type=float, default=600, help="seconds to wait")
     save.set_defaults(func=cmd_save)
+
+    add_export_parser(envs)

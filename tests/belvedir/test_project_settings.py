@@ -124,3 +124,14 @@ def test_the_organization_pages_project_rows_show_it_read_only(superuser, owner)
     assert owner.project.name in html
     assert "chinese_models_allowed" in html  # shown, as a column
     assert 'name="projects-0-chinese_models_allowed"' not in html
+
+
+def test_a_project_an_operator_adds_allowing_chinese_models_is_audited(superuser, owner):
+    form = {"organization": owner.org.pk, "name": "Second", "chinese_models_allowed": "on"}
+    form |= {"created_at_0": "2026-01-01", "created_at_1": "00:00"}
+    response = superuser.post("/admin/belvedir/project/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+    project = Project.objects.get(name="Second")
+    assert project.chinese_models_allowed
+    event = AuditEvent.objects.get(action="project.change", target=project.pk)
+    assert event.metadata["chinese_models_allowed"] == {"before": False, "after": True}

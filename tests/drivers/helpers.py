@@ -116,7 +116,7 @@ TASKS_TEXT = "\n".join(
                 "metadata": {"topic": "billing"},
             }
         ),
-        "Write a haiku about rain.",
+        json.dumps({"prompt": "Write a haiku about rain."}),
     ]
 )
 SCRIPTS = {

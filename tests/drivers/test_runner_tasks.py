@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.drivers.helpers import TASKS_TEXT  # noqa: F401  (puts the drivers on sys.path)
+from tests.drivers.helpers import TASKS_TEXT  # also puts the drivers on sys.path
 
 from belvedir_runner.tasks import TasksError, parse_text  # isort: skip
 
@@ -18,7 +18,8 @@ def test_a_json_list_of_objects_and_strings():
 
 
 def test_jsonl_and_plain_text_lines_mix_and_blank_lines_are_skipped():
-    tasks = parse_text(TASKS_TEXT.replace("\n", "\n\n"))
+    text = TASKS_TEXT.rsplit("\n", 1)[0] + "\n\nWrite a haiku about rain.\n"
+    tasks = parse_text(text.replace("\n", "\n\n"))
     assert [t["id"] for t in tasks] == ["capital", "refund", "task-3"]
     assert tasks[1]["verifier"]["criteria"] == ["Cites 30 days", "Offers credit"]
     assert tasks[1]["metadata"] == {"topic": "billing"}
@@ -29,6 +30,11 @@ def test_jsonl_and_plain_text_lines_mix_and_blank_lines_are_skipped():
         "verifier": {"kind": "judge"},
         "metadata": {},
     }
+
+
+def test_one_task_object_over_several_lines_and_numbers_as_ids_and_answers():
+    (task,) = parse_text('{\n  "id": 7,\n  "prompt": "2+2?",\n  "answer": 4\n}')
+    assert (task["id"], task["answer"]) == ("7", "4")
 
 
 def test_an_environment_object_is_read_for_its_tasks():
@@ -45,7 +51,7 @@ def test_an_environment_object_is_read_for_its_tasks():
         ('[{"id": "x"}]', "task x: prompt is required"),
         ('[{"id": "a b", "prompt": "p"}]', "task 1: id 'a b' may hold only"),
         ('[{"id": "a", "prompt": "p"}, {"id": "a", "prompt": "q"}]', "task 2: id 'a' is used"),
-        ('[{"id": "x", "prompt": "p", "answer": 4}]', "task x: answer must be a string"),
+        ('[{"id": "x", "prompt": "p", "answer": [4]}]', "task x: answer must be a string"),
         (
             '[{"id": "x", "prompt": "p", "verifier": {"kind": "regex"}}]',
             "task x: verifier.kind 'regex' is not one of judge, rubric, code, state_diff",

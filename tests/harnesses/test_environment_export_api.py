@@ -1,5 +1,6 @@
-"""GET /api/v1/environments/{id}/export: the Harbor export as a streamed zip; any member may
-download it (it is a read), outsiders get 404, a bad limit is a 400 naming `limit`."""
+"""The Harbor export as a streamed zip, from the API (GET /api/v1/environments/{id}/export) and
+the environment page's "Export for Harbor": any member may download it (it is a read),
+outsiders get 404, a bad limit is a 400 naming `limit`."""
 
 import io
 import json
@@ -76,3 +77,23 @@ def test_a_read_only_member_may_download_and_an_outsider_gets_404(readonly, outs
     assert download(readonly, environment).status_code == 200
     assert download(outsider, environment).status_code == 404
     assert outsider.api.get("/api/v1/environments/env_nope/export").status_code == 404
+
+
+def test_the_environment_page_offers_the_export_and_serves_the_zip(owner, environment):
+    page = owner.web.get(f"/environments/{environment.pk}/").content.decode()
+    assert f'action="/environments/{environment.pk}/export/"' in page
+    assert "Export for Harbor" in page
+    response = owner.web.get(f"/environments/{environment.pk}/export/", {"limit": "1"})
+    names = archive_of(response).namelist()
+    assert "Support-desk-v1/capital/task.toml" in names
+    assert not any("/refund/" in name for name in names)
+    everything = archive_of(owner.web.get(f"/environments/{environment.pk}/export/?limit="))
+    assert "Support-desk-v1/todo/solution/solve.sh" in everything.namelist()
+
+
+def test_the_page_download_is_scoped_like_the_page(readonly, outsider, environment):
+    url = f"/environments/{environment.pk}/export/"
+    assert readonly.web.get(url).status_code == 200
+    assert outsider.web.get(url).status_code == 404
+    bad = readonly.web.get(url, {"limit": "none"})
+    assert bad.status_code == 400 and "limit must be a whole number" in bad.content.decode()

@@ -101,6 +101,8 @@ def test_tasks_without_an_id_are_numbered_and_bad_paths_are_refused():
     bad = {"kind": "state_diff", "golden": {"../escape": "x"}}
     with pytest.raises(ExportError, match="relative"):
         files_of([{"id": "t", "prompt": "p", "verifier": bad}])
+    named_readme = files_of([{"id": "README.md", "prompt": "a"}])
+    assert "README.md/task.toml" in named_readme and "README.md" not in named_readme
     with pytest.raises(ExportError, match="no tasks"):
         files_of([])
 

@@ -1,15 +1,17 @@
-"""The Harbor export checked with Harbor itself: Harbor's task model loads every exported task,
-and `harbor run -a oracle` on this machine's Docker engine scores 1.0 on an export holding all
-four verifier kinds, the judge being a local test server that Harbor's verifier reaches with the
-key from the host's environment (the export never holds it)."""
+"""The Harbor export checked with Harbor itself: an environment holding all four verifier kinds,
+exported with `belvedir environments export` from a live server; Harbor's task model loads every
+exported task, and `harbor run -a oracle` on this machine's Docker engine scores 1.0, the judge
+being a local test server that Harbor's verifier reaches with the key from the host's environment
+(the export never holds it)."""
 
 import pytest
 
-from harnesses.harbor_export import ANSWER_LINE, ExportOptions, export_files, write_directory
+from harnesses.environments import environment_create
+from harnesses.harbor_export import ANSWER_LINE
 from tests.helpers.harbor import FOUR_KINDS, harbor_image, load_tasks, mean_reward, run_job
 from tests.traces.fake_openai import FakeOpenAI
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 JUDGE_KEY = "sk-judge-from-the-host"
 
@@ -19,9 +21,17 @@ def image():
     return harbor_image()
 
 
-def test_harbor_loads_every_task_and_the_oracle_scores_one(image, tmp_path):
-    options = ExportOptions(base_image="belvedir-sandbox:latest")
-    task_dirs = write_directory(export_files(FOUR_KINDS, options), tmp_path / "env")
+def test_harbor_loads_every_task_and_the_oracle_scores_one(image, cli, owner, settings, tmp_path):
+    settings.BELVEDIR_EXPORT_BASE_IMAGE = "belvedir-sandbox:latest"  # no registry here
+    environment = environment_create(
+        project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
+    )
+    out = tmp_path / "env"
+    code, _, err = cli(
+        "environments", "export", owner.project.pk, "--id", environment.pk, "--out", str(out)
+    )
+    assert code == 0, err
+    task_dirs = sorted(p for p in out.iterdir() if p.is_dir())
     exported = b"".join(p.read_bytes() for p in (tmp_path / "env").rglob("*") if p.is_file())
     assert JUDGE_KEY.encode() not in exported
 

@@ -10,7 +10,7 @@ import re
 MAX_BYTES = 512 * 1024
 KINDS = ("judge", "rubric", "code", "state_diff")
 HARBOR_ONLY = ("code", "state_diff")
-_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class TasksError(ValueError):
@@ -29,8 +29,8 @@ def parse_text(text: str) -> list[dict]:
         if not isinstance(raw, list):
             raise TasksError("tasks: the JSON must be a list of tasks.")
         items = raw
-    elif stripped.startswith("{") and _environment(stripped) is not None:
-        items = _environment(stripped)
+    elif stripped.startswith("{") and _object(stripped) is not None:
+        items = _object(stripped)
     else:
         items = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -58,16 +58,17 @@ def _loads(text: str, where: str):
         raise TasksError(f"{where} is not valid JSON: {exc}.") from None
 
 
-def _environment(text: str) -> list | None:
+def _object(text: str) -> list | None:
+    """The tasks of a text that is one JSON object: an environment's, or the one task."""
     try:
         document = json.loads(text)
     except ValueError:
-        return None
+        return None  # JSONL
     if isinstance(document, dict) and "prompt" not in document and "tasks" in document:
         if not isinstance(document["tasks"], list):
             raise TasksError("tasks: the environment's tasks must be a list.")
         return document["tasks"]
-    return None
+    return [document]
 
 
 def _task(item, position: int) -> dict:
@@ -76,12 +77,15 @@ def _task(item, position: int) -> dict:
     if not isinstance(item, dict):
         raise TasksError(f"task {position}: must be an object or a string.")
     raw_id = item.get("id")
-    if raw_id is None:
+    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        raw_id = str(raw_id)
+    if raw_id is None or raw_id == "":
+        raw_id = None
         task_id = f"task-{position}"
     elif not isinstance(raw_id, str) or not _ID.match(raw_id):
         raise TasksError(
             f"task {position}: id {raw_id!r} may hold only letters, digits, '.', '_' and '-' "
-            "(1 to 64, not starting with '.')."
+            "(1 to 100, starting with a letter or digit)."
         )
     else:
         task_id = raw_id
@@ -90,6 +94,8 @@ def _task(item, position: int) -> dict:
     if not isinstance(prompt, str) or not prompt.strip():
         raise TasksError(f"{name}: prompt is required.")
     answer = item.get("answer")
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        answer = str(answer)
     if answer is not None and not isinstance(answer, str):
         raise TasksError(f"{name}: answer must be a string.")
     metadata = item.get("metadata")
