@@ -1,6 +1,6 @@
 """End to end: the catalog's Belvedir Runner card, launched through the API, in a real sandbox
 on an offline install (nothing but the gateway reachable). The worker clones the driver the
-platform serves; the Runner answers a task list of judge and rubric tasks with a scripted
+platform serves; the Runner answers an environment of judge and rubric tasks with a scripted
 OpenAI-compatible model and judge, three attempts folded by each grading rule, and traces into
 the run's session with the belvedir SDK the sandbox image carries."""
 
@@ -56,6 +56,23 @@ def runner_harness(owner, **env) -> dict:
     return response.json()
 
 
+def environment_runner_harness(owner) -> dict:
+    """An environment of the judge and rubric tasks, and the Runner card's harness it backs."""
+    tasks = [json.loads(line) for line in TASKS_TEXT.splitlines()]
+    response = owner.api.post(
+        "/api/v1/environments",
+        {"name": "support", "description": "judge and rubric tasks", "tasks": tasks},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    environment = response.json()["id"]
+    response = owner.api.post(
+        f"/api/v1/environments/{environment}/harness", {"preset": "runner"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
 def launch(owner, capture, harness: dict, **values) -> Run:
     with capture(execute=False):
         response = owner.api.post(
@@ -70,8 +87,9 @@ def launch(owner, capture, harness: dict, **values) -> Run:
 def test_the_runner_card_grades_three_attempts_by_each_rule_and_traces_the_run(
     owner, install, llm, live_server, django_capture_on_commit_callbacks
 ):
-    harness = runner_harness(owner, RUNNER_CONCURRENCY="2")
+    harness = environment_runner_harness(owner)
     assert harness["repo_url"] == f"{live_server.url}/git/belvedir-runner.git"
+    assert harness["install_command"] == "python3 -m belvedir_runner --check"
     for rule in ("pass@1", "pass@k", "mean"):
         run = launch(
             owner,

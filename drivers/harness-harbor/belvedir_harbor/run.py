@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from belvedir_harbor import AGENT_IMPORT_PATH
@@ -77,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    jobs_dir = Path(tempfile.mkdtemp(prefix="harbor-jobs-"))
+    # Under the repo root: Harbor's task containers bind-mount trial directories, and a Harbor
+    # that drives the host's engine from a container needs paths the host shares.
+    jobs_dir = Path.cwd() / "harbor-jobs"
+    shutil.rmtree(jobs_dir, ignore_errors=True)
     try:
         command = harbor_command(env, jobs_dir)
     except ValueError as exc:
