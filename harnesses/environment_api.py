@@ -270,6 +270,7 @@ class GenerationSerializer(serializers.ModelSerializer):
             "error",
             "environment",
             "created_at",
+            "started_at",
             "finished_at",
         ]
         read_only_fields = fields
@@ -333,6 +334,7 @@ class GenerationDetailView(AccessMixin, APIView):
     )
     def get(self, request, generation_id: str):
         row = self.access.get(EnvironmentGeneration, pk=generation_id)
+        row = generation.generation_check_stale(generation=row)
         return Response(GenerationSerializer(row).data)
 
 

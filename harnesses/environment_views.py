@@ -268,7 +268,9 @@ def environment_generate(request):
 def generation_detail(request, generation_id: str):
     """The generation's progress while it runs (polled), then its tasks in the editor."""
     access = access_for_request(request)
-    row = access.get(EnvironmentGeneration, pk=generation_id)
+    row = generation.generation_check_stale(
+        generation=access.get(EnvironmentGeneration, pk=generation_id)
+    )
     context = _editor_context(
         title="Review the generated tasks",
         generation=row,

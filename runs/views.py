@@ -19,6 +19,7 @@ from belvedir.http import see_other
 from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
+from models_registry.selectors import fine_tuned_models_for
 from runs import display, selectors, services
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.models import Run, Status
@@ -57,6 +58,7 @@ def run_list(request):
             model=request.GET.get("model"),
         ),
         "harnesses": harnesses,
+        "fine_tuned_models": fine_tuned_models_for(project=access.project)[:100],
         "statuses": Status.choices,
         "filters": request.GET,
     }
