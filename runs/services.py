@@ -15,7 +15,7 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import drivers, env_secrets, policy
+from harnesses import drivers, env_secrets, managed, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
@@ -128,6 +128,7 @@ def run_launch(
     With `fine_tuned_model` (see `run_launch_fine_tuned`) the run's model is the fine-tuned
     model's name and the sandbox serves its base id with the adapter."""
     _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    managed.managed_launch_check(harness=harness, organization=project.organization)
     if fine_tuned_model is not None:
         _check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
         model = fine_tuned_model.name

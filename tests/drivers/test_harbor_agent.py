@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from harnesses.harbor_export import ExportOptions, export_files, write_directory
-from tests.drivers.helpers import HARBOR, ScriptedLLM
+from tests.drivers.helpers import AGENT_TOKEN, HARBOR, AgentService, ScriptedLLM
 from tests.helpers.harbor import FOUR_KINDS, harbor, harbor_image, run_job
 
 from belvedir_harbor.run import agent_argument, harbor_command  # isort: skip
@@ -73,6 +73,25 @@ def test_the_belvedir_agent_answers_each_task_for_its_verifier(image, tmp_path):
     assert len(calls) == 4
     assert {c["headers"]["Authorization"] for c in calls} == {"Bearer sk-model"}
     assert all("/app/answer.md" in c["body"]["messages"][-1]["content"] for c in calls)
+
+
+def test_with_an_agent_url_the_agent_posts_the_task_to_the_service(image, tmp_path):
+    dataset = export([t for t in FOUR_KINDS if t["id"] == "sum"], tmp_path / "env")
+    shutil.copytree(HARBOR, tmp_path / "harness-harbor")
+    service = AgentService(lambda body: "4")
+    try:
+        env = {
+            "PYTHONPATH": str(tmp_path / "harness-harbor"),
+            "BELVEDIR_AGENT_URL": service.url,
+            "BELVEDIR_AGENT_TOKEN": AGENT_TOKEN,
+        }
+        result = run_job(image, tmp_path, dataset, agent_argument("belvedir"), env)
+    finally:
+        service.stop()
+    assert result["trials"] == {"sum": 1.0}
+    (post,) = service.posts
+    assert post["auth"] == f"Bearer {AGENT_TOKEN}"
+    assert post["body"]["prompt"].startswith("What is 2+2? Answer with the number only.")
 
 
 def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
