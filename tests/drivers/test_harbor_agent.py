@@ -131,3 +131,5 @@ def test_the_run_command_names_its_settings():
     assert agent_argument("belvedir") == "belvedir_harbor.agent:BelvedirAgent"
     with pytest.raises(ValueError, match="HARBOR_DATASET is not set"):
         harbor_command({}, jobs_dir="/tmp/jobs")
+    with pytest.raises(ValueError, match="not a Tasks file: export the environment"):
+        harbor_command({"BELVEDIR_TASKS_FILE": "tasks.json"}, jobs_dir="/tmp/jobs")
