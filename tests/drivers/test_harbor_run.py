@@ -72,6 +72,8 @@ def test_no_dataset_is_refused_and_main_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("HARBOR_DATASET", raising=False)
     assert run.main([]) == 2
     assert "HARBOR_DATASET is not set" in capsys.readouterr().err
+    with pytest.raises(run.Refused, match="not a Tasks file: save the tasks as an environment"):
+        run.prepare_dataset({"BELVEDIR_TASKS_FILE": "tasks.json"}, tmp_path)
 
 
 def free_port() -> int:

@@ -204,6 +204,12 @@ def registry_reachable(timeout: float = 5.0) -> bool:
 def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
     """The local dataset directory Harbor gets with `-p`, or None for a registry dataset."""
     dataset = env.get("HARBOR_DATASET", "").strip()
+    if not dataset and (env.get("BELVEDIR_TASKS_FILE") or env.get("FRACTAL_TASKS_FILE")):
+        raise Refused(
+            "this driver runs Harbor datasets (HARBOR_DATASET), not a Tasks file: save the tasks "
+            "as an environment and set HARBOR_DATASET=belvedir:<environment id> (a harness made "
+            "from the environment has it), or run the task list with the Belvedir Runner."
+        )
     if not dataset:
         raise Refused(
             "HARBOR_DATASET is not set: belvedir:<environment id>, belvedir-sample, a directory "
