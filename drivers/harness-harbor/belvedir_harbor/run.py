@@ -34,6 +34,12 @@ def agent_argument(agent: str) -> str:
 
 def harbor_command(env, jobs_dir: Path) -> list[str]:
     dataset = env.get("HARBOR_DATASET", "").strip()
+    if not dataset and (env.get("BELVEDIR_TASKS_FILE") or env.get("FRACTAL_TASKS_FILE")):
+        raise ValueError(
+            "this driver runs Harbor datasets (HARBOR_DATASET), not a Tasks file: export the "
+            "environment as a Harbor dataset (belvedir environments export) and run it with "
+            "Harbor, or run the task list with the Belvedir Runner."
+        )
     if not dataset:
         raise ValueError("HARBOR_DATASET is not set: a directory of Harbor tasks or a dataset.")
     command = ["harbor", "run", "-y", "--jobs-dir", str(jobs_dir)]
