@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from harnesses.harbor_export import ExportOptions, export_files, write_directory
-from tests.drivers.helpers import AGENT_TOKEN, HARBOR, AgentService, ScriptedLLM
+from tests.drivers.helpers import HARBOR, ScriptedLLM
 from tests.helpers.harbor import FOUR_KINDS, harbor, harbor_image, run_job
 
 from belvedir_harbor.run import agent_argument, harbor_command  # isort: skip
@@ -75,25 +75,6 @@ def test_the_belvedir_agent_answers_each_task_for_its_verifier(image, tmp_path):
     assert all("/app/answer.md" in c["body"]["messages"][-1]["content"] for c in calls)
 
 
-def test_with_an_agent_url_the_agent_posts_the_task_to_the_service(image, tmp_path):
-    dataset = export([t for t in FOUR_KINDS if t["id"] == "sum"], tmp_path / "env")
-    shutil.copytree(HARBOR, tmp_path / "harness-harbor")
-    service = AgentService(lambda body: "4")
-    try:
-        env = {
-            "PYTHONPATH": str(tmp_path / "harness-harbor"),
-            "BELVEDIR_AGENT_URL": service.url,
-            "BELVEDIR_AGENT_TOKEN": AGENT_TOKEN,
-        }
-        result = run_job(image, tmp_path, dataset, agent_argument("belvedir"), env)
-    finally:
-        service.stop()
-    assert result["trials"] == {"sum": 1.0}
-    (post,) = service.posts
-    assert post["auth"] == f"Bearer {AGENT_TOKEN}"
-    assert post["body"]["prompt"].startswith("What is 2+2? Answer with the number only.")
-
-
 def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
     code_only = [t for t in FOUR_KINDS if t["id"] in ("sum", "todo")]
     dataset = export(code_only, tmp_path / "env")
@@ -122,12 +103,10 @@ def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
 def test_the_run_command_names_its_settings():
     env = {"HARBOR_DATASET": "terminal-bench@2.1", "HARBOR_AGENT": "claude-code"}
     env |= {"MODEL": "anthropic/claude-sonnet-5", "HARBOR_N_TASKS": "5"}
-    command = harbor_command(env, jobs_dir="/tmp/jobs")
+    command = harbor_command(env, None, jobs_dir="/tmp/jobs")
     assert command[:5] == ["harbor", "run", "-y", "--jobs-dir", "/tmp/jobs"]
     assert command[5:] == [
         *("-d", "terminal-bench@2.1", "-a", "claude-code", "-m", "anthropic/claude-sonnet-5"),
-        *("-n", "1", "--n-tasks", "5"),
+        *("-n", "1", "--env", "docker", "--n-tasks", "5"),
     ]
     assert agent_argument("belvedir") == "belvedir_harbor.agent:BelvedirAgent"
-    with pytest.raises(ValueError, match="HARBOR_DATASET is not set"):
-        harbor_command({}, jobs_dir="/tmp/jobs")
