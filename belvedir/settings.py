@@ -308,6 +308,9 @@ Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
 # the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
 # points it at a local image, e.g. belvedir-sandbox:latest.
 BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
+# The image a Harbor harness's run sandbox runs in (the sandbox image plus the pinned Harbor and
+# docker compose v2), built by `make harbor-image` (scripts/harbor-image.sh).
+BELVEDIR_HARBOR_IMAGE = envstr("BELVEDIR_HARBOR_IMAGE", "belvedir-harbor:0.26.0")
 
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")

@@ -81,6 +81,7 @@ def test_an_unreachable_model_is_named():
 
 def test_a_model_slower_than_the_deadline_runs_out_of_time():
     with ScriptedModel(["late"], delay=3) as model:
+        model.server.handle_error = lambda *args: None  # its late answer meets a closed socket
         with pytest.raises(ModelError) as caught:
             chat(
                 api_base=model.base_url,

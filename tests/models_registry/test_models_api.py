@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from belvedir.models import AuditEvent
 from models_registry.models import FineTunedModel
 from tests.helpers.adapters import adapter_zip_bytes, write_adapter_zip
 
@@ -42,6 +43,8 @@ def test_deleting_a_model_removes_its_adapter_file(owner, django_capture_on_comm
         assert owner.api.delete(f"/api/v1/models/{model_id}").status_code == 204
     assert not path.exists()
     assert owner.api.get(f"/api/v1/models/{model_id}").status_code == 404
+    actions = AuditEvent.objects.filter(target=model_id).values_list("action", flat=True)
+    assert sorted(actions) == ["model.delete", "model.upload"]
 
 
 @pytest.mark.parametrize(
