@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from belvedir.errors import Forbidden, Invalid, LimitReached, PaymentRequired, Unavailable
@@ -257,3 +257,25 @@ def task_sandboxes_reap() -> int:
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
     return len(run_ids)
+
+
+PAGE_ROWS = 50
+
+
+def page_view(run: Run) -> dict:
+    """What the run page shows of a managed Harbor run's task sandboxes: the newest rows, how
+    many at once, the price per minute (micro-dollars) and the total charged so far."""
+    if not run_is_managed(run):
+        return {"task_sandboxes": None}
+    rows = list(TaskSandbox.objects.filter(run=run)[:PAGE_ROWS])
+    totals = TaskSandbox.objects.filter(run=run).aggregate(
+        count=models.Count("pk"), charged=models.Sum("charged_micros")
+    )
+    return {
+        "task_sandboxes": rows,
+        "task_sandboxes_count": totals["count"],
+        "task_sandboxes_alive": sum(1 for row in rows if row.is_alive),
+        "task_sandboxes_charged": totals["charged"] or 0,
+        "task_sandbox_concurrency": managed.concurrency(run_env(run)),
+        "task_sandbox_price": billing_selectors.task_sandbox_price_per_minute(),
+    }
