@@ -1,3 +1,6 @@
+from decimal import Decimal
+
+from django import forms
 from django.contrib import admin
 
 from belvedir.text import size_text, usd
@@ -18,8 +21,55 @@ class LabAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
 
 
+MICROS = Decimal(1_000_000)
+
+
+def _price_field(label: str) -> forms.DecimalField:
+    return forms.DecimalField(
+        label=label,
+        min_value=Decimal(0),
+        max_value=Decimal(10_000),
+        decimal_places=6,
+        help_text="US dollars per million tokens, as the provider lists it (0.10).",
+    )
+
+
+class CoveredModelForm(forms.ModelForm):
+    """Prices typed in dollars per million tokens (a price in micro-dollars is one zero away
+    from ten times itself), stored as integer micro-dollars."""
+
+    input_price_usd = _price_field("Input price (USD / M tokens)")
+    output_price_usd = _price_field("Output price (USD / M tokens)")
+
+    class Meta:
+        model = CoveredModel
+        fields = ["model_id", "display_name", "lab", "max_output_tokens", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.instance._state.adding:
+            self.fields["input_price_usd"].initial = self.instance.input_price_micros / MICROS
+            self.fields["output_price_usd"].initial = self.instance.output_price_micros / MICROS
+
+    def save(self, commit=True):
+        # decimal_places=6 makes both whole numbers of micro-dollars: exact, no float.
+        self.instance.input_price_micros = int(self.cleaned_data["input_price_usd"] * MICROS)
+        self.instance.output_price_micros = int(self.cleaned_data["output_price_usd"] * MICROS)
+        return super().save(commit)
+
+
 @admin.register(CoveredModel)
 class CoveredModelAdmin(admin.ModelAdmin):
+    form = CoveredModelForm
+    fields = [
+        "model_id",
+        "display_name",
+        "lab",
+        "input_price_usd",
+        "output_price_usd",
+        "max_output_tokens",
+        "enabled",
+    ]
     list_display = [
         "model_id",
         "display_name",

@@ -217,6 +217,16 @@ def test_judge_tasks_are_graded_by_the_runners_judge_with_the_key_from_the_envir
     assert "Offers credit" in prompt and "Store credit only." in prompt
 
 
+def test_a_judge_that_refuses_the_call_writes_no_reward(tmp_path, monkeypatch):
+    files = {f.path: f for f in export_files(TASKS[:1])}
+    with FakeOpenAI() as judge:
+        monkeypatch.setenv("JUDGE_MODEL", "acme/judge")
+        monkeypatch.setenv("JUDGE_API_BASE", f"{judge.url}/no-such-api")  # answers 404
+        reward, output = grade(files, "capital", tmp_path, answer="Paris")
+    assert reward is None  # Harbor then reports a verifier error, not a score of 0
+    assert "the judge" in output and "404" in output
+
+
 def test_directory_and_zip_keep_the_scripts_executable(tmp_path):
     files = export_files(TASKS, judge_source=JUDGE)
     written = write_directory(files, tmp_path / "env")

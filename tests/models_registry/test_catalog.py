@@ -197,3 +197,28 @@ def test_the_admin_shows_a_price_of_a_fraction_of_a_cent_exactly(superuser):
     assert page.status_code == 200
     html = page.content.decode()
     assert "$0.015" in html and "$0.025" in html  # $0.01 / $0.03 once, rounded
+
+
+def test_an_operator_prices_a_covered_model_in_dollars_per_million_tokens(superuser):
+    from django.contrib.admin.utils import quote
+
+    form = {
+        "model_id": "mistralai/mistral-nemo",
+        "display_name": "Mistral Nemo",
+        "lab": Lab.objects.get(slug="mistral").pk,
+        "input_price_usd": "0.015",
+        "output_price_usd": "0.035",
+        "max_output_tokens": 8192,
+        "enabled": "on",
+    }
+    response = superuser.post("/admin/models_registry/coveredmodel/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+    entry = CoveredModel.objects.get(model_id="mistralai/mistral-nemo")
+    assert (entry.input_price_micros, entry.output_price_micros) == (15_000, 35_000)
+    page = superuser.get(f"/admin/models_registry/coveredmodel/{quote(entry.pk)}/change/")
+    assert 'name="input_price_usd" value="0.015"' in page.content.decode()
+    bad = superuser.post(
+        "/admin/models_registry/coveredmodel/add/",
+        form | {"model_id": "x/y", "input_price_usd": "-1", "output_price_usd": "0.0000001"},
+    )
+    assert bad.status_code == 200 and not CoveredModel.objects.filter(model_id="x/y").exists()
