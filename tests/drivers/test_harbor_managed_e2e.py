@@ -72,9 +72,7 @@ def four_kinds_harness(owner, **env):
 
 def launch(owner, capture, harness, **values) -> Run:
     with capture(execute=False):
-        response = owner.api.post(
-            "/api/v1/runs", {"harness": harness.pk, **values}, format="json"
-        )
+        response = owner.api.post("/api/v1/runs", {"harness": harness.pk, **values}, format="json")
     assert response.status_code == 201, response.json()
     execute_run(response.json()["id"])
     return Run.objects.get(pk=response.json()["id"])
@@ -109,8 +107,8 @@ def test_runner_on_harbor_with_the_oracle_scores_one(
         **judged_by(judge),
     )
     assert run.status == "succeeded", (run.notes, run.log_tail)
-    assert run.score == 1.0
     results = run.results
+    assert run.score == 1.0, (results, run.log_tail)
     assert results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
     assert results["errors"] == {} and results["environment"] == "belvedir"
     assert results["agent"] == "oracle" and results["dataset"] == harness.env["HARBOR_DATASET"]
