@@ -184,3 +184,24 @@ def test_a_suite_card_runs_the_sample_dataset_offline(
     assert run.results["tasks"] == {"capital": 1.0, "hello": 1.0, "sum": 1.0}
     assert run.score == 1.0 and run.results["dataset"] == "belvedir-sample"
     assert_every_task_sandbox_stopped(run, 3)
+
+
+def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    harness = harness_create(
+        project=owner.project, created_by=owner.user, preset="terminal-bench-2-1", name="tb"
+    )
+    assert harness.env["HARBOR_DATASET"] == "terminal-bench@2.1"
+    run = launch(
+        owner,
+        django_capture_on_commit_callbacks,
+        harness,
+        model="oracle",
+        model_api_base=judge.base_url,
+        model_api_key="sk-unused",
+    )
+    assert run.status == "failed"
+    assert "registry datasets need an online install" in run.log_tail
+    assert "belvedir: the run command exited with code 2." in run.notes
+    assert not TaskSandbox.objects.filter(run=run).exists()
