@@ -21,7 +21,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git, gpu
+from runs import git, gpu, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -412,6 +412,8 @@ def run_finish(
             run_keys_revoke(run_id=run_id)
         if done:
             _refund_if_never_launched(run_id=run_id)
+    if done or heartbeat_before is None:
+        task_sandboxes.task_sandboxes_stop_for_run(run_id=run_id)  # never outliving the run
     return done == 1
 
 
@@ -464,6 +466,7 @@ def run_cancel(*, run: Run) -> Run:
             kill_run_sandboxes(get_backend(), run.pk)
         except SandboxError:
             pass  # the executor and the reaper remove it too
+        task_sandboxes.task_sandboxes_stop_for_run(run_id=run.pk)
     run.refresh_from_db()
     return run
 
