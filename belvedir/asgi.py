@@ -6,8 +6,8 @@ for people in browsers, and under ASGI each of Django's own middleware hops to a
 and back twice per request, which is most of what the router would add to a model call. Its
 views answer their own errors, OpenAI-style. Everything else goes through the full stack.
 
-The ASGI lifespan's shutdown runs what the apps left for it (`belvedir.lifespan`: the router's
-settlements still pending).
+The ASGI lifespan's startup imports the URLconf (so no request pays for it), its shutdown runs
+what the apps left for it (`belvedir.lifespan`: the router's settlements still pending).
 """
 
 import asyncio
@@ -15,11 +15,12 @@ import contextlib
 import json
 import os
 
+from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
-from django.urls import set_script_prefix
+from django.urls import get_resolver, set_script_prefix
 
 from belvedir import lifespan
 
@@ -80,6 +81,8 @@ async def _lifespan(receive, send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            # The URLconf imports every app's views: done before serving, not by a request.
+            await sync_to_async(lambda: get_resolver().url_patterns)()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await lifespan.shutdown()
