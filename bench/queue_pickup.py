@@ -25,8 +25,10 @@ touched). Per runtime the cluster is started with BELVEDIR_SANDBOX_RUNTIME set t
 
 Targets (issue 14, with the Redis broker): claim median <= 100 ms; launch -> succeeded median
 <= 600 ms. Exits 0 unless something errored (a MISS is a finding). --app-dir serves another
-checkout with the same schema (web app and cluster), to compare before/after in one
-machine state: `mkdir /tmp/head && git archive HEAD | tar -x -C /tmp/head`.
+checkout with the same schema (web app and cluster); --compare DIR serves DIR as well (its
+own server, cluster and Redis database: the next number), its runs interleaved with the
+others', so before and after are measured in one machine state on a shared machine:
+`mkdir /tmp/head && git archive HEAD | tar -x -C /tmp/head`, then `--compare /tmp/head`.
 """
 
 from __future__ import annotations
@@ -233,6 +235,12 @@ def redis_clear(redis_url: str) -> None:
     connection.delete("django_q:runs:q", *connection.keys("belvedir:run-task:*"))
 
 
+def next_db(redis_url: str) -> str:
+    """The same Redis server, the next database number: a second checkout's own queue."""
+    base, _, number = redis_url.rpartition("/")
+    return f"{base}/{int(number) + 1}" if number.isdigit() else f"{redis_url.rstrip('/')}/1"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="measured runs per path (default 7)")
@@ -240,12 +248,26 @@ def main() -> int:
     parser.add_argument("--runtimes", nargs="+", default=["runc", "runsc"])
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--app-dir", type=Path, default=_common.ROOT)
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="also serve this checkout (same schema; its own cluster and Redis database), "
+        "its runs interleaved with --app-dir's: before/after in one machine state (Redis only)",
+    )
     parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
     args = parser.parse_args()
-    app_dir = args.app_dir.resolve()
+    if args.compare and args.brokers != ["redis"]:
+        parser.error("--compare needs --brokers redis (two clusters would share the ORM queue)")
     if shutil.which("docker") is None:
         print("docker is not installed", file=sys.stderr)
         return 1
+    # (label, checkout, Redis database) of each platform measured side by side.
+    targets = [("", args.app_dir.resolve(), args.redis_url)]
+    if args.compare:
+        targets = [
+            ("after", args.app_dir.resolve(), args.redis_url),
+            ("before", args.compare.resolve(), next_db(args.redis_url)),
+        ]
 
     tmp = Path(tempfile.mkdtemp(prefix="belvedir-bench-queue-"))
     processes: list[Process] = []
@@ -261,7 +283,8 @@ def main() -> int:
 
         run_overhead.sh(["docker", "image", "inspect", run_overhead.IMAGE])
         if "redis" in args.brokers:
-            redis_clear(args.redis_url)
+            for _, _, redis_url in targets:
+                redis_clear(redis_url)
         user = user_signup(
             email="bench@example.com", password="bench-password-1", organization_name="Bench"
         )
@@ -279,39 +302,65 @@ def main() -> int:
         connection.close()
         http = requests.Session()
         http.headers["Authorization"] = f"Bearer {key}"
-        print(f"serving {app_dir}; brokers {args.brokers}, runtimes {args.runtimes}", flush=True)
+        serving = ", ".join(f"{label or 'serving'} {path}" for label, path, _ in targets)
+        print(f"{serving}; brokers {args.brokers}, runtimes {args.runtimes}", flush=True)
 
         summary, started = [], time.monotonic()
-        for tag in args.brokers:
-            env = platform_env(url, tag, args.redis_url, app_dir)
-            server, base = start_server(env, app_dir, tmp, tag)
-            processes.append(server)
+        for broker in args.brokers:
+            bases, servers = {}, []
+            for label, app_dir, redis_url in targets:
+                env = platform_env(url, broker, redis_url, app_dir)
+                server, bases[label] = start_server(env, app_dir, tmp, f"{broker}{label}")
+                servers.append(server)
+            processes.extend(servers)
             for runtime in args.runtimes:
                 if time.monotonic() - started > TIME_CAP_S:
                     print(f"time cap of {TIME_CAP_S} s reached", file=sys.stderr)
                     break
-                cluster = start_cluster(env, app_dir, tmp, tag, runtime)
-                processes.append(cluster)
-                platform, baseline = [], []
+                clusters = []
+                for label, app_dir, redis_url in targets:
+                    env = platform_env(url, broker, redis_url, app_dir)
+                    clusters.append(start_cluster(env, app_dir, tmp, f"{broker}{label}", runtime))
+                processes.extend(clusters)
+                platform: dict[str, list[dict]] = {label: [] for label, _, _ in targets}
+                baseline: list[dict] = []
                 for i in range(args.runs + 1):
                     steps = [
-                        lambda base=base: platform_once(http, base, harness.pk),
-                        lambda i=i, rt=runtime: run_overhead.baseline_once(repo_url, tmp, i, rt),
+                        (label, lambda b=bases[label]: platform_once(http, b, harness.pk))
+                        for label, _, _ in targets
                     ]
-                    results = [step() for step in (steps if i % 2 == 0 else steps[::-1])]
-                    p, b = results if i % 2 == 0 else results[::-1]
+                    steps.append(
+                        (
+                            "docker",
+                            lambda i=i, rt=runtime: run_overhead.baseline_once(
+                                repo_url, tmp, i, rt
+                            ),
+                        )
+                    )
+                    shift = i % len(steps)  # each path goes first in turn
+                    results = {label: step() for label, step in steps[shift:] + steps[:shift]}
+                    b = results["docker"]
+                    line = "  ".join(
+                        f"{label or 'platform'}: claim {results[label]['claim'] * 1000:5.0f} ms, "
+                        f"launch->succeeded {results[label]['total'] * 1000:5.0f} ms"
+                        for label, _, _ in targets
+                    )
                     print(
-                        f"{'warm-up' if i == 0 else f'run {i}':>8} {tag:>5} {runtime:>5}: "
-                        f"claim {p['claim'] * 1000:6.0f} ms  launch->succeeded "
-                        f"{p['total'] * 1000:6.0f} ms  docker run path {b['total'] * 1000:6.0f} ms",
+                        f"{'warm-up' if i == 0 else f'run {i}':>8} {broker:>5} {runtime:>5}: {line}"
+                        f"  docker run path {b['total'] * 1000:5.0f} ms",
                         flush=True,
                     )
                     if i > 0:
-                        platform.append(p)
+                        for label, _, _ in targets:
+                            platform[label].append(results[label])
                         baseline.append(b)
-                cluster.stop()
-                summary.append(print_broker(tag, runtime, platform, baseline))
-            server.stop()
+                for cluster in clusters:
+                    cluster.stop()
+                for label, _, _ in targets:
+                    tag = f"{broker} {label}".strip()
+                    summary.append(print_broker(tag, runtime, platform[label], baseline))
+            for server in servers:
+                server.stop()
         print("\nSide by side (ms):")
         print(
             table(
@@ -331,7 +380,8 @@ def main() -> int:
         except Exception as exc:  # report, keep cleaning
             print(f"cleanup: {exc}", file=sys.stderr)
         if "redis" in args.brokers:
-            redis_clear(args.redis_url)
+            for _, _, redis_url in targets:
+                redis_clear(redis_url)
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.keep_db:
             _common.database_drop(DB_NAME)
