@@ -326,21 +326,12 @@ async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
 
 
 async def _relay(admission: Admission, call: CallRecord, response: httpx.Response, forwarded: dict):
-    """Pass the upstream's events through as they come. The end (`data: [DONE]`) is held back
-    until the call is settled and recorded, so a client that saw the end sees its spend."""
+    """Pass the upstream's events through as they come; the call is settled once they end
+    (with the next batch), or at once when the client leaves or the upstream stream breaks."""
     reader = StreamReader()
-    held: list[bytes] = []
-    finished = False
     try:
         async for chunk in response.aiter_raw():
             reader.feed(chunk)
-            if reader.done:
-                held.append(chunk)
-            else:
-                yield chunk
-        await _close_and_finish(admission, call, response, reader, forwarded)
-        finished = True
-        for chunk in held:
             yield chunk
     except asyncio.CancelledError:
         call.http_status, call.error = 499, "The client disconnected mid-stream."
@@ -352,8 +343,7 @@ async def _relay(admission: Admission, call: CallRecord, response: httpx.Respons
         }
         yield f"data: {json.dumps(event)}\n\n".encode()
     finally:
-        if not finished:
-            await _close_and_finish(admission, call, response, reader, forwarded)
+        await _close_and_finish(admission, call, response, reader, forwarded)
 
 
 async def _close_and_finish(
@@ -375,7 +365,10 @@ async def _close_and_finish(
         call.input_tokens = prompt_tokens_estimate(forwarded)
         call.output_tokens = reader.output_tokens_estimate()
         call.cost_micros = min(_cost(admission, call), admission.reserved_micros)
-    await _finish(admission, call)
+    if call.error:
+        await _finish(admission, call)
+    else:
+        _finish_after_answer(admission, call)
 
 
 @csrf_exempt

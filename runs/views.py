@@ -19,7 +19,8 @@ from belvedir.http import see_other
 from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
-from runs import display, selectors, services
+from models_registry.selectors import fine_tuned_models_for
+from runs import display, selectors, services, task_sandboxes
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.models import Run, Status
 from runs.results import task_results
@@ -57,6 +58,7 @@ def run_list(request):
             model=request.GET.get("model"),
         ),
         "harnesses": harnesses,
+        "fine_tuned_models": fine_tuned_models_for(project=access.project)[:100],
         "statuses": Status.choices,
         "filters": request.GET,
     }
@@ -186,6 +188,7 @@ def run_detail(request, run_id: str):
         "failure_notes": display.failure_notes(run),
         "notes": display.other_notes(run),
         "results": display.results_view(run),
+        **task_sandboxes.page_view(run),
     }
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)

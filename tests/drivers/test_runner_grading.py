@@ -10,7 +10,7 @@ import pytest
 
 from tests.drivers.helpers import EXPECTED, RUNNER, SCRIPTS, TASKS_TEXT, ScriptedLLM
 
-from belvedir_runner import grading, judge  # isort: skip
+from belvedir_runner import grading, judge, runner  # isort: skip
 from belvedir_runner.judge import CallFailed, Endpoint, Unreachable  # isort: skip
 
 
@@ -204,3 +204,36 @@ def test_missing_settings_are_named(tmp_path):
     assert "BELVEDIR_GRADING is 'best'" in done.stderr
     done = run_runner(tmp_path, {"MODEL": "m"})
     assert "JUDGE_MODEL is not set" in done.stderr
+
+
+def test_without_the_sdk_the_run_goes_on_untraced_with_a_note(tmp_path):
+    with ScriptedLLM(SCRIPTS) as llm:
+        done = run_runner(
+            tmp_path,
+            {
+                "MODEL": "m",
+                "MODEL_API_BASE": llm.base_url,
+                "JUDGE_MODEL": "judge",
+                "BELVEDIR_API_KEY": "bv_live_x",
+                "BELVEDIR_BASE_URL": "http://127.0.0.1:9",
+                "BELVEDIR_RUN_ID": "run_x",
+                # No SDK here: `import belvedir` finds the platform's package of the same name.
+                "PYTHONPATH": f"{RUNNER}:{tmp_path / 'no-sdk'}",
+            },
+        )
+    assert done.returncode == 0, done.stderr
+    assert "belvedir-runner: tracing off: the belvedir SDK is not available" in done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["tracing"].startswith("off: the belvedir SDK is not available")
+
+
+def test_results_shrink_to_fit_the_platforms_limit():
+    long = {"attempt": 1, "answer": "x" * 5000, "reason": "y" * 2000, "score": 1.0}
+    document = {
+        "score": 1.0,
+        "tasks": [{"id": f"t{n}", "attempts": [dict(long)]} for n in range(60)],
+    }
+    fitted = runner.fit(document, limit=100_000)
+    assert len(json.dumps(fitted)) <= 100_000
+    assert fitted["tasks"][0]["attempts"][0]["answer"] in ("x" * 500, "x" * 100, "")
+    assert fitted["score"] == 1.0 and len(fitted["tasks"]) == 60

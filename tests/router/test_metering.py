@@ -62,7 +62,7 @@ def test_a_streamed_call_passes_the_events_through_and_is_metered_from_the_last_
     assert chunks[-1].usage.completion_tokens == 5  # usage asked for upstream, passed through
     assert upstream.requests[0]["stream_options"] == {"include_usage": True}
     assert upstream.requests[0]["max_tokens"] == 20
-    run = Run.objects.get(pk=covered_run.pk)
+    run = settled(covered_run, spans=1)  # with the next batch, after the stream's end
     assert (run.covered_spent_micros, run.covered_reserved_micros) == (COST, 0)
     span = Span.objects.get(run=run)
     assert span.attributes["belvedir.router.streamed"] is True

@@ -97,6 +97,8 @@ def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_
         fine_tuned=env,
     )
     assert sandbox["MODEL"] == env["MODEL"] and sandbox["ADAPTER_URL"] == env["ADAPTER_URL"]
+    page = owner.web.get(f"/runs/{run.pk}/").content.decode()
+    assert "fine-tuned on" in page and f'href="/models/{model.pk}/"' in page
     secrets = services.run_secret_values(run)
     assert HF in secrets
     assert env["ADAPTER_URL"].rsplit("/", 1)[1] in secrets
@@ -159,3 +161,44 @@ def test_a_run_whose_model_was_deleted_cannot_run_again(
     assert run.fine_tuned_model is None and run.model_base == "meta-llama/Llama-3.1-8B"
     response = owner.web.post(f"/runs/{run.pk}/again/")
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"harness": "har_nope"}, "harness"),
+        ({"attempts": 0}, "attempts"),
+        ({"grading": "best"}, "grading"),
+    ],
+    ids=["unknown harness", "attempts 0", "unknown grading"],
+)
+def test_run_benchmark_names_the_bad_field(owner, make_fine_tuned, gpu_harness, body, field):
+    model = make_fine_tuned()
+    response = owner.api.post(
+        f"/api/v1/models/{model.pk}/runs", {"harness": gpu_harness.pk, **body}, format="json"
+    )
+    assert response.status_code == 400 and field in response.json()
+    assert not Run.objects.exists()
+
+
+def test_run_benchmark_is_404_for_outsiders_and_403_for_read_only_members(
+    owner, outsider, readonly, make_fine_tuned, gpu_harness
+):
+    model = make_fine_tuned()
+    body = {"harness": gpu_harness.pk}
+    assert outsider.api.post(f"/api/v1/models/{model.pk}/runs", body).status_code == 404
+    assert readonly.api.post(f"/api/v1/models/{model.pk}/runs", body).status_code == 403
+    assert outsider.web.get(f"/runs/model/{model.pk}/new/").status_code == 404
+    assert not Run.objects.exists()
+
+
+def test_the_hugging_face_token_moves_to_a_new_key_with_reencrypt_fields(owner, settings):
+    from django.core.management import call_command
+
+    from models_registry.selectors import hf_token_value
+
+    hf_token_set(organization=owner.org, token=HF)
+    settings.FIELD_ENCRYPTION_KEYS = ["a-new-key-for-this-test", *settings.FIELD_ENCRYPTION_KEYS]
+    call_command("reencrypt_fields", verbosity=0)
+    settings.FIELD_ENCRYPTION_KEYS = settings.FIELD_ENCRYPTION_KEYS[:1]
+    assert hf_token_value(organization=owner.org) == HF

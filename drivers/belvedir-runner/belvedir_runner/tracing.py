@@ -26,7 +26,7 @@ class Tracing:
             belvedir.initialize(api_key=key, base_url=base, app_name="belvedir-runner")
         except Exception as exc:  # ImportError, or an SDK that fails to start
             self.status = f"off: the belvedir SDK is not available ({type(exc).__name__}: {exc})"
-            note(f"{self.status}; the run is not traced.")
+            note(f"tracing {self.status}; the run is not traced.")
             return
         self.sdk = belvedir
         self.status = "sdk"
