@@ -40,6 +40,7 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
         "worker",
+        "engine",
     ]
     list_filter = ["status", "grading", "gpu_type", "project__organization"]
     search_fields = ["id", "harness_name", "model", "project__name"]
@@ -78,6 +79,7 @@ class RunAdmin(admin.ModelAdmin):
         "exit_code",
         "container_id",
         "worker",
+        "engine",
         "gpu_type",
         "gpu_device",
         "heartbeat_at",

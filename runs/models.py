@@ -89,6 +89,9 @@ class Run(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)
+    # The worker host and Docker engine the run was claimed on ("host unix:///…sock"): where
+    # its sandbox lives (runs.sandbox_config.engine_name).
+    engine = models.CharField(max_length=300, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

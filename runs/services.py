@@ -312,19 +312,23 @@ def run_enqueue(*, run_id: str) -> None:
     run_task_enqueue(run_id=run_id, cluster=gpu.queue_name(gpu_type) if gpu_type else None)
 
 
-def run_claim(*, run_id: str, worker: str, gpu_device: str = "") -> bool:
+def run_claim(*, run_id: str, worker: str, gpu_device: str = "", engine: str = "") -> bool:
     """Atomically move a queued run to running; False if someone else has it (or it was cancelled).
-    `gpu_device`: the GPU it runs on (host/device id), already held for it."""
-    return _claim(run_id=run_id, worker=worker, gpu_device=gpu_device, now=timezone.now())
+    `gpu_device`: the GPU it runs on (host/device id), already held for it; `engine`: the
+    worker host and Docker engine its sandbox will run on."""
+    return _claim(
+        run_id=run_id, worker=worker, gpu_device=gpu_device, engine=engine, now=timezone.now()
+    )
 
 
 @reconnecting
-def _claim(*, run_id: str, worker: str, gpu_device: str, now: datetime) -> bool:
+def _claim(*, run_id: str, worker: str, gpu_device: str, engine: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
         heartbeat_at=now,
         worker=worker,
+        engine=engine,
         gpu_device=gpu_device,
         stage=Stage.CLONING,
         stage_started_at=now,
