@@ -180,6 +180,23 @@ class GpuDevice(models.Model):
         return f"{self.gpu_type} {self.host}/{self.device_id}"
 
 
+class WorkerHost(models.Model):
+    """A worker host as its clusters last reported it (runs.hosts): its Docker engine, when it
+    was last seen, and what keeps its sandboxes from being isolated, if anything. A web host
+    with no engine of its own accepts launches while some worker host is fresh and isolated."""
+
+    name = models.CharField(max_length=120, unique=True)  # BELVEDIR_WORKER_HOST
+    engine = models.CharField(max_length=300)  # runs.sandbox_config.engine_name
+    seen_at = models.DateTimeField(default=timezone.now)
+    problems = models.JSONField(default=list, blank=True)  # isolation problems: none = ready
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.engine
+
+
 class OrganizationSpend(Organization):
     """An organization seen from its runs: what the platform paid for the model usage it
     covered (the router's metered spend), which is never charged to the organization.

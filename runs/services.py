@@ -21,7 +21,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git, gpu, task_sandboxes
+from runs import git, gpu, hosts, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -68,6 +68,17 @@ def sandbox_check() -> None:
             "Try again in a few minutes.",
             retry_after=60,
         ) from exc
+
+
+def launch_ready() -> None:
+    """Refuse a launch no worker can run: this host's engine must answer with isolation in
+    place, or (a web host with no engine of its own) some worker host must be ready."""
+    try:
+        sandbox_check()
+        isolation_require()
+    except Unavailable:
+        if not hosts.hosts_ready():
+            raise
 
 
 def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
@@ -146,8 +157,7 @@ def run_launch(
         judge_api_base=judge_api_base,
         judge_api_key=judge_api_key,
     )
-    sandbox_check()
-    isolation_require()
+    launch_ready()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=project.organization_id)

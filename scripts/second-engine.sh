@@ -39,7 +39,9 @@ die() {
     echo "second-engine: ERROR: $*" >&2
     exit 1
 }
+MAIN=unix:///var/run/docker.sock # the main engine, whatever DOCKER_HOST says
 engine() { DOCKER_HOST=unix://$SOCK "$@"; }
+main_engine() { DOCKER_HOST=$MAIN "$@"; }
 running_pid() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
 
 start() {
@@ -72,10 +74,10 @@ PY
         tail -n 20 "$LOG" >&2
         die "dockerd on $SOCK did not answer within 60 s"
     }
-    wanted=$(docker image inspect -f '{{.Id}}' "$IMAGE") || die "the main engine has no $IMAGE"
+    wanted=$(main_engine docker image inspect -f '{{.Id}}' "$IMAGE") || die "the main engine has no $IMAGE"
     if [ "$(engine docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)" != "$wanted" ]; then
         say "copying $IMAGE from the main engine"
-        docker save "$IMAGE" | engine docker load >/dev/null
+        main_engine docker save "$IMAGE" | engine docker load >/dev/null
     fi
     DOCKER_HOST=unix://$SOCK bash scripts/sandbox-network.sh install
     echo "unix://$SOCK"

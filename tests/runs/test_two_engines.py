@@ -1,24 +1,28 @@
 """Two worker hosts on one PostgreSQL: each with its own Docker engine and its own cluster.
 
 Host A is this machine's engine; host B a second engine (scripts/second-engine.sh: its own
-socket, data root, bridge and sandbox network 172.31.0.0/24 with its own gateway). Runs
-launched through the API spread over both, each records the engine it runs on and its
-sandbox lives there; a cancel from the web (whose engine is A's) stops B's run; B's live log
-reaches the API; and when B's cluster and engine are killed mid-run, host A fails B's run
-with a `belvedir:` note after the stale period while never touching B's sandboxes, which B's
-own reaper removes once B is back.
+socket, data root, bridge and sandbox network 172.31.0.0/24 with its own gateway). The web
+(this test process) has no engine at all, as a web replica behind a load balancer. Runs
+launched through the API spread over both hosts, each records the engine it runs on and its
+sandbox lives there; a cancel from the web stops B's run; B's live log reaches the API; and
+when B's cluster and engine are killed mid-run, host A fails B's run with a `belvedir:` note
+after the stale period while never touching B's sandboxes, which B's own reaper removes once
+B is back.
 """
 
 import os
 import signal
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import docker
 import pytest
+from django.utils import timezone
 
-from runs.models import Run
+from runs import isolation
+from runs.models import Run, WorkerHost
 from runs.sandbox.base import LABEL_RUN_ID
 from runs.sandbox.gateway import GatewayThread
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
@@ -35,6 +39,14 @@ NETWORK_B = {
     "BELVEDIR_SANDBOX_BRIDGE": "br-belvedir2",
 }
 STALE = 5  # seconds without a heartbeat before another host fails the run
+NO_ENGINE = "unix:///run/belvedir-no-engine.sock"  # the web's DOCKER_HOST: nothing answers
+
+
+@pytest.fixture
+def web_without_engine(monkeypatch):
+    """This process (the web) reaches no Docker engine; the workers keep their own."""
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    monkeypatch.setattr(isolation, "_cached", None)
 
 
 def _engine(command: str) -> str:
@@ -65,8 +77,29 @@ def containers_on(url: str, run_id: str) -> list:
         client.close()
 
 
+def test_a_web_without_an_engine_refuses_launches_until_a_worker_host_is_ready(
+    sandbox_settings, web_without_engine, owner, make_harness, settings
+):
+    harness = make_harness()
+
+    def launch():
+        return owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+
+    assert launch().status_code == 503  # no worker host has reported
+    WorkerHost.objects.create(name="gone", engine=f"gone {ENGINE_A}")
+    WorkerHost.objects.filter(name="gone").update(
+        seen_at=timezone.now() - timedelta(seconds=settings.BELVEDIR_HEARTBEAT_STALE + 1)
+    )
+    WorkerHost.objects.create(name="open", engine="open x", problems=["no firewall rules"])
+    response = launch()
+    assert response.status_code == 503, response.content  # one stale, one not isolated
+    assert "not answering" in response.json()["detail"]
+    WorkerHost.objects.create(name="ready", engine=f"ready {ENGINE_A}")
+    assert launch().status_code == 201
+
+
 def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other(
-    sandbox_settings, engine_b, live_server, owner, make_harness, tmp_path
+    sandbox_settings, engine_b, web_without_engine, live_server, owner, make_harness, tmp_path
 ):
     gateway_b = GatewayThread(
         host=NETWORK_B["BELVEDIR_SANDBOX_GATEWAY"], ports=sandbox_ports(), upstream=live_server.url
@@ -90,6 +123,11 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
     log_a, log_b = tmp_path / "host-a.log", tmp_path / "host-b.log"
     cluster_a = start_qcluster("runs", log_a, **host_a)
     cluster_b = start_qcluster("runs", log_b, **host_b)
+    # Each host reported itself and its engine, isolated; the web launches on their word.
+    wait_for(lambda: WorkerHost.objects.filter(problems=[]).count() == 2, 30, "both hosts")
+    assert dict(WorkerHost.objects.values_list("name", "engine")) == {
+        host: f"{host} {url}" for host, url in engines.items()
+    }
     harness = make_harness(env={"SLEEP": "100"})
     launched: list[str] = []
 

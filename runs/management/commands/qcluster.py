@@ -26,7 +26,7 @@ from django.db import close_old_connections, connection
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 
-from runs import gpu, reaper
+from runs import gpu, hosts, reaper
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,8 @@ class StoppableCluster(Cluster):
 
 
 class HostReaper(threading.Thread):
-    """`reaper.reap()` every BELVEDIR_REAP_SECONDS in the cluster's main process."""
+    """Report this host (`hosts.host_beat`) and `reaper.reap()` every BELVEDIR_REAP_SECONDS, in
+    the cluster's main process."""
 
     def __init__(self, every: float):
         super().__init__(daemon=True, name="host-reaper")
@@ -101,14 +102,22 @@ class HostReaper(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        self.beat()
         while not self.stopped.wait(self.every):
             try:
                 close_old_connections()
+                hosts.host_beat()
                 reaper.reap()
             except Exception:  # a failed pass (a dropped connection) must not end them all
                 log.warning("the host reaper's pass failed; trying again", exc_info=True)
                 connection.close()
         connection.close()
+
+    def beat(self) -> None:
+        try:
+            hosts.host_beat()
+        except Exception:
+            log.warning("could not report this worker host", exc_info=True)
 
 
 class Command(qcluster.Command):
