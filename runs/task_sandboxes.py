@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from belvedir.errors import Forbidden, Invalid, LimitReached, PaymentRequired, Unavailable
@@ -105,8 +105,11 @@ def _reserve(*, run: Run, name: str) -> TaskSandbox:
         return TaskSandbox.objects.create(run=locked, name=name)
 
 
-def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
-    """Build the task's image (cached by content) and start its container for `run`."""
+def task_sandbox_create(
+    *, run: Run, name: str, context: Path, force_build: bool = False
+) -> TaskSandbox:
+    """Build the task's image (cached by content; `force_build`: again, without the cache)
+    and start its container for `run`."""
     name = (name or "").strip()
     if not name or len(name) > NAME_MAX:
         raise Invalid(f"name is required, at most {NAME_MAX} characters.", field="name")
@@ -118,7 +121,9 @@ def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
         raise Invalid(f"context: {exc}.", field="context") from None
     sandbox = _reserve(run=run, name=name)
     try:
-        return _start(run=run, sandbox=sandbox, context=context, digest=digest)
+        return _start(
+            run=run, sandbox=sandbox, context=context, digest=digest, force_build=force_build
+        )
     except BaseException as exc:
         TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.STARTING).update(
             status=TaskSandbox.Status.FAILED, error=str(exc)[:4000], stopped_at=timezone.now()
@@ -130,7 +135,9 @@ def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
         raise
 
 
-def _start(*, run: Run, sandbox: TaskSandbox, context: Path, digest: str) -> TaskSandbox:
+def _start(
+    *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
+) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
     tag = docker_tasks.image_tag(digest)
@@ -150,6 +157,7 @@ def _start(*, run: Run, sandbox: TaskSandbox, context: Path, digest: str) -> Tas
         network=spec.network,
         memory=spec.memory,
         timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+        force=force_build,
     )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
@@ -257,3 +265,25 @@ def task_sandboxes_reap() -> int:
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
     return len(run_ids)
+
+
+PAGE_ROWS = 50
+
+
+def page_view(run: Run) -> dict:
+    """What the run page shows of a managed Harbor run's task sandboxes: the newest rows, how
+    many at once, the price per minute (micro-dollars) and the total charged so far."""
+    if not run_is_managed(run):
+        return {"task_sandboxes": None}
+    rows = list(TaskSandbox.objects.filter(run=run)[:PAGE_ROWS])
+    totals = TaskSandbox.objects.filter(run=run).aggregate(
+        count=models.Count("pk"), charged=models.Sum("charged_micros")
+    )
+    return {
+        "task_sandboxes": rows,
+        "task_sandboxes_count": totals["count"],
+        "task_sandboxes_alive": sum(1 for row in rows if row.is_alive),
+        "task_sandboxes_charged": totals["charged"] or 0,
+        "task_sandbox_concurrency": managed.concurrency(run_env(run)),
+        "task_sandbox_price": billing_selectors.task_sandbox_price_per_minute(),
+    }
