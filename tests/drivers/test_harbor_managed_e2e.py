@@ -1,5 +1,5 @@
 """End to end, on an offline install: Harbor harnesses launched through the API, run by the
-worker in the Harbor image's sandbox, each task in a task sandbox the Belvedir Harbor
+worker (the first by a real queue worker, `manage.py qcluster`) in the Harbor image's sandbox, each task in a task sandbox the Belvedir Harbor
 environment asks the platform for (docs/task-sandboxes.md), through the sandbox gateway.
 
 - Runner-on-Harbor over an environment holding all four verifier kinds
@@ -19,9 +19,9 @@ from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
 from runs.models import Run, TaskSandbox
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
-from tests.helpers.run_fixtures import serve_to_sandboxes
+from tests.helpers.run_fixtures import serve_to_sandboxes, worker_env
 from tests.router.fake_upstream import FakeUpstream
-from tests.runs.helpers import containers_of
+from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
 from tests.traces.fake_openai import FakeOpenAI
 from traces.models import Span
 
@@ -61,6 +61,25 @@ def judge():
         yield fake
 
 
+@pytest.fixture
+def queue_worker(install, tmp_path):
+    """The runs cluster (`Q_CLUSTER_NAME=runs manage.py qcluster`, one worker) with this
+    install's settings; its log."""
+    log = tmp_path / "qcluster.log"
+    settings = {
+        **worker_env(install),
+        "BELVEDIR_BASE_URL": install.BELVEDIR_BASE_URL,
+        "BELVEDIR_CACHE_DIR": install.BELVEDIR_CACHE_DIR,
+        "BELVEDIR_HARBOR_IMAGE": install.BELVEDIR_HARBOR_IMAGE,
+        "BELVEDIR_RUN_TIMEOUT": str(install.BELVEDIR_RUN_TIMEOUT),
+    }
+    process = start_qcluster("runs", log, Q_WORKERS="1", **settings)
+    try:
+        yield log
+    finally:
+        stop_qcluster(process)
+
+
 def four_kinds_harness(owner, **env):
     environment = environment_create(
         project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
@@ -93,20 +112,21 @@ def assert_every_task_sandbox_stopped(run: Run, count: int) -> None:
     assert containers_of(run.pk) == []
 
 
-def test_runner_on_harbor_with_the_oracle_scores_one(
-    owner, install, judge, django_capture_on_commit_callbacks
-):
+def test_runner_on_harbor_with_the_oracle_scores_one(owner, install, judge, queue_worker):
     harness = four_kinds_harness(owner, HARBOR_AGENT="oracle", HARBOR_CONCURRENCY="2")
-    run = launch(
-        owner,
-        django_capture_on_commit_callbacks,
-        harness,
-        model="oracle",
-        model_api_base=judge.base_url,
-        model_api_key="sk-unused",
-        **judged_by(judge),
+    values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
+    response = owner.api.post(
+        "/api/v1/runs", {"harness": harness.pk, **values, **judged_by(judge)}, format="json"
     )
-    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert response.status_code == 201, response.json()
+    run = wait_for(
+        lambda: (r := Run.objects.get(pk=response.json()["id"])).is_terminal and r,
+        900,
+        "the queue worker to run it",
+        every=1,
+        on_timeout=lambda: queue_worker.read_text()[-3000:],
+    )
+    assert run.status == "succeeded", (run.notes, run.log_tail, queue_worker.read_text()[-2000:])
     results = run.results
     assert run.score == 1.0, (results, run.log_tail)
     assert results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
