@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError, Invalid
+from belvedir.errors import DomainError, Invalid, NotFound
 from belvedir.http import see_other
 from harnesses.models import Harness
 from harnesses.selectors import harnesses_for
@@ -88,7 +88,10 @@ def run_compare(request):
     ids = list(dict.fromkeys(request.GET.getlist("run")))
     if not 2 <= len(ids) <= COMPARE_MAX:
         raise Invalid(f"Pick between 2 and {COMPARE_MAX} runs to compare.", field="run")
-    runs = [access.get(Run, pk=run_id) for run_id in ids]
+    found = access.scope(Run).in_bulk(ids)  # one query, whatever the number of runs
+    if len(found) != len(ids):
+        raise NotFound("Not found.")
+    runs = [found[run_id] for run_id in ids]
     tasks = [task_results(run.results) for run in runs]
     names = list(dict.fromkeys(name for per_run in tasks for name in per_run))
     # Each cell: whether the run has the task, and its result.
