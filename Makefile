@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3.11
 export DJANGO_SETTINGS_MODULE := belvedir.settings
 
-.PHONY: up test venv machine sandbox-image lint bench clean
+.PHONY: up test venv machine sandbox-image harbor-image lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -22,6 +22,10 @@ machine:
 
 sandbox-image: venv machine
 	$(PY) manage.py sandbox_image
+
+# Harbor (pinned, with docker compose v2) on the sandbox image, to run Harbor exports here.
+harbor-image: sandbox-image
+	bash scripts/harbor-image.sh
 
 up: venv machine sandbox-image
 	bash scripts/up.sh

@@ -8,6 +8,8 @@ from belvedir.text import counted
 class ProjectInline(admin.TabularInline):
     model = Project
     extra = 0
+    # Changed on the project's own page, through the service that audits it.
+    readonly_fields = ["chinese_models_allowed"]
 
 
 class MembershipInline(admin.TabularInline):
@@ -30,13 +32,20 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["name", "id", "organization__name"]
 
     def save_model(self, request, obj, form, change):
+        """The Chinese-models permission changes through the service that audits it, on a new
+        project too (saved off first, then allowed)."""
+        allowed = form.cleaned_data.get("chinese_models_allowed", False)
         if change and "chinese_models_allowed" in form.changed_data:
             services.project_settings_update(
-                project=obj,
-                chinese_models_allowed=form.cleaned_data["chinese_models_allowed"],
-                actor=request.user,
+                project=obj, chinese_models_allowed=allowed, actor=request.user
             )
+        if not change:
+            obj.chinese_models_allowed = False
         super().save_model(request, obj, form, change)
+        if not change and allowed:
+            services.project_settings_update(
+                project=obj, chinese_models_allowed=True, actor=request.user
+            )
 
 
 @admin.register(Membership)

@@ -95,3 +95,27 @@ def envrate(name: str, default: str) -> str:
     if not _RATE.match(value):
         raise ImproperlyConfigured(f"{name} must look like 600/minute, not {value!r}")
     return value
+
+
+_GPU_ENTRY = re.compile(r"^([A-Za-z][A-Za-z0-9]{0,15}):([1-9][0-9]{0,2})$")
+
+
+def envgpus(name: str) -> dict[str, int]:
+    """GPU types and how many devices of each, like `a10g:1,a100:2`: {"A10G": 1, "A100": 2}
+    (types upper-cased, in the order given; empty when unset)."""
+    raw = os.environ.get(name, "")
+    found: dict[str, int] = {}
+    for entry in (item.strip() for item in raw.split(",")):
+        if not entry:
+            continue
+        match = _GPU_ENTRY.match(entry)
+        if not match:
+            raise ImproperlyConfigured(
+                f"{name} must list GPU types with their device counts like a10g:1,a100:2, "
+                f"not {entry!r} in {raw!r}"
+            )
+        kind = match.group(1).upper()
+        if kind in found:
+            raise ImproperlyConfigured(f"{name} names {kind} twice in {raw!r}")
+        found[kind] = int(match.group(2))
+    return found

@@ -48,3 +48,11 @@ def member_id() -> str:
 
 def invitation_id() -> str:
     return make_id("inv")
+
+
+def environment_id() -> str:
+    return make_id("env")
+
+
+def generation_id() -> str:
+    return make_id("gen")

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from belvedir.env import (
     envbool,
     envfloat,
+    envgpus,
     envint,
     envlist,
     envmicros,
@@ -202,6 +203,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
+# Uploaded files (fine-tuned models' adapter zips) go through the default storage: the file
+# system under MEDIA_ROOT unless STORAGES["default"] names another backend (S3-compatible...).
+MEDIA_ROOT = envstr("BELVEDIR_MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+# The largest LoRA adapter zip accepted, as uploaded and in total unpacked.
+BELVEDIR_ADAPTER_MAX_BYTES = envsize("BELVEDIR_ADAPTER_MAX_BYTES", 2 * 2**30, minimum=1024)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "belvedir.authentication.ApiKeyAuthentication",
@@ -270,6 +277,11 @@ Q_CLUSTER = {
             "timeout": 600,
             "retry": 660,
         },
+        # One queue per GPU type (gpu-a10g, …), one worker per device of the type.
+        **{
+            f"gpu-{kind.lower()}": {"workers": count}
+            for kind, count in envgpus("BELVEDIR_GPU_TYPES").items()
+        },
     },
     "workers": envint("Q_WORKERS", 8, minimum=1),
     "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
@@ -291,6 +303,11 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 # may finish for this many seconds before the cluster stops them (0: as long as they take; a
 # second SIGTERM stops them at once). A stopped run is failed or requeued by the reaper.
 Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
+
+# The Harbor export (`belvedir environments export`, README "Run an environment with Harbor"):
+# the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
+# points it at a local image, e.g. belvedir-sandbox:latest.
+BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
 
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
@@ -351,7 +368,17 @@ BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
 BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
-BELVEDIR_GPU_WORKERS = envbool("BELVEDIR_GPU_WORKERS", False)
+# GPU runs (README, "GPU runs"): the GPU types this platform's workers serve and how many
+# devices of each a worker host has (`a10g:1,a100:2`); a GPU harness of another type is
+# refused at launch. A GPU worker host runs one cluster per type (Q_CLUSTER_NAME=gpu-a10g), as
+# many workers as devices, and gives each run one device (Docker device ids 0, 1, … in the
+# order listed). BELVEDIR_GPU_SIMULATE=1 (development, tests): devices are claimed the same
+# way but no device is requested from Docker (sandboxes run without a GPU).
+BELVEDIR_GPU_TYPES = envgpus("BELVEDIR_GPU_TYPES")
+BELVEDIR_GPU_SIMULATE = envbool("BELVEDIR_GPU_SIMULATE", False)
+# This worker host's name for its GPU devices (two hosts may not share one); the host name
+# by default.
+BELVEDIR_WORKER_HOST = envstr("BELVEDIR_WORKER_HOST", "")
 # Covered model usage: a run that leaves its model key blank and names a covered model calls
 # the router, which pays the operator's upstream with this key, up to the cap per run.
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
@@ -374,6 +401,12 @@ BELVEDIR_INGEST_MAX_BYTES = envint("BELVEDIR_INGEST_MAX_BYTES", 5 * 1024 * 1024,
 BELVEDIR_INGEST_MAX_SPANS = envint("BELVEDIR_INGEST_MAX_SPANS", 1000, minimum=1)
 BELVEDIR_INGEST_CONCURRENCY = envint("BELVEDIR_INGEST_CONCURRENCY", 16, minimum=1)
 BELVEDIR_TASKS_QUIET_SECONDS = envint("BELVEDIR_TASKS_QUIET_SECONDS", 30, minimum=0)
+# Environment generation (harnesses/generation.py), a job on the housekeeping cluster: how long
+# a job may take, retries included (below that cluster's 600 s timeout), and the output cap.
+BELVEDIR_GENERATION_TIMEOUT = envint("BELVEDIR_GENERATION_TIMEOUT", 300, minimum=5)
+BELVEDIR_GENERATION_MAX_TOKENS = envint("BELVEDIR_GENERATION_MAX_TOKENS", 16000, minimum=256)
+if BELVEDIR_GENERATION_TIMEOUT >= Q_CLUSTER["ALT_CLUSTERS"][Q_HOUSEKEEPING_CLUSTER]["timeout"]:
+    raise ImproperlyConfigured("BELVEDIR_GENERATION_TIMEOUT must be below 600 (the job's timeout)")
 
 # Hosted defaults: with BELVEDIR_DEV=0, HTTPS only (`manage.py check --deploy` is clean).
 # Sandboxes call the platform at BELVEDIR_SANDBOX_BASE_URL, which may be plain HTTP on a
@@ -385,6 +418,7 @@ SECURE_REDIRECT_EXEMPT = envlist(
         r"^api/v1/(traces|outcomes|chat/completions|models)$",
         r"^api/v1/runs/[^/]+/tasks$",
         r"^api/v1/adapters/",
+        r"^git/",
     ],
 )
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not BELVEDIR_DEV)
@@ -411,3 +445,8 @@ BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
 ).rstrip("/")
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
 BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
+# An answered call's settlement waits at most this long to be written with others' (router/
+# settlement.py): fewer, larger writes, at the price of reservations held that much longer.
+BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(
+    envfloat("BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS", 0.2), 0.0
+)

@@ -1,6 +1,8 @@
 """Numbers as people read them, shared by templates (the `score` and `counted` filters), the
 messages services raise and the CLI."""
 
+from decimal import Decimal
+
 # Every page and the CLI show a score with this many decimals; the API returns the stored number.
 SCORE_DECIMALS = 3
 
@@ -16,3 +18,25 @@ def counted(number: int, noun: str) -> str:
     """ "1 task", "2 tasks"; an irregular plural after a comma: counted(3, "entry,entries")."""
     singular, _, plural = noun.partition(",")
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+def size_text(size: int) -> str:
+    """A size in bytes as people read it, in powers of 1024: "512 B", "3.2 MiB", "2 GiB"."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.1f} {unit}".replace(".0 ", " ")
+
+
+def usd(micros: int) -> str:
+    """Integer micro-dollars as dollars, exactly: "$12.50", "-$0.50"; cents unless the amount
+    has finer parts ("$0.015"), so a price or a balance is never shown rounded."""
+    sign = "-" if micros < 0 else ""
+    amount = Decimal(abs(int(micros))) / 1_000_000
+    if amount == amount.quantize(Decimal("0.01")):
+        return f"{sign}${amount:,.2f}"
+    return f"{sign}${amount.normalize():,f}"

@@ -7,6 +7,9 @@ from belvedir import api, member_views, views
 from belvedir.forms import EmailLoginForm
 from billing import api as billing_api
 from harnesses import api as harness_api
+from harnesses import environment_api, git_views
+from models_registry import api as models_api
+from runs import adapters as run_adapters
 from runs import api as run_api
 from traces import api as trace_api
 from traces import ingest
@@ -18,6 +21,42 @@ api_v1 = [
     path("harnesses", harness_api.HarnessListView.as_view(), name="api-harnesses"),
     path("harnesses/<str:harness_id>", harness_api.HarnessDetailView.as_view(), name="api-harness"),
     path("catalog", harness_api.CatalogView.as_view(), name="api-catalog"),
+    path("environments", environment_api.EnvironmentListView.as_view(), name="api-environments"),
+    path(
+        "environments/generate",
+        environment_api.EnvironmentGenerateView.as_view(),
+        name="api-environments-generate",
+    ),
+    path(
+        "environments/generations/<str:generation_id>",
+        environment_api.GenerationDetailView.as_view(),
+        name="api-environment-generation",
+    ),
+    path(
+        "environments/generations/<str:generation_id>/save",
+        environment_api.GenerationSaveView.as_view(),
+        name="api-environment-generation-save",
+    ),
+    path(
+        "environments/<str:environment_id>",
+        environment_api.EnvironmentDetailView.as_view(),
+        name="api-environment",
+    ),
+    path(
+        "environments/<str:environment_id>/versions",
+        environment_api.EnvironmentVersionListView.as_view(),
+        name="api-environment-versions",
+    ),
+    path(
+        "environments/<str:environment_id>/export",
+        environment_api.EnvironmentExportView.as_view(),
+        name="api-environment-export",
+    ),
+    path(
+        "environments/<str:environment_id>/harness",
+        environment_api.EnvironmentHarnessView.as_view(),
+        name="api-environment-harness",
+    ),
     path("traces", ingest.traces, name="api-traces"),
     path("outcomes", ingest.outcomes, name="api-outcomes"),
     path("sessions", trace_api.SessionListView.as_view(), name="api-sessions"),
@@ -38,7 +77,21 @@ api_v1 = [
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
-    # The model router (OpenAI-compatible): chat/completions and models.
+    path(
+        "adapters/<str:run_id>/<str:token>",
+        run_adapters.AdapterDownloadView.as_view(),
+        name="api-adapter-download",
+    ),
+    path("models/<str:model_id>/runs", run_api.ModelRunLaunchView.as_view(), name="api-model-runs"),
+    path(
+        "models/<str:model_id>/benchmarks",
+        run_api.ModelBenchmarksView.as_view(),
+        name="api-model-benchmarks",
+    ),
+    path("models/fine-tuned", models_api.FineTunedModelListView.as_view(), name="api-models-list"),
+    path("models/<str:model_id>", models_api.FineTunedModelDetailView.as_view(), name="api-model"),
+    # The model router (OpenAI-compatible): chat/completions and models (GET; a POST there
+    # uploads a fine-tuned model).
     path("", include("router.urls")),
 ]
 
@@ -92,12 +145,16 @@ urlpatterns = [
     path("settings/organization/billing/", include("billing.urls")),
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
+    path("environments/", include("harnesses.environment_urls")),
     path("runs/", include("runs.urls")),
+    path("models/", include("models_registry.urls")),
     path("traces/", include("traces.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    # The drivers shipped with the platform, as read-only git repositories (dumb HTTP).
+    path("git/<str:name>.git/<path:path>", git_views.git_file, name="driver-git"),
 ]
 
 handler500 = "belvedir.views.server_error"

@@ -128,6 +128,12 @@ def covered_run() -> tuple[str, str]:
     return run.pk, key
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -156,7 +162,9 @@ def one_call(http, url: str, key: str, stream: bool) -> float:
     return first
 
 
-def latency(direct: str, router: str, key: str, calls: int, stream: bool) -> dict:
+def latency(
+    direct: str, router: str, key: str, calls: int, stream: bool, pids: tuple[int, int]
+) -> dict:
     import httpx
 
     with httpx.Client(timeout=30) as to_direct, httpx.Client(timeout=30) as to_router:
@@ -164,6 +172,7 @@ def latency(direct: str, router: str, key: str, calls: int, stream: bool) -> dic
             one_call(to_direct, direct, "sk-bench", stream)
             one_call(to_router, router, key, stream)
         direct_times, router_times = [], []
+        cpu_before = [cpu_seconds(pid) for pid in pids]
         for i in range(calls):
             pair = [
                 (to_direct, direct, "sk-bench", direct_times),
@@ -171,6 +180,11 @@ def latency(direct: str, router: str, key: str, calls: int, stream: bool) -> dic
             ]
             for http, url, k, out in pair if i % 2 == 0 else pair[::-1]:
                 out.append(one_call(http, url, k, stream))
+        time.sleep(0.5)  # the last settlements (written in batches, after the answers)
+        cpu = [
+            (cpu_seconds(pid) - before) / calls
+            for pid, before in zip(pids, cpu_before, strict=True)
+        ]
     paired = [r - d for r, d in zip(router_times, direct_times, strict=True)]
     return {
         "direct": direct_times,
@@ -178,6 +192,8 @@ def latency(direct: str, router: str, key: str, calls: int, stream: bool) -> dic
         "added_p50": percentile(router_times, 0.5) - percentile(direct_times, 0.5),
         "added_p95": percentile(router_times, 0.95) - percentile(direct_times, 0.95),
         "paired_median": statistics.median(paired),
+        "cpu_direct": cpu[0],
+        "cpu_router": cpu[1],
     }
 
 
@@ -261,8 +277,9 @@ def main() -> int:
         profiler = py_spy(router.pid, 600, workdir / "profile.txt") if args.profile else None
         if profiler:
             time.sleep(1.0)  # let py-spy attach
-        plain = latency(direct, router_url, key, args.calls, stream=False)
-        streamed = latency(direct, router_url, key, args.calls, stream=True)
+        pids = (fast.pid, router.pid)
+        plain = latency(direct, router_url, key, args.calls, stream=False, pids=pids)
+        streamed = latency(direct, router_url, key, args.calls, stream=True, pids=pids)
         if profiler:
             profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             profiler.wait(timeout=30)
@@ -303,10 +320,12 @@ def main() -> int:
                 f"{percentile(result['router'], 0.95) * 1000:.2f}",
                 f"{result['added_p95'] * 1000:.2f}",
                 f"{result['paired_median'] * 1000:.2f}",
+                f"{result['cpu_direct'] * 1000:.2f}",
+                f"{result['cpu_router'] * 1000:.2f}",
             ]
         )
     header = ["ms", "direct p50", "router p50", "added p50", "direct p95", "router p95"]
-    header += ["added p95", "paired median"]
+    header += ["added p95", "paired median", "upstream CPU/call", "router CPU/call"]
     print(f"{args.calls} calls each way, one at a time, after {WARMUP} warm-up calls")
     print(
         f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, "

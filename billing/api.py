@@ -31,7 +31,9 @@ class BillingSerializer(serializers.Serializer):
 
 class BillingUpdateSerializer(serializers.Serializer):
     pay_as_you_go = serializers.BooleanField(required=False)
-    monthly_limit_micros = serializers.IntegerField(required=False, min_value=0)
+    monthly_limit_micros = serializers.IntegerField(
+        required=False, min_value=0, max_value=services.MAX_AMOUNT_MICROS
+    )
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):
@@ -42,7 +44,8 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
         fields = ["id", "kind", "amount_micros", "reference", "created_by", "created_at"]
 
     def get_created_by(self, entry: LedgerEntry) -> str:
-        return entry.created_by.email if entry.created_by else ""
+        """A member's email; "Belvedir" for an operator's entry; "" for the system's."""
+        return selectors.entry_author(entry)
 
 
 class CouponRedeemSerializer(serializers.Serializer):

@@ -8,6 +8,7 @@ Entries are written only by `billing.services`; nothing updates or deletes them.
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from belvedir import ids
@@ -108,6 +109,8 @@ class Coupon(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            # Codes are redeemed whatever their case, so no two may differ only by case.
+            models.UniqueConstraint(Lower("code"), name="coupon_code_unique_any_case"),
             models.CheckConstraint(condition=Q(amount_micros__gt=0), name="coupon_amount_positive"),
             models.CheckConstraint(
                 condition=Q(redemption_limit__gte=1), name="coupon_redemption_limit_positive"

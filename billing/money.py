@@ -3,6 +3,7 @@
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from belvedir.errors import Invalid
+from belvedir.text import usd
 from billing.models import MICROS_PER_USD
 
 
@@ -19,9 +20,4 @@ def usd_to_micros(value, *, field: str = "amount") -> int:
     return int((amount * MICROS_PER_USD).to_integral_value(rounding=ROUND_HALF_UP))
 
 
-def usd(micros: int) -> str:
-    """`$12.50`, `-$0.50`; cents unless the amount has finer parts."""
-    sign = "-" if micros < 0 else ""
-    amount = Decimal(abs(micros)) / MICROS_PER_USD
-    text = f"{amount:,.2f}" if amount == amount.quantize(Decimal("0.01")) else f"{amount:,.6f}"
-    return f"{sign}${text}"
+__all__ = ["usd", "usd_to_micros"]

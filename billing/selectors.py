@@ -3,10 +3,10 @@
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Exists, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
-from belvedir.models import Organization
+from belvedir.models import Membership, Organization
 from billing.models import BillingAccount, Kind, LedgerEntry
 from billing.money import usd_to_micros
 
@@ -20,8 +20,32 @@ def balance(*, organization: Organization) -> int:
 
 
 def ledger_for(*, organization: Organization) -> QuerySet[LedgerEntry]:
-    """The organization's entries, newest first."""
-    return LedgerEntry.objects.filter(organization=organization).select_related("created_by")
+    """The organization's entries, newest first; `by_member`: made by one of its members."""
+    return (
+        LedgerEntry.objects.filter(organization=organization)
+        .select_related("created_by")
+        .annotate(
+            by_member=Exists(
+                Membership.objects.filter(organization=organization, user=OuterRef("created_by"))
+            )
+        )
+    )
+
+
+OPERATOR_NAME = "Belvedir"
+
+
+def entry_author(entry: LedgerEntry) -> str:
+    """Who made an entry, as the organization sees it: a member's email; "Belvedir" for an
+    operator's (their staff's addresses are not the customer's to read); "" for the system's."""
+    if entry.created_by_id is None:
+        return ""
+    by_member = getattr(entry, "by_member", None)
+    if by_member is None:
+        by_member = Membership.objects.filter(
+            organization_id=entry.organization_id, user_id=entry.created_by_id
+        ).exists()
+    return entry.created_by.email if by_member else OPERATOR_NAME
 
 
 def account_for(*, organization: Organization) -> BillingAccount:
@@ -36,11 +60,13 @@ def month_start(now: datetime | None = None) -> datetime:
 
 
 def month_run_spend(*, organization: Organization) -> int:
-    """Run charges net of their refunds since the start of this calendar month (positive)."""
-    total = LedgerEntry.objects.filter(
-        organization=organization,
-        kind__in=[Kind.CHARGE, Kind.REFUND],
-        created_at__gte=month_start(),
+    """This calendar month's run charges net of their own refunds (positive). A refund counts
+    toward the month of the charge it gives back: one of last month's charges refunded now
+    does not make room in this month."""
+    entries = LedgerEntry.objects.filter(organization=organization)
+    charges = entries.filter(kind=Kind.CHARGE, created_at__gte=month_start())
+    total = (
+        entries.filter(kind=Kind.REFUND, reference__in=charges.values("reference")) | charges
     ).aggregate(total=Sum("amount_micros"))["total"]
     return max(0, -int(total or 0))
 

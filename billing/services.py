@@ -220,7 +220,10 @@ def run_refund(*, organization_id: str, reference: str) -> LedgerEntry | None:
 
 def may_start_credit_run(*, organization: Organization) -> bool:
     """Whether the organization may start a run that needs credits (managed Harbor):
-    it holds credits, or pay as you go is on."""
+    it holds credits, or pay as you go is on and this month's runs are under its limit."""
     if selectors.balance(organization=organization) > 0:
         return True
-    return selectors.account_for(organization=organization).pay_as_you_go
+    account = selectors.account_for(organization=organization)
+    return account.pay_as_you_go and (
+        selectors.month_run_spend(organization=organization) < account.monthly_limit_micros
+    )

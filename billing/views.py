@@ -78,7 +78,7 @@ def ledger_export(request):
                     e.amount_micros,
                     usd(e.amount_micros),
                     _cell(e.reference),
-                    e.created_by.email if e.created_by else "",
+                    selectors.entry_author(e),
                 ]
             )
 

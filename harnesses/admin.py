@@ -1,10 +1,12 @@
 from django import forms
 from django.contrib import admin
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from belvedir.errors import DomainError
-from harnesses import services
-from harnesses.models import Harness
+from harnesses import environments, services
+from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion, Harness
 
 
 class HarnessAdminForm(forms.ModelForm):
@@ -67,3 +69,100 @@ class HarnessAdmin(admin.ModelAdmin):
         if change:
             obj.updated_at = timezone.now()
         super().save_model(request, obj, form, change)
+
+
+@admin.register(Environment)
+class EnvironmentAdmin(admin.ModelAdmin):
+    """Environments are created in the app (tasks validated there); here an operator reads
+    them, renames them or changes the description (a new version), and deletes them."""
+
+    list_display = ["name", "project", "version", "task_count", "updated_at", "created_at"]
+    list_filter = ["project__organization"]
+    search_fields = ["name", "id", "description", "project__name"]
+    fields = [
+        "id",
+        "project",
+        "name",
+        "description",
+        "version",
+        "task_count",
+        "versions",
+        "created_by",
+    ]
+    readonly_fields = ["id", "project", "version", "task_count", "versions", "created_by"]
+    list_select_related = ["project__organization"]
+
+    @admin.display(description="Versions")
+    def versions(self, obj: Environment) -> str:
+        url = reverse("admin:harnesses_environmentversion_changelist")
+        return format_html(
+            '<a href="{}?environment__id__exact={}">{} versions</a>',
+            url,
+            obj.pk,
+            obj.versions.count(),
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        try:
+            environments.environment_update(
+                environment=obj,
+                updated_by=request.user,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+            )
+        except DomainError as exc:  # shown as a message; the row is left as it was
+            self.message_user(request, exc.message, level="error")
+
+
+@admin.register(EnvironmentGeneration)
+class EnvironmentGenerationAdmin(admin.ModelAdmin):
+    list_display = ["id", "project", "model", "covered", "status", "progress", "created_at"]
+    list_filter = ["status", "covered", "project__organization"]
+    search_fields = ["id", "name", "description", "model", "project__name"]
+    exclude = ["api_key_encrypted"]
+    readonly_fields = [
+        "id",
+        "project",
+        "name",
+        "description",
+        "count",
+        "model",
+        "api_base",
+        "covered",
+        "preset",
+        "status",
+        "progress",
+        "tasks",
+        "error",
+        "environment",
+        "created_by",
+        "created_at",
+        "finished_at",
+    ]
+    list_select_related = ["project__organization"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(EnvironmentVersion)
+class EnvironmentVersionAdmin(admin.ModelAdmin):
+    """Versions are written by harnesses.environments only: read here, never edited."""
+
+    list_display = ["environment", "number", "name", "created_by", "created_at"]
+    list_filter = ["environment__project__organization"]
+    search_fields = ["environment__id", "environment__name", "name"]
+    readonly_fields = ["environment", "number", "name", "description", "tasks", "created_by"]
+    list_select_related = ["environment"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,14 +1,23 @@
-"""The catalog of presets on the New Harness page (docs: Benchmarks → Start from the catalog)."""
+"""The catalog of presets on the New Harness page (docs: Benchmarks → Start from the catalog).
+
+The Runner, Runner-on-Harbor, suite and scaffold cards prefill the drivers the platform ships
+and serves itself (`harnesses.drivers`, `{BELVEDIR_BASE_URL}/git/<name>.git`), so a card runs on
+a fresh offline install; a user can still point the harness at a fork.
+"""
 
 from dataclasses import asdict, dataclass, field
 
-HARBOR_REPO = "https://github.com/Belvedir/harness-harbor"
-RUNNER_REPO = "https://github.com/Belvedir/belvedir-runner"
+from harnesses import drivers
+
+HARBOR_REPO = "harness-harbor"  # a served driver's name: the card's repo URL is served_url()
+RUNNER_REPO = "belvedir-runner"
 LM_EVAL_REPO = "https://github.com/Belvedir/harness-lm-eval"
-HARBOR_INSTALL = "pip install -e ."
-HARBOR_RUN = "python -m belvedir_harbor.run"
-RUNNER_INSTALL = "pip install -e ."
-RUNNER_RUN = "python -m belvedir_runner"
+# Both drivers are standard-library programs: nothing to install in an offline sandbox. The
+# install step checks the settings and the tasks file before the run starts.
+HARBOR_INSTALL = "python3 -m belvedir_harbor.run --check"
+HARBOR_RUN = "python3 -m belvedir_harbor.run"
+RUNNER_INSTALL = "python3 -m belvedir_runner --check"
+RUNNER_RUN = "python3 -m belvedir_runner"
 
 SUITES = "Suites"
 RUNNERS = "Belvedir Runners"
@@ -23,7 +32,7 @@ class Preset:
     name: str
     group: str
     description: str
-    repo_url: str
+    repo: str  # a served driver's name, or a repo URL
     install_command: str
     run_command: str
     env: dict = field(default_factory=dict)
@@ -33,8 +42,15 @@ class Preset:
     tasks: str = ""
     available: bool = True
 
+    @property
+    def repo_url(self) -> str:
+        """The URL the card prefills: where the platform serves its driver, or the repo's URL."""
+        return drivers.served_url(self.repo) if self.repo in drivers.DRIVERS else self.repo
+
     def as_dict(self) -> dict:
-        return asdict(self)
+        values = asdict(self)
+        del values["repo"]
+        return {**values, "repo_url": self.repo_url}
 
 
 def _suite(slug: str, name: str, dataset: str, description: str) -> Preset:
@@ -42,9 +58,12 @@ def _suite(slug: str, name: str, dataset: str, description: str) -> Preset:
     return Preset(slug, name, SUITES, description, HARBOR_REPO, HARBOR_INSTALL, HARBOR_RUN, env)
 
 
+# An example in the tasks format (docs/tasks-format.md).
 _TASKS_EXAMPLE = (
     '[\n  {"id": "refund-policy", "prompt": "A customer asks for a refund after 40 days. '
-    'What do you answer?", "rubric": "Cites the 30-day policy and offers store credit."}\n]\n'
+    'What do you answer?", "answer": "Refunds are possible within 30 days; after that we offer '
+    'store credit.", "verifier": {"kind": "rubric", "criteria": ["Cites the 30-day policy", '
+    '"Offers store credit"]}}\n]\n'
 )
 
 

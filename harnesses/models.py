@@ -50,3 +50,109 @@ class Harness(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Environment(models.Model):
+    """A task set (harnesses.tasks_format): authored, imported or generated; each change is a
+    new EnvironmentVersion, and `version` is the number of the current one."""
+
+    id = models.CharField(
+        primary_key=True, max_length=32, default=ids.environment_id, editable=False
+    )
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="environments"
+    )
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1)
+    task_count = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"], name="environment_name_unique_in_project"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EnvironmentVersion(models.Model):
+    """One saved state of an environment: its name, description and tasks as they were."""
+
+    environment = models.ForeignKey(Environment, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    tasks = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["environment", "number"], name="environment_version_number_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.environment_id} v{self.number}"
+
+
+class EnvironmentGeneration(models.Model):
+    """A request to generate an environment's tasks from a description with a model, run as a
+    background job; its tasks are a preview until the user saves them as an environment."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    id = models.CharField(
+        primary_key=True, max_length=32, default=ids.generation_id, editable=False
+    )
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="environment_generations"
+    )
+    name = models.CharField(max_length=120, blank=True)
+    description = models.TextField()
+    count = models.PositiveSmallIntegerField(default=5)
+    model = models.CharField(max_length=200)
+    api_base = models.CharField(max_length=500, blank=True)
+    # The user's model key, encrypted (belvedir.crypto); blank when the platform covers the model.
+    api_key_encrypted = models.TextField(blank=True)
+    covered = models.BooleanField(default=False)
+    preset = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress = models.CharField(max_length=200, blank=True)
+    tasks = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    environment = models.ForeignKey(
+        Environment, null=True, blank=True, on_delete=models.SET_NULL, related_name="generations"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)

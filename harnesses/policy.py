@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from belvedir.errors import Invalid
 from belvedir.validators import has_unstorable
+from harnesses import drivers
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TASKS_MAX_BYTES = 512 * 1024
@@ -178,6 +179,8 @@ def validate_repo_url(url: str | None) -> str:
     url = (url or "").strip()
     if not url:
         raise Invalid("repo_url is required.", field="repo_url")
+    if drivers.served_name(url):  # the platform's own drivers, at {BELVEDIR_BASE_URL}/git/
+        return url.rstrip("/")
     if len(url) > REPO_URL_MAX_CHARS:
         raise Invalid(
             f"repo_url must be at most {REPO_URL_MAX_CHARS} characters.", field="repo_url"

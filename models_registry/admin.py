@@ -1,10 +1,16 @@
+from decimal import Decimal
+
+from django import forms
 from django.contrib import admin
 
-from models_registry.models import MICROS_PER_DOLLAR, CoveredModel, Lab
-
-
-def _dollars(micros: int) -> str:
-    return f"${micros / MICROS_PER_DOLLAR:,.2f}"
+from belvedir.text import size_text, usd
+from models_registry.models import (
+    CoveredModel,
+    FineTunedModel,
+    HuggingFaceToken,
+    Lab,
+)
+from models_registry.services import fine_tuned_model_delete
 
 
 @admin.register(Lab)
@@ -15,8 +21,55 @@ class LabAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
 
 
+MICROS = Decimal(1_000_000)
+
+
+def _price_field(label: str) -> forms.DecimalField:
+    return forms.DecimalField(
+        label=label,
+        min_value=Decimal(0),
+        max_value=Decimal(10_000),
+        decimal_places=6,
+        help_text="US dollars per million tokens, as the provider lists it (0.10).",
+    )
+
+
+class CoveredModelForm(forms.ModelForm):
+    """Prices typed in dollars per million tokens (a price in micro-dollars is one zero away
+    from ten times itself), stored as integer micro-dollars."""
+
+    input_price_usd = _price_field("Input price (USD / M tokens)")
+    output_price_usd = _price_field("Output price (USD / M tokens)")
+
+    class Meta:
+        model = CoveredModel
+        fields = ["model_id", "display_name", "lab", "max_output_tokens", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.instance._state.adding:
+            self.fields["input_price_usd"].initial = self.instance.input_price_micros / MICROS
+            self.fields["output_price_usd"].initial = self.instance.output_price_micros / MICROS
+
+    def save(self, commit=True):
+        # decimal_places=6 makes both whole numbers of micro-dollars: exact, no float.
+        self.instance.input_price_micros = int(self.cleaned_data["input_price_usd"] * MICROS)
+        self.instance.output_price_micros = int(self.cleaned_data["output_price_usd"] * MICROS)
+        return super().save(commit)
+
+
 @admin.register(CoveredModel)
 class CoveredModelAdmin(admin.ModelAdmin):
+    form = CoveredModelForm
+    fields = [
+        "model_id",
+        "display_name",
+        "lab",
+        "input_price_usd",
+        "output_price_usd",
+        "max_output_tokens",
+        "enabled",
+    ]
     list_display = [
         "model_id",
         "display_name",
@@ -34,11 +87,11 @@ class CoveredModelAdmin(admin.ModelAdmin):
 
     @admin.display(description="Input / M tokens", ordering="input_price_micros")
     def input_price(self, obj: CoveredModel) -> str:
-        return _dollars(obj.input_price_micros)
+        return usd(obj.input_price_micros)
 
     @admin.display(description="Output / M tokens", ordering="output_price_micros")
     def output_price(self, obj: CoveredModel) -> str:
-        return _dollars(obj.output_price_micros)
+        return usd(obj.output_price_micros)
 
     @admin.action(description="Enable the selected models")
     def enable(self, request, queryset):
@@ -49,3 +102,44 @@ class CoveredModelAdmin(admin.ModelAdmin):
     )
     def disable(self, request, queryset):
         queryset.update(enabled=False)
+
+
+@admin.register(FineTunedModel)
+class FineTunedModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "base_model", "project", "gated", "adapter_mb", "created_at"]
+    list_filter = ["gated", "created_at"]
+    search_fields = ["id", "name", "base_model", "project__name", "project__organization__name"]
+    list_select_related = ["project"]
+    readonly_fields = ["id", "adapter", "adapter_size", "created_by", "created_at"]
+    fields = ["id", "project", "name", "base_model", "gated", *readonly_fields[1:]]
+    actions = ["delete_with_files"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # would leave the adapter files behind
+        return actions
+
+    @admin.display(description="Adapter", ordering="adapter_size")
+    def adapter_mb(self, obj: FineTunedModel) -> str:
+        return size_text(obj.adapter_size)
+
+    def delete_model(self, request, obj):
+        fine_tuned_model_delete(model=obj)
+
+    @admin.action(description="Delete the selected models and their adapter files")
+    def delete_with_files(self, request, queryset):
+        for model in queryset:
+            fine_tuned_model_delete(model=model)
+
+
+@admin.register(HuggingFaceToken)
+class HuggingFaceTokenAdmin(admin.ModelAdmin):
+    """Who set an organization's token and when; never the token."""
+
+    list_display = ["organization", "updated_by", "updated_at"]
+    search_fields = ["organization__name"]
+    fields = ["organization", "updated_by", "updated_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # set in Organization settings, where it is encrypted

@@ -1,6 +1,10 @@
 """The model catalog: the labs (and which are Chinese labs) and the models the platform covers."""
 
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+from belvedir import ids
 
 # Prices are integer micro-dollars per million tokens: $0.10 / M tokens is 100_000.
 MICROS_PER_DOLLAR = 1_000_000
@@ -78,3 +82,72 @@ class CoveredModel(models.Model):
 
     def __str__(self) -> str:
         return self.model_id
+
+
+def fine_tuned_model_id() -> str:
+    return ids.make_id("ftm")
+
+
+def adapter_upload_to(instance: "FineTunedModel", filename: str) -> str:
+    """Where an adapter zip is stored (through the default storage): one folder per project."""
+    return f"adapters/{instance.project_id}/{instance.pk}.zip"
+
+
+class FineTunedModel(models.Model):
+    """A LoRA adapter on a Hugging Face base model, benchmarked from the Models page."""
+
+    id = models.CharField(
+        primary_key=True, max_length=32, default=fine_tuned_model_id, editable=False
+    )
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="fine_tuned_models"
+    )
+    name = models.CharField(
+        max_length=120,
+        help_text="The model's label: the sandbox's MODEL_LABEL, recorded as results.model.",
+    )
+    base_model = models.CharField(
+        max_length=200, help_text="The base model's Hugging Face id (meta-llama/Llama-3.1-8B)."
+    )
+    adapter = models.FileField(upload_to=adapter_upload_to, max_length=300)
+    adapter_size = models.BigIntegerField(default=0)
+    gated = models.BooleanField(
+        default=False,
+        help_text="The base model needs a Hugging Face token: runs get the organization's as "
+        "HF_TOKEN.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "fine-tuned model"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"], name="fine_tuned_model_name_unique_in_project"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HuggingFaceToken(models.Model):
+    """An organization's Hugging Face token (gated base models), encrypted; never shown again."""
+
+    organization = models.OneToOneField(
+        "belvedir.Organization", on_delete=models.CASCADE, related_name="hugging_face_token"
+    )
+    token_encrypted = models.TextField()
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "Hugging Face token"
+
+    def __str__(self) -> str:
+        return f"Hugging Face token of {self.organization_id}"

@@ -2,6 +2,8 @@
 schema by the `router_endpoints` postprocessing hook. Bodies are OpenAI's: only what the
 router itself reads or adds is described."""
 
+from belvedir.schema import ERROR_DESCRIPTIONS
+
 ERROR = {
     "type": "object",
     "description": "OpenAI's error shape, so OpenAI clients raise their typed errors.",
@@ -97,9 +99,65 @@ def _models_operation() -> dict:
     }
 
 
+def _api_error(status: int) -> dict:
+    """One of the REST API's documented errors (belvedir.schema), as a plain dict."""
+    name = "InvalidInput" if status == 400 else "Error"
+    return {
+        "description": ERROR_DESCRIPTIONS[status],
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+    }
+
+
+def _fine_tuned_upload_operation() -> dict:
+    """POST on the router's path: a fine-tuned model's upload (models_registry.api), which the
+    schema generator cannot see behind the router's view."""
+    return {
+        "operationId": "models_upload",
+        "summary": "Upload a fine-tuned model: a LoRA adapter zip on a Hugging Face base model.",
+        "description": "multipart/form-data, streamed to storage. The zip must hold "
+        "adapter_config.json and adapter_model.safetensors (or .bin), within "
+        "BELVEDIR_ADAPTER_MAX_BYTES; a refusal names what is wrong under `adapter`.",
+        "tags": ["models"],
+        "security": [{"ApiKey": []}, {"cookieAuth": []}],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "description": "The model's label."},
+                            "base_model": {
+                                "type": "string",
+                                "description": "The base model's Hugging Face id.",
+                            },
+                            "gated": {"type": "boolean", "default": False},
+                            "adapter": {"type": "string", "format": "binary"},
+                        },
+                        "required": ["name", "base_model", "adapter"],
+                    }
+                }
+            },
+        },
+        "responses": {
+            "201": {
+                "description": "The model, stored.",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/FineTunedModel"}}
+                },
+            },
+            **{str(status): _api_error(status) for status in (400, 401, 403, 404)},
+        },
+    }
+
+
 def router_endpoints(result: dict, generator, request, public) -> dict:
-    """drf-spectacular postprocessing hook: add the router's endpoints and error shape."""
+    """drf-spectacular postprocessing hook: add the router's endpoints and error shape (and
+    the fine-tuned model upload that shares the router's /api/v1/models)."""
     result.setdefault("components", {}).setdefault("schemas", {})["OpenAIError"] = ERROR
     result["paths"]["/api/v1/chat/completions"] = {"post": _chat_operation()}
-    result["paths"]["/api/v1/models"] = {"get": _models_operation()}
+    result["paths"]["/api/v1/models"] = {
+        "get": _models_operation(),
+        "post": _fine_tuned_upload_operation(),
+    }
     return result

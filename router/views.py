@@ -19,31 +19,31 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from models_registry.api import FineTunedModelUploadView
 from models_registry.selectors import covered_models
-from router import upstream
+from router import reserve, upstream
 from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
 from router.services import (
     Admission,
     CallRecord,
     RouterRefusal,
+    Settlement,
+    admission_cached,
     call_admit,
-    call_record,
-    call_settle,
+    refused_reservation,
     run_key_authenticate,
 )
+from router.settlement import settler
 from router.sse import StreamReader
 
 MAX_BODY_BYTES = 8 * 2**20
 
 log = logging.getLogger(__name__)
 
-_admit = sync_to_async(call_admit, thread_sensitive=False)
-_settle = sync_to_async(call_settle, thread_sensitive=False)
-_record = sync_to_async(call_record, thread_sensitive=False)
+_call_admit = sync_to_async(call_admit, thread_sensitive=False)
+_refused_reservation = sync_to_async(refused_reservation, thread_sensitive=False)
 _authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
-# Settlements still being written after their answer went out (kept so they are not lost to
-# the garbage collector); each holds its call's reservation until it is done.
-_settling: set[asyncio.Task] = set()
+_upload_fine_tuned = sync_to_async(FineTunedModelUploadView.as_view())
 
 
 def error_response(
@@ -92,24 +92,58 @@ def _forwarded_body(admission: Admission, body: dict) -> dict:
 
 
 async def _finish(admission: Admission, call: CallRecord) -> None:
-    """Settle the call and record its span, even when the request task is being cancelled."""
+    """Settle the call and record its span before answering, even when the request task is
+    being cancelled (`router.settlement`: written with whatever else is pending)."""
     call.ended_ns = call.ended_ns or time.time_ns()
-    await asyncio.shield(_settle(admission=admission, call=call))
+    await settler().settle(Settlement.of(admission, call))
 
 
 def _finish_after_answer(admission: Admission, call: CallRecord) -> None:
-    """Settle once the answer is on its way: the reservation keeps the cap safe meanwhile."""
+    """Settle after the answer went out, in the next batch: the reservation keeps the cap safe
+    meanwhile."""
     call.ended_ns = time.time_ns()
-    task = asyncio.get_running_loop().create_task(_settle_logged(admission, call))
-    _settling.add(task)
-    task.add_done_callback(_settling.discard)
+    settler().submit(Settlement.of(admission, call), hurry=False)
 
 
-async def _settle_logged(admission: Admission, call: CallRecord) -> None:
+async def _admit_or_flush(
+    token: str, model: str, body: dict, call: CallRecord, *, asgi: bool
+) -> Admission:
+    """Admit the call; one refused for its run's cap while calls of that run wait to be settled
+    (their reservations still held) is tried again once they are."""
     try:
-        await _settle(admission=admission, call=call)
-    except Exception:
-        log.exception("router: settling a call of %s failed", admission.run_id)
+        return await _admit(token, model, body, call, asgi=asgi)
+    except RouterRefusal as exc:
+        pending = exc.caller is not None and settler().pending_for(exc.caller[1])
+        if exc.code != "spend_cap_reached" or not pending:
+            raise
+    await settler().flush()
+    return await _admit(token, model, body, call, asgi=asgi)
+
+
+async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> Admission:
+    """Admitted from this process's cached lookups and reserved from the event loop (one
+    round trip; served by ASGI, whose event loop lives as long as the process, on PostgreSQL)
+    when it can be; else everything in a worker thread through the ORM."""
+    admission = admission_cached(token=token, model=model, body=body)
+    if admission is None or not asgi or not reserve.available():
+        return await _call_admit(token=token, model=model, body=body)
+    # Shielded: a client gone meanwhile must not leave a reservation nothing releases.
+    reserving = asyncio.ensure_future(reserve.reserve(admission.run_id, admission.reserved_micros))
+    try:
+        reserved = await asyncio.shield(reserving)
+    except asyncio.CancelledError:
+        reserving.add_done_callback(functools.partial(_release_abandoned, admission, call))
+        raise
+    if not reserved:
+        raise await _refused_reservation(admission.key, admission.run_id, admission.reserved_micros)
+    return admission
+
+
+def _release_abandoned(admission: Admission, call: CallRecord, reserving: asyncio.Future) -> None:
+    if reserving.cancelled() or reserving.exception() is not None or not reserving.result():
+        return
+    call.http_status, call.error = 499, "The client disconnected."
+    _finish_after_answer(admission, call)
 
 
 def _openai_errors(view):
@@ -162,11 +196,13 @@ async def chat_completions(request):
                 type="server_error",
                 code=None,
             )
-        admission = await _admit(token=bearer_token(request) or "", model=model, body=body)
+        admission = await _admit_or_flush(
+            bearer_token(request) or "", model, body, call, asgi=served_by_asgi
+        )
     except RouterRefusal as exc:
         if exc.caller is not None:
             call.http_status, call.error, call.ended_ns = exc.status, exc.message, time.time_ns()
-            await _record(key=exc.caller[0], run_id=exc.caller[1], call=call)
+            await settler().settle(Settlement(exc.caller[0], exc.caller[1], call))
         return _refused(exc)
     forwarded = _forwarded_body(admission, body)
     if call.streamed:
@@ -345,7 +381,10 @@ async def _close_and_finish(
 @csrf_exempt
 @_openai_errors
 async def models(request):
-    """The covered models, for a run's key."""
+    """The covered models, for a run's key. A POST is a fine-tuned model's upload (the REST
+    API of models_registry shares the path)."""
+    if request.method == "POST":
+        return await _upload_fine_tuned(request)
     if request.method != "GET":
         return error_response(
             405, "Use GET.", type="invalid_request_error", code="method_not_allowed"

@@ -3,9 +3,9 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from belvedir.errors import DomainError
-from belvedir.text import counted, score_text
-from runs import services
-from runs.models import OrganizationSpend, Run, Status
+from belvedir.text import counted, score_text, usd
+from runs import gpu, services
+from runs.models import GpuDevice, OrganizationSpend, Run, Status
 
 
 @admin.action(description="Cancel selected runs")
@@ -41,7 +41,7 @@ class RunAdmin(admin.ModelAdmin):
         "finished_at",
         "worker",
     ]
-    list_filter = ["status", "grading", "project__organization"]
+    list_filter = ["status", "grading", "gpu_type", "project__organization"]
     search_fields = ["id", "harness_name", "model", "project__name"]
     date_hierarchy = "created_at"
     actions = [cancel_runs, requeue_runs]
@@ -78,6 +78,8 @@ class RunAdmin(admin.ModelAdmin):
         "exit_code",
         "container_id",
         "worker",
+        "gpu_type",
+        "gpu_device",
         "heartbeat_at",
         "cancel_requested_at",
         "created_by",
@@ -122,7 +124,7 @@ class OrganizationSpendAdmin(admin.ModelAdmin):
 
     @admin.display(description="covered model spend (USD)", ordering="covered_spend")
     def shown_spend(self, org) -> str:
-        return f"${org.covered_spend / 1_000_000:,.2f}"
+        return usd(org.covered_spend)
 
     def has_add_permission(self, request):
         return False
@@ -132,3 +134,22 @@ class OrganizationSpendAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.action(description="Free selected GPU devices (their runs must have ended)")
+def free_devices(modeladmin, request, queryset):
+    for device in queryset.exclude(run=None):
+        if device.run.is_terminal:
+            gpu.device_release(run_id=device.run_id)
+    modeladmin.message_user(request, "Freed the devices of ended runs.")
+
+
+@admin.register(GpuDevice)
+class GpuDeviceAdmin(admin.ModelAdmin):
+    """Worker hosts' GPUs (registered by their GPU clusters) and the run holding each."""
+
+    list_display = ["gpu_type", "host", "device_id", "run", "held_at", "registered_at"]
+    list_filter = ["gpu_type", "host"]
+    search_fields = ["host", "device_id", "run__id"]
+    readonly_fields = ["run", "held_at", "registered_at"]
+    actions = [free_devices]

@@ -13,6 +13,7 @@ from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
 from belvedir.schema import errors
 from harnesses.models import Harness
+from models_registry.models import FineTunedModel
 from runs import selectors, services
 from runs.models import MAX_ATTEMPTS, Grading, Run, Status
 
@@ -21,7 +22,12 @@ class RunSerializer(serializers.ModelSerializer):
     harness = serializers.CharField(source="harness_id", allow_null=True)
     has_model_api_key = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField(
-        help_text="A queued run's place in the run queue (1: next to start); null otherwise."
+        help_text="A queued run's place in its queue (1: next to start; GPU runs count only "
+        "the runs of their GPU type ahead of them); null otherwise."
+    )
+    waiting_for = serializers.SerializerMethodField(
+        help_text='What a queued GPU run waits for, e.g. "waiting for an A10G worker"; '
+        "blank otherwise."
     )
 
     class Meta:
@@ -32,11 +38,16 @@ class RunSerializer(serializers.ModelSerializer):
             "harness_name",
             "status",
             "queue_position",
+            "waiting_for",
+            "gpu_type",
+            "gpu_device",
             "score",
             "results",
             "notes",
             "log_tail",
             "model",
+            "fine_tuned_model",
+            "model_base",
             "model_api_base",
             "has_model_api_key",
             "judge_model",
@@ -57,6 +68,13 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
         extra_kwargs = {
+            "fine_tuned_model": {
+                "help_text": "The fine-tuned model the run was launched against (Models page)."
+            },
+            "model_base": {
+                "help_text": "A fine-tuned model's base Hugging Face id (the sandbox's MODEL); "
+                "`model` is then the fine-tuned model's name."
+            },
             "model_api_base_resolved": {
                 "help_text": "The base the sandbox got as MODEL_API_BASE: the one given, inferred "
                 "from the model id when blank, or the router for covered usage."
@@ -71,6 +89,10 @@ class RunSerializer(serializers.ModelSerializer):
             "covered_spent_micros": {
                 "help_text": "Covered model spend settled so far, in micro-dollars."
             },
+            "gpu_type": {"help_text": "A GPU run's GPU type (its queue); blank for CPU runs."},
+            "gpu_device": {
+                "help_text": "The GPU device a GPU run got (worker host/device id), once started."
+            },
         }
 
     def get_has_model_api_key(self, run: Run) -> bool:
@@ -78,6 +100,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_queue_position(self, run: Run) -> int | None:
         return selectors.queue_position(run)
+
+    def get_waiting_for(self, run: Run) -> str:
+        return selectors.waiting_for(run)
 
 
 class RunLaunchSerializer(serializers.Serializer):
@@ -139,7 +164,7 @@ class RunListView(AccessMixin, ListAPIView):
         operation_id="runs_launch",
         summary="Launch a run of a harness; it is queued for a sandbox at once.",
         request=RunLaunchSerializer,
-        responses={201: RunSerializer, **errors(400, 401, 403, 404, 429)},
+        responses={201: RunSerializer, **errors(400, 401, 402, 403, 404, 429, 503)},
     )
     def post(self, request):
         self.access.require_write()
@@ -224,3 +249,57 @@ class RunTasksView(APIView):
         if not tasks:
             raise NotFound("This run has no Tasks.")
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")
+
+
+class ModelRunLaunchSerializer(serializers.Serializer):
+    harness = serializers.CharField(help_text="A GPU harness of the model's project.")
+    attempts = serializers.IntegerField(
+        required=False, default=1, min_value=1, max_value=MAX_ATTEMPTS
+    )
+    grading = serializers.ChoiceField(
+        choices=Grading.values, required=False, default=Grading.PASS_AT_1
+    )
+
+
+class ModelRunLaunchView(AccessMixin, APIView):
+    @extend_schema(
+        operation_id="models_run",
+        summary="Run benchmark: launch a GPU harness against a fine-tuned model.",
+        description="The sandbox gets MODEL (the base id), ADAPTER_URL (a signed link to the "
+        "adapter zip, valid for this run while it runs), MODEL_LABEL (the model's name, "
+        "recorded as results.model) and HF_TOKEN for a gated base.",
+        request=ModelRunLaunchSerializer,
+        responses={201: RunSerializer, **errors(400, 401, 403, 404, 429)},
+    )
+    def post(self, request, model_id: str):
+        fine_tuned = self.access.get(FineTunedModel, write=True, pk=model_id)
+        data = ModelRunLaunchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        harness = Harness.objects.filter(
+            project=fine_tuned.project, pk=values.pop("harness")
+        ).first()
+        if harness is None:
+            raise Invalid("No such harness in the model's project.", field="harness")
+        user = request.user if getattr(request.user, "pk", None) else None
+        run = services.run_launch_fine_tuned(
+            fine_tuned_model=fine_tuned, harness=harness, created_by=user, **values
+        )
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class ModelBenchmarksView(AccessMixin, ListAPIView):
+    @extend_schema(
+        operation_id="models_benchmarks",
+        summary="A fine-tuned model's runs (its View benchmarks panel), newest first.",
+        description="Runs launched against the model, and any run of its project whose "
+        "results.model is the model's name.",
+        responses={200: RunSerializer(many=True), **errors(401, 404)},
+    )
+    def get(self, request, model_id: str):
+        fine_tuned = self.access.get(FineTunedModel, pk=model_id)
+        return get_paginated_response(
+            view=self,
+            queryset=selectors.runs_of_fine_tuned_model(fine_tuned),
+            serializer_class=RunSerializer,
+        )

@@ -110,8 +110,10 @@ def sandbox_env(
     attempts: int,
     grading: str,
     model_settings: dict[str, str],
+    fine_tuned: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The harness's env first, then the model settings given at launch; contract names win."""
+    """The harness's env first, then the model settings given at launch; contract names win
+    (a fine-tuned model's MODEL, ADAPTER_URL, MODEL_LABEL and HF_TOKEN among them)."""
     env = {k: str(v) for k, v in (harness_env or {}).items()}
     env.update({k: v for k, v in model_settings.items() if v})
     contract = {
@@ -128,6 +130,7 @@ def sandbox_env(
         path = f"{CONTROL_DIR}/{tasks_filename(tasks)}"
         contract["BELVEDIR_TASKS_FILE"] = path
         contract["FRACTAL_TASKS_FILE"] = path
+    contract.update(fine_tuned or {})
     env.update(contract)
     return env
 

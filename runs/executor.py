@@ -28,13 +28,13 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
-from harnesses import policy
-from runs import contract, git
+from harnesses import drivers, policy
+from runs import contract, git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
 from runs.model_access import router_base
-from runs.models import Run, Stage, Status
+from runs.models import GpuDevice, Run, Stage, Status
 from runs.sandbox import entrypoint
 from runs.sandbox.base import (
     Collected,
@@ -48,6 +48,7 @@ from runs.sandbox.base import (
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import (
     run_claim,
+    run_fine_tuned_env,
     run_finish,
     run_harness_env,
     run_heartbeat,
@@ -60,6 +61,7 @@ from runs.services import (
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
+GPU_POLL_SECONDS = 1.0  # how often a GPU run's worker looks for a free device
 # After the sandbox stopped, how long the rest of its output may take to arrive.
 DRAIN_SECONDS = 120.0
 ENTRYPOINT_SOURCE = Path(entrypoint.__file__)
@@ -74,11 +76,13 @@ HIDDEN_KINDS = {
 
 class Heartbeat:
     """Beats (with the log tail when it changed) from the claim until the run is finished,
-    so the reaper sees the worker alive through a long clone or copy too."""
+    so the reaper sees the worker alive through a long clone or copy too; renews the lease on
+    the run's GPU device, if it holds one."""
 
-    def __init__(self, run_id: str, tail: LogTail):
+    def __init__(self, run_id: str, tail: LogTail, *, gpu_device: bool = False):
         self.run_id = run_id
         self.tail = tail
+        self.gpu_device = gpu_device
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
 
@@ -105,6 +109,8 @@ class Heartbeat:
                         )
                     else:
                         run_heartbeat(run_id=self.run_id)
+                    if self.gpu_device:
+                        gpu.device_renew(run_id=self.run_id)
                 except Exception:  # one failed beat (a dropped connection) must not end them all
                     log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
                     connection.close()
@@ -134,8 +140,12 @@ def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
         policy.validate_repo_url(repo_url)
     except Invalid as exc:
         raise git.GitError(exc.message) from None
+    try:
+        source = drivers.clone_source(repo_url)  # a served driver: the worker's own bare copy
+    except drivers.DriverError as exc:
+        raise git.GitError(str(exc)) from None
     git.clone(
-        repo_url,
+        source,
         ref,
         dest,
         timeout=settings.BELVEDIR_CLONE_TIMEOUT,
@@ -143,13 +153,51 @@ def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
     )
 
 
+@reconnecting
+def _gpu_type(run_id: str) -> str:
+    return Run.objects.filter(pk=run_id).values_list("gpu_type", flat=True).first() or ""
+
+
+def wait_for_device(run_id: str, gpu_type: str) -> GpuDevice | None:
+    """A device of the run's type on this host, held by the run: waits while all are busy and
+    the run is still queued (None once it is not: cancelled, or claimed by another worker)."""
+    if gpu_type not in gpu.host_devices():
+        log.error(
+            "run %s needs %s but this worker has no such GPU (BELVEDIR_GPU_TYPES); left queued",
+            run_id,
+            gpu.with_article(gpu_type),
+        )
+        return None
+    while _status(run_id) == Status.QUEUED:
+        device = gpu.device_claim(run_id=run_id, gpu_type=gpu_type)
+        if device is not None:
+            return device
+        time.sleep(GPU_POLL_SECONDS)
+    return None
+
+
 def execute_run(run_id: str) -> str:
-    """Run it if it is still queued; safe to call twice (the claim is atomic)."""
-    if not run_claim(run_id=run_id, worker=_worker_name()):
+    """Run it if it is still queued; safe to call twice (the claim is atomic). A GPU run first
+    waits for a free device of its type on this worker, holds it while it runs, then frees it."""
+    gpu_type = _gpu_type(run_id)
+    if not gpu_type:
+        return _execute(run_id, None)
+    device = wait_for_device(run_id, gpu_type)
+    if device is None:
+        return "not claimed"
+    try:
+        return _execute(run_id, device)
+    finally:
+        gpu.device_release(run_id=run_id)
+
+
+def _execute(run_id: str, device: GpuDevice | None) -> str:
+    gpu_device = f"{device.host}/{device.device_id}" if device else ""
+    if not run_claim(run_id=run_id, worker=_worker_name(), gpu_device=gpu_device):
         return "not claimed"
     run = _load(run_id)
-    execution = Execution(run, get_backend())
-    heartbeat = Heartbeat(run_id, execution.tail)
+    execution = Execution(run, get_backend(), device=device)
+    heartbeat = Heartbeat(run_id, execution.tail, gpu_device=device is not None)
     heartbeat.start()
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
     try:
@@ -169,9 +217,10 @@ def execute_run(run_id: str) -> str:
 class Execution:
     """One run's way through the sandbox; `execute` takes the four steps in turn."""
 
-    def __init__(self, run: Run, backend: SandboxBackend):
+    def __init__(self, run: Run, backend: SandboxBackend, device: GpuDevice | None = None):
         self.run = run
         self.backend = backend
+        self.device = device
         self.secrets = run_model_secrets(run)
         self.tail = LogTail(run_secret_values(run))
         self.stage_key = secrets.token_hex(32)
@@ -183,6 +232,10 @@ class Execution:
             return self.fail(
                 "belvedir: sandbox isolation is not in place on this worker "
                 f"({'; '.join(isolation.problems)}), so the run did not start."
+            )
+        if self.run.model_base and self.run.fine_tuned_model_id is None:
+            return self.fail(
+                "belvedir: the run's fine-tuned model was deleted before the run started."
             )
         try:
             spec = self.prepare(workdir)
@@ -216,7 +269,7 @@ class Execution:
             attempts=run.attempts,
             grading=run.grading,
             model_settings=contract.model_settings(
-                model=run.model,
+                model=run.model_base or run.model,
                 model_api_base=run.model_api_base_resolved or run.model_api_base,
                 model_api_key=self.secrets["model_api_key"],
                 model_covered=run.model_covered,
@@ -227,6 +280,7 @@ class Execution:
                 run_key=self.secrets["run_key"],
                 router_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL),
             ),
+            fine_tuned=run_fine_tuned_env(run, base_url=settings.BELVEDIR_SANDBOX_BASE_URL),
         )
         return spec_from_settings(
             run_id=run.pk,
@@ -234,7 +288,10 @@ class Execution:
             env=env,
             workspace=tar_directory(workdir, "."),
             workdir=contract.WORKSPACE,
-            gpu=snap.get("compute") == "gpu",
+            # Simulated GPUs (BELVEDIR_GPU_SIMULATE): the device is claimed, none is requested.
+            gpu_device=""
+            if self.device is None or settings.BELVEDIR_GPU_SIMULATE
+            else self.device.device_id,
         )
 
     def start(self, spec: SandboxSpec) -> None:

@@ -65,3 +65,17 @@ class LaunchForm(forms.Form):
         widget=forms.PasswordInput(attrs={"placeholder": "key for the judge's endpoint"}),
         max_length=2000,
     )
+
+
+class ModelLaunchForm(forms.Form):
+    """Run benchmark on the Models page: one of the project's GPU harnesses, attempts, grading."""
+
+    def __init__(self, *args, harness_choices, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["harness"].choices = harness_choices
+
+    harness = forms.ChoiceField(label="GPU harness", choices=())
+    attempts = forms.IntegerField(
+        label="Attempts per task", min_value=1, max_value=MAX_ATTEMPTS, initial=1
+    )
+    grading = forms.ChoiceField(choices=Grading.choices, initial=Grading.PASS_AT_1)

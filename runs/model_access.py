@@ -12,7 +12,7 @@ from belvedir.errors import Invalid
 from belvedir.models import Project
 from models_registry.inference import resolve_api_base
 from models_registry.models import CoveredModel
-from models_registry.selectors import covered_model, lab_for_model
+from models_registry.selectors import chinese_lab_for_model, covered_model
 
 ROUTER_PATH = "/api/v1"
 
@@ -41,8 +41,8 @@ class ModelAccess:
 
 
 def _refuse_chinese(*, project: Project, name: str, catalog_lab, field: str) -> None:
-    lab = catalog_lab if catalog_lab.is_chinese else lab_for_model(name)
-    if lab is None or not lab.is_chinese or project.chinese_models_allowed:
+    lab = catalog_lab if catalog_lab.is_chinese else chinese_lab_for_model(name)
+    if lab is None or project.chinese_models_allowed:
         return
     raise Invalid(
         f"{name} is a model of {lab.name}, a Chinese lab, and the project {project.name} does "

@@ -57,6 +57,17 @@ class Run(models.Model):
     judge_model = models.CharField(max_length=200, blank=True)
     judge_api_base = models.CharField(max_length=500, blank=True)
     judge_api_key_encrypted = models.TextField(blank=True)
+    # Launched against a fine-tuned model (the Models page): the sandbox gets MODEL = the base
+    # id kept here, ADAPTER_URL, MODEL_LABEL = `model` (the model's name) and HF_TOKEN for a
+    # gated base. The link is cleared when the model is deleted; `model_base` stays.
+    fine_tuned_model = models.ForeignKey(
+        "models_registry.FineTunedModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    model_base = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveIntegerField(default=1)
     grading = models.CharField(max_length=8, choices=Grading.choices, default=Grading.PASS_AT_1)
     score = models.FloatField(null=True, blank=True)
@@ -102,6 +113,10 @@ class Run(models.Model):
     judge_api_base_resolved = models.CharField(max_length=500, blank=True)
     model_covered = models.BooleanField(default=False)
     judge_covered = models.BooleanField(default=False)
+    # GPU runs: the harness's GPU type at launch (its queue), and the device that ran it
+    # ("host/device id"); blank for CPU runs.
+    gpu_type = models.CharField(max_length=16, blank=True)
+    gpu_device = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -133,6 +148,33 @@ class Run(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class GpuDevice(models.Model):
+    """One GPU of a worker host (BELVEDIR_GPU_TYPES), and the run holding it, if any.
+
+    A run holds its device while it runs and renews the lease with every heartbeat; a device
+    whose lease is older than BELVEDIR_HEARTBEAT_STALE (its worker was killed) is free again.
+    """
+
+    host = models.CharField(max_length=120)
+    gpu_type = models.CharField(max_length=16)
+    device_id = models.CharField(max_length=64)  # what Docker's device request names
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="gpu_devices"
+    )
+    held_at = models.DateTimeField(null=True, blank=True)  # the lease, renewed by heartbeats
+    registered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["host", "gpu_type", "device_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["host", "device_id"], name="gpu_device_unique"),
+        ]
+        verbose_name = "GPU device"
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} {self.host}/{self.device_id}"
 
 
 class OrganizationSpend(Organization):

@@ -31,11 +31,13 @@ def _marker(run_id: str) -> str:
     return f"belvedir:run-task:{run_id}"
 
 
-def run_task_enqueue(*, run_id: str) -> None:
-    """Put the run's task on the runs cluster's queue."""
+def run_task_enqueue(*, run_id: str, cluster: str | None = None) -> None:
+    """Put the run's task on `cluster`'s queue: the runs cluster's (CPU runs), or a GPU type's
+    (`gpu-a10g`, read only by GPU worker hosts of that type)."""
     from django_q.tasks import async_task
 
-    broker = get_broker(settings.Q_RUNS_CLUSTER)
+    cluster = cluster or settings.Q_RUNS_CLUSTER
+    broker = get_broker(cluster)
     if _is_redis(broker):
         broker.connection.set(_marker(run_id), "1", ex=Conf.RETRY)
     async_task(
@@ -43,7 +45,7 @@ def run_task_enqueue(*, run_id: str) -> None:
         run_id,
         task_name=f"execute {run_id}",
         group="runs",
-        cluster=settings.Q_RUNS_CLUSTER,
+        cluster=cluster,
         broker=broker,
     )
 
@@ -54,18 +56,20 @@ def _run_of(task: object) -> str | None:
     return None
 
 
-def runs_with_queued_tasks(run_ids: Iterable[str]) -> set[str]:
-    """Those of `run_ids` whose task is still in the broker (waiting, or held by a cluster)."""
+def runs_with_queued_tasks(run_ids: Iterable[str], queues: Iterable[str] = ()) -> set[str]:
+    """Those of `run_ids` whose task is still in the broker (waiting, or held by a cluster),
+    on the runs cluster's queue or one of `queues` (the GPU queues)."""
     wanted = set(run_ids)
     if not wanted:
         return set()
+    keys = sorted({settings.Q_RUNS_CLUSTER, *queues})
     broker = get_broker(settings.Q_RUNS_CLUSTER)
     if isinstance(broker, ORM):
-        tasks = (row.task for row in OrmQ.objects.filter(key=broker.list_key))
+        tasks = (row.task for row in OrmQ.objects.filter(key__in=keys))
     elif _is_redis(broker):
         marked = broker.connection.mget([_marker(run_id) for run_id in sorted(wanted)])
         found = {run_id for run_id, mark in zip(sorted(wanted), marked, strict=True) if mark}
-        listed = broker.connection.lrange(broker.list_key, 0, -1)
+        listed = [p for key in keys for p in broker.connection.lrange(key, 0, -1)]
         return found | (wanted & {_run_of(_load(payload)) for payload in listed})
     else:  # a broker we cannot look into: assume the task is there, never pile up duplicates
         return wanted

@@ -1,4 +1,5 @@
-"""No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes."""
+"""No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes,
+free the GPU devices of runs whose worker died."""
 
 import logging
 from datetime import timedelta
@@ -6,6 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from runs import gpu
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.queue import runs_with_queued_tasks
@@ -43,12 +45,13 @@ def reap() -> dict:
     queued_stale = now - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
     # Queued runs whose task was lost: waiting long, and no task of theirs in the broker (a run
     # merely waiting behind busy workers still has one). The claim is atomic anyway.
-    waiting = set(
+    waiting = dict(
         Run.objects.filter(status=Status.QUEUED, enqueued_at__lt=queued_stale).values_list(
-            "pk", flat=True
+            "pk", "gpu_type"
         )
     )
-    for run_id in sorted(waiting - runs_with_queued_tasks(waiting)):
+    queues = {gpu.queue_name(kind) for kind in waiting.values() if kind}
+    for run_id in sorted(set(waiting) - runs_with_queued_tasks(waiting, queues)):
         run_enqueue(run_id=run_id)
         requeued.append(run_id)
 
@@ -72,17 +75,20 @@ def reap() -> dict:
             removed += 1
         except SandboxError as exc:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
+    freed = gpu.devices_release_stale()
     try:
         released = backend.sweep_volumes()
     except SandboxError as exc:
         log.warning("reaper could not release orphan disk volumes: %s", exc)
         released = []
-    if failed or requeued or removed or released:
+    if failed or requeued or removed or released or freed:
         log.info(
-            "reaper: failed %s, requeued %s, removed %d sandboxes, released volumes %s",
+            "reaper: failed %s, requeued %s, removed %d sandboxes, released volumes %s, "
+            "freed GPU devices %s",
             failed,
             requeued,
             removed,
             released,
+            freed,
         )
     return {"failed": failed, "requeued": requeued, "removed": removed, "released": released}

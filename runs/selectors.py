@@ -4,6 +4,8 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
+from models_registry.models import FineTunedModel
+from runs import gpu
 from runs.models import IN_FLIGHT, Run, Status
 
 
@@ -28,8 +30,39 @@ def runs_for(
     if status and status in Status.values:
         runs = runs.filter(status=status)
     if model:
-        runs = runs.filter(model=model)
+        runs = _of_model(runs, project=project, model=model)
     return runs
+
+
+def _of_model(runs: QuerySet[Run], *, project: Project, model: str) -> QuerySet[Run]:
+    """Runs of `model`: a model id as launched, or the id of one of the project's fine-tuned
+    models (the runs attributed to it)."""
+    fine_tuned = FineTunedModel.objects.filter(project=project, pk=model).first()
+    if fine_tuned is None:
+        return runs.filter(model=model)
+    return runs.filter(_attributed_to(fine_tuned))
+
+
+def _attributed_to(fine_tuned: FineTunedModel) -> Q:
+    return Q(fine_tuned_model=fine_tuned) | Q(results__model=fine_tuned.name)
+
+
+def runs_of_fine_tuned_model(fine_tuned: FineTunedModel) -> QuerySet[Run]:
+    """The runs attributed to a fine-tuned model, newest first: launched against it from the
+    Models page, or any run of its project whose results.model is its name."""
+    return Run.objects.filter(project_id=fine_tuned.project_id).filter(_attributed_to(fine_tuned))
+
+
+def latest_scores_by_model(*, project: Project, models) -> dict[str, list[Run]]:
+    """Each fine-tuned model's latest scored run per harness (newest first), by model id."""
+    latest: dict[str, list[Run]] = {}
+    for fine_tuned in models:
+        seen: dict[str, Run] = {}
+        scored = runs_of_fine_tuned_model(fine_tuned).filter(score__isnull=False)
+        for run in scored.exclude(finished_at=None).order_by("-finished_at")[:200]:
+            seen.setdefault(run.harness_name, run)
+        latest[fine_tuned.pk] = list(seen.values())
+    return latest
 
 
 def log_since(run: Run, offset: int) -> dict:
@@ -39,18 +72,27 @@ def log_since(run: Run, offset: int) -> dict:
 
 
 def queue_position(run: Run) -> int | None:
-    """A queued run's place in the platform's run queue (1: next to start), else None.
+    """A queued run's place in its queue (1: next to start), else None.
 
-    Runs start in the order they were enqueued, as run workers (Q_WORKERS) come free.
+    Runs start in the order they were enqueued, as run workers (Q_WORKERS) come free. CPU runs
+    share one queue; GPU runs wait in their GPU type's queue for a worker with a free device
+    of that type, and count only the runs of that type ahead of them.
     """
     if run.status != Status.QUEUED:
         return None
     if run.enqueued_at is None:
         return 1
-    ahead = Run.objects.filter(status=Status.QUEUED).filter(
+    ahead = Run.objects.filter(status=Status.QUEUED, gpu_type=run.gpu_type).filter(
         Q(enqueued_at__lt=run.enqueued_at) | Q(enqueued_at=run.enqueued_at, pk__lt=run.pk)
     )
     return ahead.count() + 1
+
+
+def waiting_for(run: Run) -> str:
+    """What a queued GPU run waits for ("waiting for an A10G worker"); "" otherwise."""
+    if run.status != Status.QUEUED or not run.gpu_type:
+        return ""
+    return gpu.waiting_for(run.gpu_type)
 
 
 SERIES_RUNS = 300  # the newest scored runs a chart draws
@@ -65,7 +107,7 @@ def score_series(
     if harness:
         runs = runs.filter(harness_id=harness)
     if model:
-        runs = runs.filter(model=model)
+        runs = _of_model(runs, project=project, model=model)
     newest = runs.order_by("-finished_at", "-pk")[:SERIES_RUNS]
     series: dict[tuple, dict] = {}
     for run in reversed(newest):

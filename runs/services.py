@@ -15,10 +15,13 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import env_secrets, policy
+from harnesses import drivers, env_secrets, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
-from runs import git
+from models_registry.models import FineTunedModel
+from models_registry.selectors import hf_token, hf_token_value
+from models_registry.signing import AdapterGrant, adapter_token, adapter_url
+from runs import git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -41,7 +44,10 @@ def repo_check(*, repo_url: str, ref: str = "") -> None:
             code="repo",
         ) from None
     try:
-        listing = git.ls_remote(repo_url, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+        source = drivers.clone_source(repo_url)  # a served driver: the local bare copy
+        listing = git.ls_remote(source, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
+    except drivers.DriverError as exc:
+        raise Invalid(f"The platform's driver is unavailable: {exc}.", field="harness") from None
     except git.GitError as exc:
         raise Invalid(str(exc), field="harness", code="repo") from None
     if ref and not git.is_commit(ref) and not listing.strip():
@@ -75,9 +81,18 @@ def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
         )
     if grading not in Grading.values:
         raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
-    if harness.compute == Compute.GPU and not settings.BELVEDIR_GPU_WORKERS:
+    if harness.compute == Compute.GPU:
+        gpu_type_check(harness.gpu_type or "A10G")
+
+
+def gpu_type_check(gpu_type: str) -> None:
+    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES)."""
+    served = gpu.gpu_types_served()
+    if gpu_type not in served:
         raise Invalid(
-            "This platform has no GPU workers, so a GPU harness cannot run here; switch it to CPU.",
+            f"This platform has no GPU workers of type {gpu_type} "
+            f"(GPU types served: {', '.join(served) or 'none'}), so this harness cannot run "
+            f"here; switch it to CPU{' or to a GPU type served' if served else ''}.",
             field="harness",
             code="gpu",
         )
@@ -106,9 +121,16 @@ def run_launch(
     judge_api_key: str = "",
     attempts: int = 1,
     grading: str = Grading.PASS_AT_1,
+    fine_tuned_model: FineTunedModel | None = None,
 ) -> Run:
-    """Check, count under a row lock, create the run and its key, enqueue on commit."""
+    """Check, count under a row lock, create the run and its key, enqueue on commit.
+
+    With `fine_tuned_model` (see `run_launch_fine_tuned`) the run's model is the fine-tuned
+    model's name and the sandbox serves its base id with the adapter."""
     _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    if fine_tuned_model is not None:
+        _check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
+        model = fine_tuned_model.name
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
@@ -116,7 +138,7 @@ def run_launch(
         project=project,
         gpu=harness.compute == Compute.GPU,
         harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
-        model=model,
+        model=fine_tuned_model.base_model if fine_tuned_model else model,
         model_api_base=model_api_base,
         model_api_key=model_api_key,
         judge_model=judge_model,
@@ -171,6 +193,9 @@ def run_launch(
             covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if access.covered else 0,
             attempts=attempts,
             grading=grading,
+            fine_tuned_model=fine_tuned_model,
+            model_base=fine_tuned_model.base_model if fine_tuned_model else "",
+            gpu_type=(harness.gpu_type or "A10G") if harness.compute == Compute.GPU else "",
             created_by=created_by,
         )
         # Under the organization's lock: concurrent launches see each other's charges.
@@ -221,6 +246,60 @@ def run_relaunch(*, run: Run, created_by=None) -> Run:
         judge_api_key=secrets["judge_api_key"],
         attempts=run.attempts,
         grading=run.grading,
+        fine_tuned_model=_fine_tuned_of(run),
+    )
+
+
+def _fine_tuned_of(run: Run) -> FineTunedModel | None:
+    if run.model_base and run.fine_tuned_model is None:
+        raise Invalid(
+            "This run's fine-tuned model was deleted, so it cannot run again.",
+            field="model",
+            code="model_deleted",
+        )
+    return run.fine_tuned_model
+
+
+FINE_TUNED_NEEDS_GPU = "fine-tuned models need a GPU harness that serves the model in the sandbox"
+
+
+def _check_fine_tuned(
+    *, project: Project, harness: Harness, fine_tuned_model: FineTunedModel
+) -> None:
+    if fine_tuned_model.project_id != project.pk or harness.project_id != project.pk:
+        raise Invalid("The model and the harness must be of the same project.", field="harness")
+    if harness.compute != Compute.GPU:
+        raise Invalid(
+            f"{harness.name} is a CPU harness: {FINE_TUNED_NEEDS_GPU}.",
+            field="harness",
+            code="gpu_required",
+        )
+    if fine_tuned_model.gated and not hf_token(organization=project.organization):
+        raise Invalid(
+            f"The base model {fine_tuned_model.base_model} is gated: an owner or admin must set "
+            "the organization's Hugging Face token (Organization settings) first.",
+            field="model",
+            code="hf_token_missing",
+        )
+
+
+def run_launch_fine_tuned(
+    *,
+    fine_tuned_model: FineTunedModel,
+    harness: Harness,
+    created_by=None,
+    attempts: int = 1,
+    grading: str = Grading.PASS_AT_1,
+) -> Run:
+    """Run benchmark (the Models page): `harness` (a GPU harness) against the model. The
+    sandbox gets MODEL (the base id), ADAPTER_URL, MODEL_LABEL and HF_TOKEN for a gated base."""
+    return run_launch(
+        project=fine_tuned_model.project,
+        harness=harness,
+        created_by=created_by,
+        attempts=attempts,
+        grading=grading,
+        fine_tuned_model=fine_tuned_model,
     )
 
 
@@ -228,21 +307,24 @@ def run_enqueue(*, run_id: str) -> None:
     """Queue the run's task. Its place in the queue (`enqueued_at`, set at launch) stays: a
     requeued run keeps the position it had."""
     Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=timezone.now())
-    run_task_enqueue(run_id=run_id)
+    gpu_type = Run.objects.filter(pk=run_id).values_list("gpu_type", flat=True).first()
+    run_task_enqueue(run_id=run_id, cluster=gpu.queue_name(gpu_type) if gpu_type else None)
 
 
-def run_claim(*, run_id: str, worker: str) -> bool:
-    """Atomically move a queued run to running; False if someone else has it (or it was cancelled)."""
-    return _claim(run_id=run_id, worker=worker, now=timezone.now())
+def run_claim(*, run_id: str, worker: str, gpu_device: str = "") -> bool:
+    """Atomically move a queued run to running; False if someone else has it (or it was cancelled).
+    `gpu_device`: the GPU it runs on (host/device id), already held for it."""
+    return _claim(run_id=run_id, worker=worker, gpu_device=gpu_device, now=timezone.now())
 
 
 @reconnecting
-def _claim(*, run_id: str, worker: str, now: datetime) -> bool:
+def _claim(*, run_id: str, worker: str, gpu_device: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
         heartbeat_at=now,
         worker=worker,
+        gpu_device=gpu_device,
         stage=Stage.CLONING,
         stage_started_at=now,
     )
@@ -400,10 +482,48 @@ def run_harness_env(run: Run) -> dict[str, str]:
 
 
 def run_secret_values(run: Run) -> list[str]:
-    """Every secret the run's sandbox is given (keys, secret harness env): what logs, results,
-    notes and the run's spans are redacted of."""
+    """Every secret the run's sandbox is given (keys, secret harness env, a fine-tuned model's
+    signed adapter URL and Hugging Face token): what logs, results, notes and the run's spans
+    are redacted of."""
     values = [
         *run_model_secrets(run).values(),
         *env_secrets.secret_values(run.harness_env_secrets_encrypted),
+        *run_fine_tuned_secrets(run).values(),
     ]
     return [value for value in values if value]
+
+
+def run_adapter_grant(run: Run) -> AdapterGrant | None:
+    """What the run's ADAPTER_URL grants: its model's adapter, to this run, until the run's
+    time cap ends (counted from its start); None before it started or without a model."""
+    if run.fine_tuned_model_id is None or run.started_at is None:
+        return None
+    expires = int(run.started_at.timestamp()) + settings.BELVEDIR_RUN_TIMEOUT
+    return AdapterGrant(run_id=run.pk, model_id=run.fine_tuned_model_id, expires=expires)
+
+
+def run_fine_tuned_secrets(run: Run) -> dict[str, str]:
+    """The signed adapter token (inside ADAPTER_URL) and the HF token a gated base gets."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    secrets = {"adapter_token": adapter_token(grant)}
+    if run.fine_tuned_model.gated:
+        secrets["hf_token"] = hf_token_value(organization=run.project.organization)
+    return secrets
+
+
+def run_fine_tuned_env(run: Run, *, base_url: str) -> dict[str, str]:
+    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    env = {
+        "MODEL": run.model_base,
+        "ADAPTER_URL": adapter_url(base_url, grant),
+        "MODEL_LABEL": run.model,
+    }
+    token = run_fine_tuned_secrets(run).get("hf_token")
+    if token:
+        env["HF_TOKEN"] = token
+    return env

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_launch, name="new"),
     path("compare/", views.run_compare, name="compare"),
+    path("model/<str:model_id>/new/", views.model_run_launch, name="model-launch"),
     path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<str:run_id>/again/", views.run_again, name="again"),

@@ -1,4 +1,5 @@
-"""Run pages: My Benchmarks, a run (live log), the New benchmark dialog, cancel."""
+"""Run pages: My Benchmarks, a run (live log), the New benchmark dialog, cancel; a fine-tuned
+model's Run benchmark form and View benchmarks panel (the Models page pulls them in)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,10 +16,12 @@ from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError, Invalid, NotFound
 from belvedir.http import see_other
-from harnesses.models import Harness
+from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
+from models_registry.models import FineTunedModel
+from models_registry.selectors import fine_tuned_models_for
 from runs import display, selectors, services
-from runs.forms import LaunchForm
+from runs.forms import LaunchForm, ModelLaunchForm
 from runs.models import Run, Status
 from runs.results import task_results
 
@@ -31,6 +34,10 @@ def run_list(request):
     if onboarding.is_fragment(request):
         done = selectors.runs_for(project=access.project).exists()
         return onboarding.step_response(request, slug="run", done=done)
+    if request.htmx and request.GET.get("fragment") == "model-benchmarks":
+        return _model_benchmarks(request, access)
+    if request.htmx and request.GET.get("fragment") == "model-scores":
+        return _model_scores(request, access)
     if request.htmx and request.GET.get("fragment") == "dashboard":
         # The home page pulls this in (`hx-get`, `hx-trigger="load"`).
         context = selectors.dashboard_for(project=access.project)
@@ -51,6 +58,7 @@ def run_list(request):
             model=request.GET.get("model"),
         ),
         "harnesses": harnesses,
+        "fine_tuned_models": fine_tuned_models_for(project=access.project)[:100],
         "statuses": Status.choices,
         "filters": request.GET,
     }
@@ -69,6 +77,68 @@ def _harness_runs(request, access):
         **_score_chart(project=harness.project, harness=harness.pk),
     }
     return render(request, "runs/list.html#harness-runs", context)
+
+
+def _model_benchmarks(request, access):
+    """A fine-tuned model's View benchmarks panel, the partial its Models page pulls in: its
+    runs (launched against it, or reporting its name as results.model) and their chart."""
+    model = access.get(FineTunedModel, pk=request.GET.get("model") or "")
+    runs = selectors.runs_of_fine_tuned_model(model).select_related("harness")
+    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    context = {
+        "model": model,
+        "page": page,
+        **_score_chart(project=model.project, model=model.pk),
+    }
+    return render(request, "runs/models.html#model-benchmarks", context)
+
+
+def _model_scores(request, access):
+    """The Models list's "latest score per harness" cells, swapped in out of band."""
+    ids = request.GET.getlist("model")[:100]
+    models = access.scoped(FineTunedModel).filter(pk__in=ids)
+    latest = selectors.latest_scores_by_model(project=access.project, models=models)
+    context = {"rows": [(model, latest[model.pk]) for model in models]}
+    return render(request, "runs/models.html#model-scores", context)
+
+
+@login_required
+def model_run_launch(request, model_id: str):
+    """Run benchmark: a GPU harness of the project against a fine-tuned model (the Models page
+    pulls this form in; without scripts it is a page of its own)."""
+    access = access_for_request(request)
+    model = access.get(FineTunedModel, pk=model_id)
+    gpu = harnesses_for(project=model.project).filter(compute=Compute.GPU)
+    form = ModelLaunchForm(request.POST or None, harness_choices=[(h.pk, h.name) for h in gpu])
+    if request.method == "POST":
+        access.require_write()
+        # A CPU harness (posted by hand, or switched to CPU since) is refused by the service.
+        harness = Harness.objects.filter(
+            project=model.project, pk=request.POST.get("harness", "")
+        ).first()
+        if harness is not None and harness.compute != Compute.GPU:
+            form.fields["harness"].choices.append((harness.pk, harness.name))
+        if form.is_valid():
+            try:
+                run = services.run_launch_fine_tuned(
+                    fine_tuned_model=model,
+                    harness=harness,
+                    created_by=request.user,
+                    attempts=form.cleaned_data["attempts"],
+                    grading=form.cleaned_data["grading"],
+                )
+            except DomainError as exc:
+                form_error(form, exc)
+            else:
+                messages.success(request, f"Run {run.pk} launched against {model.name}.")
+                if request.htmx:
+                    return HttpResponseClientRedirect(reverse("runs:detail", args=[run.pk]))
+                return see_other("runs:detail", run_id=run.pk)
+    context = {"form": form, "model": model, "has_gpu_harness": gpu.exists()}
+    status = form_status(form)
+    if request.htmx:
+        return render(request, "runs/models.html#model-launch", context, status=status)
+    return render(request, "runs/models.html", context, status=status)
 
 
 def _score_chart(**filters) -> dict:
@@ -115,6 +185,7 @@ def run_detail(request, run_id: str):
     context = {
         "run": run,
         "queue_position": selectors.queue_position(run),
+        "waiting_for": selectors.waiting_for(run),
         "stages": display.stages(run, now=now),
         "elapsed": display.elapsed(run, now=now),
         "failure_notes": display.failure_notes(run),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000: the web server, the
-# sandbox gateway and two django-q2 clusters.
+# Serve Belvedir Benchmarks with demo data on http://127.0.0.1:8000: the web server (uvicorn on
+# the ASGI app, scripts/serve.sh), the sandbox gateway and two django-q2 clusters.
 #
 # Sandboxes run on the isolated sandbox network (scripts/sandbox-network.sh, run by
 # `make machine`) under gVisor, and reach this server only through the sandbox gateway on
@@ -22,6 +22,7 @@ DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
+$PY manage.py check  # the system checks runserver used to print (sandbox isolation, runs.W001)
 $PY manage.py setup_schedules >/dev/null
 KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EMAIL" \
       --password "$DEMO_PASSWORD" --key-name "make up" --superuser 2>/dev/null | tail -n 1)
@@ -40,14 +41,27 @@ Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >var/qcluster-runs.log 2>&1 &
 RUNS_PID=$!
 Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
 HOUSEKEEPING_PID=$!
+# GPU runs: one cluster per GPU type this host serves (BELVEDIR_GPU_TYPES=a10g:1,a100:2; with
+# BELVEDIR_GPU_SIMULATE=1 on a machine without GPUs). README: Operating it, GPU runs.
+GROUPS_=("-$RUNS_PID" "-$HOUSEKEEPING_PID")
+GPU_CLUSTERS=""
+GPU_TYPES_="${BELVEDIR_GPU_TYPES:-}"
+for entry in ${GPU_TYPES_//,/ }; do
+  queue="gpu-$(echo "${entry%%:*}" | tr '[:upper:]' '[:lower:]')"
+  Q_CLUSTER_NAME=$queue setsid $PY manage.py qcluster >"var/qcluster-$queue.log" 2>&1 &
+  GROUPS_+=("-$!")
+  GPU_CLUSTERS="${GPU_CLUSTERS:+$GPU_CLUSTERS, }$queue (pid $!, var/qcluster-$queue.log)"
+done
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
-  kill -TERM -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
+  kill -TERM -- "${GROUPS_[@]}" 2>/dev/null || true
   for _ in $(seq 1 50); do  # 10 s, then whatever is left is killed
-    kill -0 -- "-$RUNS_PID" 2>/dev/null || kill -0 -- "-$HOUSEKEEPING_PID" 2>/dev/null || return 0
+    alive=0
+    for group in "${GROUPS_[@]}"; do kill -0 -- "$group" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && return 0
     sleep 0.2
   done
-  kill -KILL -- "-$RUNS_PID" "-$HOUSEKEEPING_PID" 2>/dev/null || true
+  kill -KILL -- "${GROUPS_[@]}" 2>/dev/null || true
 }
 trap stop_clusters EXIT INT TERM
 for _ in $(seq 1 50); do
@@ -66,7 +80,9 @@ cat <<EOF2
   CLI        BELVEDIR_API_KEY=$KEY BELVEDIR_URL=http://127.0.0.1:$PORT .venv/bin/belvedir benchmarks list
   Workers    django-q2 clusters: runs (pid $RUNS_PID, var/qcluster-runs.log),
              housekeeping (pid $HOUSEKEEPING_PID, var/qcluster-housekeeping.log)
+  GPU        ${GPU_CLUSTERS:-none (BELVEDIR_GPU_TYPES unset: GPU harnesses are refused)}
   Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log var/gateway.log)
 
 EOF2
-$PY manage.py runserver "127.0.0.1:$PORT" --noreload
+# The web app under uvicorn (ASGI: the router streams), static files by WhiteNoise.
+PORT="$PORT" HOST=127.0.0.1 bash scripts/serve.sh

@@ -57,7 +57,7 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
-        while b"Quit the server" not in log.read_bytes():
+        while b"Uvicorn running on" not in log.read_bytes():  # scripts/serve.sh
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.3)
@@ -100,6 +100,8 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
         )
         assert signed_in.url == f"{base}/" and "Next steps" in signed_in.text  # the home page
         assert "Demo contract harness" in login.get(f"{base}/harnesses/", timeout=10).text
+        css = login.get(f"{base}/static/belvedir.css", timeout=10)
+        assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:

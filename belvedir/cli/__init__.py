@@ -1,7 +1,8 @@
 """The `belvedir` command line: a thin client of the REST API.
 
 Configure with BELVEDIR_API_KEY (a project key) and BELVEDIR_URL (default http://127.0.0.1:8000).
-One module per command group (`catalog`, `benchmarks`, `runs`), each with a `register(sub)`;
+One module per command group (`catalog`, `benchmarks`, `environments`, `runs`, `billing`,
+`models`), each with a `register(sub)`;
 `client` holds the HTTP client and its error. Nothing here imports Django.
 """
 
@@ -9,10 +10,10 @@ import argparse
 import os
 import sys
 
-from belvedir.cli import benchmarks, billing, catalog, runs
+from belvedir.cli import benchmarks, billing, catalog, environments, models, runs
 from belvedir.cli.client import DEFAULT_URL, Client, CliError
 
-COMMAND_GROUPS = (catalog, benchmarks, runs, billing)
+COMMAND_GROUPS = (catalog, benchmarks, environments, runs, billing, models)
 
 
 def _json_flag_on_every_command(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -1,11 +1,7 @@
 """`belvedir billing [redeem CODE]`: the organization's balance, its recent ledger, coupons."""
 
 from belvedir.cli.client import Client, out
-
-
-def dollars(micros: int) -> str:
-    sign = "-" if micros < 0 else ""
-    return f"{sign}${abs(micros) / 1_000_000:,.2f}"
+from belvedir.text import usd as dollars
 
 
 def cmd_billing(client: Client, args) -> int:

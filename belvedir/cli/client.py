@@ -29,6 +29,22 @@ class Client:
             return None
         return response.json()
 
+    def download(self, path: str, target, **kwargs) -> int:
+        """GET `path` and stream the body into the open binary file `target`; returns bytes."""
+        try:
+            with self.session.get(
+                self.url + path, timeout=self.timeout, stream=True, **kwargs
+            ) as response:
+                if response.status_code >= 400:
+                    raise CliError(error_text(response))
+                size = 0
+                for chunk in response.iter_content(chunk_size=65536):
+                    target.write(chunk)
+                    size += len(chunk)
+                return size
+        except requests.RequestException as exc:
+            raise CliError(f"cannot reach {self.url}: {exc.__class__.__name__}") from None
+
     def get(self, path: str, **kw):
         return self.request("GET", path, **kw)
 

@@ -24,13 +24,12 @@ def score(value) -> str:
 
 @register.filter
 def usd_micros(value) -> str:
-    """Integer micro-dollars as dollars: 2000000 → "$2.00", 12345 → "$0.0123"."""
+    """Integer micro-dollars as dollars, exactly: 2000000 → "$2.00", 12345 → "$0.012345"."""
     try:
         micros = int(value or 0)
     except (TypeError, ValueError):
         return ""
-    dollars = micros / 1_000_000
-    return f"${dollars:,.2f}" if dollars >= 1 or micros == 0 else f"${dollars:.4f}"
+    return text.usd(micros)
 
 
 @register.filter

@@ -13,5 +13,5 @@ def platform_url() -> str:
 
 @register.simple_tag
 def gpu_workers() -> bool:
-    """Whether a worker with a GPU is configured (BELVEDIR_GPU_WORKERS)."""
-    return bool(settings.BELVEDIR_GPU_WORKERS)
+    """Whether GPU workers are configured (BELVEDIR_GPU_TYPES names a GPU type)."""
+    return bool(settings.BELVEDIR_GPU_TYPES)

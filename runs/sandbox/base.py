@@ -46,6 +46,8 @@ class SandboxSpec:
     `labels`: extra labels next to the backend's own (managed, run id, instance).
     `runtime`: the OCI runtime ("runsc" for gVisor, "runc"); "" is the engine's default.
     `disk_bytes`: a cap on what the sandbox may write in total; None is no cap.
+    `gpu_device`: the one GPU the sandbox gets (the engine's device id: an index or a UUID);
+    "" gives it none.
     """
 
     run_id: str
@@ -58,7 +60,7 @@ class SandboxSpec:
     cpus: float = 2.0
     memory: str = "4g"
     pids: int = 512
-    gpu: bool = False
+    gpu_device: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     runtime: str = ""
     disk_bytes: int | None = None

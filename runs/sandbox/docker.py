@@ -109,7 +109,7 @@ class DockerBackend:
         `spec.network` is a Docker network mode or name (the isolated `belvedir-sandbox`
         network by default); the platform is reached at the gateway address the contract's
         `BELVEDIR_BASE_URL` names, never through `host.docker.internal` (the host is closed).
-        `spec.gpu` requests every GPU of the host (GPU queues run one sandbox at a time).
+        `spec.gpu_device` requests that one GPU by its device id (never all of the host's).
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
         `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
         """
@@ -160,8 +160,10 @@ class DockerBackend:
     ) -> SandboxHandle:
         options: dict[str, object] = {}
         binds = dict(mounts)
-        if spec.gpu:
-            options["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if spec.gpu_device:
+            options["device_requests"] = [
+                DeviceRequest(device_ids=[spec.gpu_device], capabilities=[["gpu"]])
+            ]
         if spec.runtime:
             options["runtime"] = spec.runtime
         if self.ca_bundle_mount:

@@ -30,9 +30,14 @@ SANDBOX_PATHS = [
     r"/api/v1/traces",
     r"/api/v1/outcomes",
     r"/api/v1/runs/[A-Za-z0-9_-]+/tasks",
+    r"/api/v1/runs/[A-Za-z0-9_-]+/task-sandboxes",
+    r"/api/v1/task-sandboxes",
+    r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+",
+    r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+/(?:exec|files)",
     r"/api/v1/chat/completions",
     r"/api/v1/models",
     r"/api/v1/adapters/[A-Za-z0-9_./-]+",
+    r"/git/[A-Za-z0-9_-]+\.git/[A-Za-z0-9_./-]+",
 ]
 _ALLOWED = [re.compile(pattern) for pattern in SANDBOX_PATHS]
 _HOP_BY_HOP = {

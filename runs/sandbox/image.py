@@ -71,6 +71,13 @@ PACKAGES = (
     "python3-venv",
 )
 
+# Python packages baked into /opt/venv at build time (the build reaches PyPI; sandboxes may not):
+# the belvedir SDK, so the platform's Belvedir Runner traces on an offline install. The
+# Dockerfile's `pip install` line must list the same ones (a test checks).
+VENV_PACKAGES = ("belvedir==0.6.4",)
+# Their dependency tree pinned, so pip resolves it without backtracking and builds repeat.
+VENV_CONSTRAINTS = Path(__file__).with_name("sdk-constraints.txt")
+
 # The image's environment; the Dockerfile's ENV lines must match (a test checks).
 IMAGE_ENV = {
     "PATH": "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -217,6 +224,7 @@ def _build_with_dockerfile(
     with tempfile.TemporaryDirectory(prefix="belvedir-sandbox-ctx-") as ctx:
         shutil.copyfile(DOCKERFILE, Path(ctx) / "Dockerfile")
         shutil.copyfile(cfg.ca_bundle, Path(ctx) / "ca-certificates.crt")
+        shutil.copyfile(VENV_CONSTRAINTS, Path(ctx) / VENV_CONSTRAINTS.name)
         try:
             events = client.api.build(
                 path=ctx,
@@ -359,6 +367,13 @@ def _customise_rootfs(root: Path, cfg: ImageConfig) -> None:
         )
         _chroot(root, ["install", "-d", "-o", "1000", "-g", "1000", "-m", "0755", WORKSPACE])
         _chroot(root, ["python3", "-m", "venv", "/opt/venv"])
+        shutil.copyfile(VENV_CONSTRAINTS, root / "tmp" / VENV_CONSTRAINTS.name)
+        _chroot(
+            root,
+            ["/opt/venv/bin/pip", "install", "-q", "--no-cache-dir"]
+            + ["-c", f"/tmp/{VENV_CONSTRAINTS.name}", *VENV_PACKAGES],
+            env={**_CHROOT_ENV, **_pip_env(root)},
+        )
         _chroot(root, ["chown", "-R", ids, "/opt/venv"])
 
     # Docker provides these at run time; the host's copies must not leak into the image.
@@ -370,8 +385,19 @@ def _customise_rootfs(root: Path, cfg: ImageConfig) -> None:
     shutil.rmtree(root / "debootstrap", ignore_errors=True)
 
 
-def _chroot(root: Path, command: list[str]) -> str:
-    return _run(["chroot", str(root), *command], env=_CHROOT_ENV)
+def _chroot(root: Path, command: list[str], env: dict[str, str] | None = None) -> str:
+    return _run(["chroot", str(root), *command], env=env or _CHROOT_ENV)
+
+
+def _pip_env(root: Path) -> dict[str, str]:
+    """pip inside the rootfs: the host's CA bundle (copied in) for a TLS-intercepting proxy,
+    the host's proxy and index settings when it has them."""
+    kept = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+    env = {name: os.environ[name] for name in kept if name in os.environ}
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
+        if os.environ.get(name, "").startswith("http"):
+            env[name] = os.environ[name]
+    return {**env, "PIP_CERT": IMAGE_CA_PATH, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 @contextmanager

@@ -114,3 +114,24 @@ def test_an_operator_changes_it_in_the_admin_and_it_is_audited(superuser, owner)
     assert _allowed(owner)
     event = AuditEvent.objects.get(action="project.change")
     assert event.actor_user == superuser.user
+
+
+def test_the_organization_pages_project_rows_show_it_read_only(superuser, owner):
+    # Changed there it would skip the audit: only the project's own page changes it.
+    page = superuser.get(f"/admin/belvedir/organization/{quote(owner.org.pk)}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert owner.project.name in html
+    assert "chinese_models_allowed" in html  # shown, as a column
+    assert 'name="projects-0-chinese_models_allowed"' not in html
+
+
+def test_a_project_an_operator_adds_allowing_chinese_models_is_audited(superuser, owner):
+    form = {"organization": owner.org.pk, "name": "Second", "chinese_models_allowed": "on"}
+    form |= {"created_at_0": "2026-01-01", "created_at_1": "00:00"}
+    response = superuser.post("/admin/belvedir/project/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+    project = Project.objects.get(name="Second")
+    assert project.chinese_models_allowed
+    event = AuditEvent.objects.get(action="project.change", target=project.pk)
+    assert event.metadata["chinese_models_allowed"] == {"before": False, "after": True}

@@ -58,6 +58,10 @@ def test_a_bad_pay_as_you_go_value_is_a_400_naming_the_field(owner):
     response = owner.api.patch("/api/v1/billing", {"monthly_limit_micros": -1}, format="json")
     assert response.status_code == 400
     assert "monthly_limit_micros" in response.json()
+    # Past a billion dollars: the error names the API's field too, not the form's.
+    response = owner.api.patch("/api/v1/billing", {"monthly_limit_micros": 10**16}, format="json")
+    assert response.status_code == 400
+    assert "monthly_limit_micros" in response.json()
     response = owner.api.patch("/api/v1/billing", {"pay_as_you_go": "maybe"}, format="json")
     assert response.status_code == 400
     assert "pay_as_you_go" in response.json()

@@ -4,6 +4,9 @@ import json
 
 import pytest
 
+from billing.models import Kind
+from billing.services import ledger_operator_entry
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -29,3 +32,13 @@ def test_a_coupon_redeemed_twice_exits_1_with_the_reason(cli, funded):
     code, _, err = cli("billing", "redeem", "WELCOME25")
     assert code == 1
     assert "already redeemed" in err
+
+
+def test_belvedir_billing_shows_a_fraction_of_a_cent_exactly(cli, funded):
+    ledger_operator_entry(
+        organization=funded.org, kind=Kind.ADJUSTMENT, amount_micros=-4_000, note="rounding"
+    )
+    code, out, err = cli("billing")
+    assert code == 0, err
+    assert "balance       $9.996" in out  # not rounded to $10.00
+    assert "-$0.004" in out

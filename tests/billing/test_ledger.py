@@ -33,6 +33,12 @@ def test_the_balance_is_the_sum_of_the_ledger_entries(owner):
     )
     assert selectors.balance(organization=owner.org) == 7_500_000
     assert usd(selectors.balance(organization=owner.org)) == "$7.50"
+    assert (usd(15_000), usd(-4_000), usd(1), usd(1_234_567_890)) == (
+        "$0.015",
+        "-$0.004",
+        "$0.000001",
+        "$1,234.56789",
+    )
 
 
 def test_one_organizations_entries_never_count_toward_anothers_balance(owner, outsider):

@@ -81,7 +81,7 @@ def test_the_key_page_snippets_use_the_platforms_url_and_the_new_key(signed_in_p
 
 
 def test_the_catalog_card_picked_is_highlighted_and_gpu_warns(signed_in_page, settings):
-    settings.BELVEDIR_GPU_WORKERS = False
+    settings.BELVEDIR_GPU_TYPES = {}
     page = signed_in_page
     page.goto("/harnesses/new/")
     page.click("[data-preset=openclaw]")
@@ -92,4 +92,4 @@ def test_the_catalog_card_picked_is_highlighted_and_gpu_warns(signed_in_page, se
     expect(page.locator("#gpu-warning")).to_be_hidden()
     page.select_option("#id_compute", "gpu")
     expect(page.locator("#gpu-warning")).to_be_visible()
-    expect(page.locator("#gpu-warning")).to_contain_text("BELVEDIR_GPU_WORKERS")
+    expect(page.locator("#gpu-warning")).to_contain_text("BELVEDIR_GPU_TYPES")

@@ -21,10 +21,10 @@ def test_the_form_explains_tasks_and_compute(owner):
 
 
 def test_a_gpu_harness_warns_when_no_gpu_worker_is_configured(owner, settings):
-    settings.BELVEDIR_GPU_WORKERS = False
+    settings.BELVEDIR_GPU_TYPES = {}
     html = owner.web.get("/harnesses/new/").content.decode()
-    assert 'id="gpu-warning"' in html and "BELVEDIR_GPU_WORKERS=1" in html
-    settings.BELVEDIR_GPU_WORKERS = True
+    assert 'id="gpu-warning"' in html and "BELVEDIR_GPU_TYPES" in html
+    settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
     assert 'id="gpu-warning"' not in owner.web.get("/harnesses/new/").content.decode()
 
 

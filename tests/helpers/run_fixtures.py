@@ -32,13 +32,25 @@ def sandbox_settings(settings, sandbox_gateway):
 
 
 def worker_env(settings) -> dict[str, str]:
-    """This test's sandbox settings, for a worker in another process."""
+    """This test's sandbox (and GPU) settings, for a worker in another process."""
     return {
         "BELVEDIR_SANDBOX_BASE_URL": settings.BELVEDIR_SANDBOX_BASE_URL,
         "BELVEDIR_SANDBOX_MEMORY": str(settings.BELVEDIR_SANDBOX_MEMORY),
         "BELVEDIR_SANDBOX_CPUS": str(settings.BELVEDIR_SANDBOX_CPUS),
         "BELVEDIR_SANDBOX_DISK": str(settings.BELVEDIR_SANDBOX_DISK),
+        "BELVEDIR_GPU_TYPES": ",".join(f"{k}:{n}" for k, n in settings.BELVEDIR_GPU_TYPES.items()),
+        "BELVEDIR_GPU_SIMULATE": "1" if settings.BELVEDIR_GPU_SIMULATE else "0",
+        "BELVEDIR_WORKER_HOST": settings.BELVEDIR_WORKER_HOST,
     }
+
+
+@pytest.fixture
+def gpu_settings(settings):
+    """One simulated A10G on this host (BELVEDIR_GPU_SIMULATE=1): GPU harnesses of that type
+    launch, and their runs claim the device but run without one."""
+    settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
+    settings.BELVEDIR_GPU_SIMULATE = True
+    return settings
 
 
 @pytest.fixture
@@ -62,6 +74,18 @@ def cluster(sandbox_settings, tmp_path):
     database (the ORM broker), stopped afterwards the way scripts/up.sh stops it."""
     log = tmp_path / "qcluster.log"
     process = start_qcluster("runs", log, Q_WORKERS="1", **worker_env(sandbox_settings))
+    try:
+        yield log
+    finally:
+        stop_qcluster(process)
+
+
+@pytest.fixture
+def gpu_cluster(sandbox_settings, gpu_settings, tmp_path):
+    """The A10G GPU cluster (`Q_CLUSTER_NAME=gpu-a10g manage.py qcluster`, one worker for the
+    one simulated device) on this test's database, as a GPU worker host runs it."""
+    log = tmp_path / "qcluster-gpu.log"
+    process = start_qcluster("gpu-a10g", log, **worker_env(sandbox_settings))
     try:
         yield log
     finally:
@@ -104,3 +128,32 @@ def sandbox_gateway(live_server, settings):
     settings.BELVEDIR_SANDBOX_BASE_URL = gateway.url
     yield gateway.url
     gateway.stop()
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    """Uploaded files (adapter zips) land in this test's own directory (MEDIA_ROOT)."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
+
+@pytest.fixture
+def make_fine_tuned(owner, media_root):
+    """A fine-tuned model of the owner's project with a small valid adapter zip."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from models_registry.services import fine_tuned_model_create
+    from tests.helpers.adapters import adapter_zip_bytes
+
+    def make(name: str = "llama-lora-v1", base_model: str = "meta-llama/Llama-3.1-8B", **kw):
+        adapter = SimpleUploadedFile("adapter.zip", adapter_zip_bytes(), "application/zip")
+        return fine_tuned_model_create(
+            project=kw.pop("project", owner.project),
+            name=name,
+            base_model=base_model,
+            adapter=adapter,
+            created_by=owner.user,
+            **kw,
+        )
+
+    return make

@@ -11,7 +11,7 @@ from models_registry.inference import (
     resolve_api_base,
 )
 from models_registry.models import CoveredModel, Lab
-from models_registry.selectors import covered_model, lab_for_model
+from models_registry.selectors import chinese_lab_for_model, covered_model, lab_for_model
 
 pytestmark = pytest.mark.django_db
 
@@ -84,6 +84,29 @@ def test_the_vendor_prefix_decides_before_the_model_name():
     # A DeepSeek distill of Llama is DeepSeek's model; NVIDIA's Llama fine-tune is NVIDIA's.
     assert lab_for_model("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").slug == "deepseek"
     assert lab_for_model("nvidia/llama-3.1-nemotron-70b-instruct").slug == "nvidia"
+
+
+@pytest.mark.parametrize(
+    "model_id, slug",
+    [
+        ("nvidia/DeepSeek-R1-0528-FP4", "deepseek"),  # another maker's build of DeepSeek's model
+        ("meta-llama/qwen3-32b", "qwen"),  # a vendor prefix that is not the model's lab
+        ("QWEN/QWEN3-32B:free", "qwen"),
+        ("accounts/fireworks/models/kimi-k2-instruct", "moonshot"),
+        ("openrouter/z-ai/glm-4.5", "zhipu"),
+        ("deepseek/llama-3.1-8b", "deepseek"),  # the vendor alone is enough
+    ],
+)
+def test_a_chinese_lab_is_found_by_the_vendor_or_by_the_model_name(model_id, slug):
+    lab = chinese_lab_for_model(model_id)
+    assert lab is not None and lab.slug == slug
+
+
+@pytest.mark.parametrize(
+    "model_id", ["nvidia/llama-3.1-nemotron-70b-instruct", "mistralai/mixtral-8x7b", "", "acme/x"]
+)
+def test_a_model_of_no_chinese_lab_has_no_chinese_lab(model_id):
+    assert chinese_lab_for_model(model_id) is None
 
 
 def test_an_operator_added_prefix_is_matched():
@@ -164,3 +187,38 @@ def test_operators_find_covered_models_and_labs_in_the_admin(superuser):
     assert b"qwen/qwen3-32b" not in page.content
     labs = superuser.get("/admin/models_registry/lab/?is_chinese__exact=0")
     assert b"Mistral AI" in labs.content and b"DeepSeek" not in labs.content
+
+
+def test_the_admin_shows_a_price_of_a_fraction_of_a_cent_exactly(superuser):
+    CoveredModel.objects.filter(model_id="meta-llama/llama-3.1-8b-instruct").update(
+        input_price_micros=15_000, output_price_micros=25_000
+    )
+    page = superuser.get("/admin/models_registry/coveredmodel/?q=llama-3.1-8b")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "$0.015" in html and "$0.025" in html  # $0.01 / $0.03 once, rounded
+
+
+def test_an_operator_prices_a_covered_model_in_dollars_per_million_tokens(superuser):
+    from django.contrib.admin.utils import quote
+
+    form = {
+        "model_id": "mistralai/mistral-nemo",
+        "display_name": "Mistral Nemo",
+        "lab": Lab.objects.get(slug="mistral").pk,
+        "input_price_usd": "0.015",
+        "output_price_usd": "0.035",
+        "max_output_tokens": 8192,
+        "enabled": "on",
+    }
+    response = superuser.post("/admin/models_registry/coveredmodel/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+    entry = CoveredModel.objects.get(model_id="mistralai/mistral-nemo")
+    assert (entry.input_price_micros, entry.output_price_micros) == (15_000, 35_000)
+    page = superuser.get(f"/admin/models_registry/coveredmodel/{quote(entry.pk)}/change/")
+    assert 'name="input_price_usd" value="0.015"' in page.content.decode()
+    bad = superuser.post(
+        "/admin/models_registry/coveredmodel/add/",
+        form | {"model_id": "x/y", "input_price_usd": "-1", "output_price_usd": "0.0000001"},
+    )
+    assert bad.status_code == 200 and not CoveredModel.objects.filter(model_id="x/y").exists()

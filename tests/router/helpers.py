@@ -47,9 +47,16 @@ def free_port() -> int:
 
 
 def start_uvicorn(
-    *, upstream_base: str, database_name: str, port: int, log_path: Path, **extra_env: str
+    *,
+    upstream_base: str,
+    database_name: str,
+    port: int,
+    log_path: Path,
+    command: list[str] | None = None,
+    **extra_env: str,
 ):
-    """`uvicorn belvedir.asgi:application` on 127.0.0.1:port (one process), ready to serve."""
+    """`uvicorn belvedir.asgi:application` on 127.0.0.1:port (one process), ready to serve; or
+    `command` (which reads the port from $PORT)."""
     settings_dict = connection.settings_dict
     env = {
         **os.environ,
@@ -60,11 +67,13 @@ def start_uvicorn(
         ),
         "BELVEDIR_ROUTER_UPSTREAM_BASE": upstream_base,
         "BELVEDIR_ROUTER_UPSTREAM_KEY": "sk-upstream-operator",
+        "PORT": str(port),
         **extra_env,
     }
     log = open(log_path, "wb")  # noqa: SIM115 (closed with the process)
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "belvedir.asgi:application"]
+        command
+        or [sys.executable, "-m", "uvicorn", "belvedir.asgi:application"]
         + ["--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning"],
         cwd=ROOT,
         env=env,

@@ -21,6 +21,13 @@ from tests.runs.helpers import wait_for
         "/api/v1/chat/completions",
         "/api/v1/models",
         "/api/v1/adapters/ad_1/download?sig=x",
+        "/git/belvedir-runner.git/info/refs?service=git-upload-pack",
+        "/git/harness-harbor.git/objects/pack/pack-1a2b.pack",
+        "/api/v1/task-sandboxes",
+        "/api/v1/task-sandboxes/tsb_abc",
+        "/api/v1/task-sandboxes/tsb_abc/exec",
+        "/api/v1/task-sandboxes/tsb_abc/files?path=/app/state",
+        "/api/v1/runs/run_abc/task-sandboxes",
     ],
 )
 def test_sandbox_facing_paths_are_allowed(target):
@@ -42,13 +49,15 @@ def test_sandbox_facing_paths_are_allowed(target):
         "/api/v1/runs/a%2Fb/tasks",
         "/git/../admin/",
         "/git/%2e%2e/admin/",
-        # No /git/ route exists yet (issue 12 adds it, with its path to the allowlist).
         "/git/acme/harness.git/info/refs?service=git-upload-pack",
+        "/git/belvedir-runner.git/../../admin/",
         "//api/v1/traces",
         "http://127.0.0.1:5432/api/v1/traces",
         "127.0.0.1:6379",
         "/api/v1/traces%00",
         "/api/v1/tracesX",
+        "/api/v1/task-sandboxes/tsb_abc/logs",
+        "/api/v1/task-sandboxes/%2e%2e/keys",
     ],
 )
 def test_every_other_path_is_refused(target):
@@ -61,6 +70,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     seen: list[dict] = []
     go_on = threading.Event()
+    first_bytes = threading.Event()
 
     def do_POST(self):  # noqa: N802
         if self.headers.get("Transfer-Encoding") == "chunked":
@@ -86,6 +96,17 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     do_GET = do_POST
 
+    def do_PUT(self):  # noqa: N802
+        """Reads the first KiB, says so, then the rest: a gateway that buffered whole request
+        bodies would never forward the first KiB before the client sent the rest."""
+        size = int(self.headers["Content-Length"])
+        first = self.rfile.read(1024)
+        Recorder.first_bytes.set()
+        body = first + self.rfile.read(size - len(first))
+        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        self.send_response(204)
+        self.end_headers()
+
     def log_message(self, *args):
         pass
 
@@ -94,6 +115,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 def upstream():
     Recorder.seen = []
     Recorder.go_on.clear()
+    Recorder.first_bytes.clear()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -196,6 +218,24 @@ def test_a_streamed_reply_arrives_piece_by_piece(gateway):
 
     assert first == b"data: one\n"
     assert rest.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_request_body_is_forwarded_as_it_arrives(gateway):
+    """A task sandbox upload (a tar of any size) is streamed, never held whole."""
+    body = bytes(range(256)) * 4096  # 1 MiB
+    with socket.create_connection(("127.0.0.1", gateway), timeout=10) as sock:
+        sock.sendall(
+            b"PUT /api/v1/task-sandboxes/tsb_x/files?path=/app HTTP/1.1\r\nHost: x\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:4096]
+        )
+        reached = Recorder.first_bytes.wait(10)  # before the rest of the body was sent
+        sock.sendall(body[4096:])
+        reply = sock.recv(65536)
+
+    assert reached
+    assert b" 204 " in reply.split(b"\r\n", 1)[0]
+    assert Recorder.seen[0]["body"] == body
 
 
 def test_an_unreachable_platform_is_a_502(upstream):

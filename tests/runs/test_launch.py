@@ -26,11 +26,16 @@ RUN_FIELDS = {
     "harness_name",
     "status",
     "queue_position",
+    "waiting_for",
+    "gpu_type",
+    "gpu_device",
     "score",
     "results",
     "notes",
     "log_tail",
     "model",
+    "fine_tuned_model",
+    "model_base",
     "model_api_base",
     "has_model_api_key",
     "judge_model",
@@ -112,7 +117,7 @@ def test_a_commit_ref_is_not_looked_up_as_a_branch(owner, make_harness, contract
 
 
 def test_a_gpu_harness_is_refused_where_there_are_no_gpu_workers(owner, make_harness, settings):
-    settings.BELVEDIR_GPU_WORKERS = False
+    settings.BELVEDIR_GPU_TYPES = {}
     harness = make_harness(compute="gpu")
     response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
     assert response.status_code == 400

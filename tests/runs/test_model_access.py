@@ -254,7 +254,7 @@ def test_the_run_page_shows_the_resolved_base_and_the_covered_spend(owner, make_
     )
     page = owner.web.get(f"/runs/{run.pk}/").content.decode()
     assert ROUTER in page and "covered" in page
-    assert "$0.0123 of $2.00" in page
+    assert "$0.012345 of $2.00" in page  # exact: a few micro-dollars never show as $0.0000
     inferred = make_run(model="gpt-4o", model_api_base_resolved="https://api.openai.com/v1")
     page = owner.web.get(f"/runs/{inferred.pk}/").content.decode()
     assert "https://api.openai.com/v1" in page and "inferred from the model id" in page
@@ -291,3 +291,23 @@ def test_the_routers_check_refuses_what_a_launch_would(owner, upstream):
     with pytest.raises(Invalid) as uncovered:
         covered_model_check(project=owner.project, model="openai/gpt-4o")
     assert uncovered.value.code == "model_not_covered"
+
+
+def test_a_covered_chinese_model_filed_under_another_lab_is_still_refused(owner, upstream):
+    # An operator files NVIDIA's FP4 build of DeepSeek R1 under NVIDIA: the model name still
+    # says DeepSeek, so the project's permission applies.
+    from models_registry.models import CoveredModel, Lab
+
+    nvidia = Lab.objects.get(slug="nvidia")
+    CoveredModel.objects.create(
+        model_id="nvidia/deepseek-r1-0528-fp4",
+        display_name="DeepSeek R1 FP4",
+        lab=nvidia,
+        input_price_micros=500_000,
+        output_price_micros=2_000_000,
+    )
+    with pytest.raises(Invalid) as refused:
+        check(owner.project, model="nvidia/deepseek-r1-0528-fp4")
+    assert refused.value.code == "chinese_models" and "DeepSeek" in refused.value.message
+    owner.project.chinese_models_allowed = True
+    assert check(owner.project, model="nvidia/deepseek-r1-0528-fp4").model.covered

@@ -30,7 +30,7 @@ from runs.sandbox.base import (
     tar_files,
 )
 from runs.sandbox.docker import DockerBackend
-from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, build_image
+from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, VENV_PACKAGES, build_image
 from runs.sandbox_config import image_config
 
 pytestmark = pytest.mark.docker
@@ -392,3 +392,5 @@ def test_dockerfile_sets_the_same_environment_and_packages_as_the_offline_recipe
     assert env == IMAGE_ENV
     install = re.search(r"--no-install-recommends \\?\s*(.*?)\s*&&", text, re.DOTALL)
     assert sorted(install.group(1).replace("\\", " ").split()) == sorted(PACKAGES)
+    venv = re.search(r"/opt/venv/bin/pip install .*?\.crt \\\s*(.*?)\s*&&", text, re.DOTALL)
+    assert venv.group(1).replace("\\", " ").split() == list(VENV_PACKAGES)

@@ -17,8 +17,11 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management.base import CommandError
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
+
+from runs import gpu
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,9 @@ class Command(qcluster.Command):
         settings.SECRET_KEY  # noqa: B018  (django-q2 signs tasks with it: fail early)
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        gpu_type = gpu.queue_gpu_type(os.environ.get("Q_CLUSTER_NAME", ""))
+        if gpu_type:
+            self.serve_gpu(gpu_type)
         cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
         cluster.start()
         if options.get("run_once", False):
@@ -99,3 +105,22 @@ class Command(qcluster.Command):
             time.sleep(0.2)  # a stop signal runs its handler here
         signal.alarm(0)
         kill_all(descendants(cluster.pid))  # nothing of the cluster outlives it
+
+    def serve_gpu(self, gpu_type: str) -> None:
+        """A GPU type's cluster (gpu-a10g) runs only where BELVEDIR_GPU_TYPES has that type:
+        it records this host's devices, which its runs then claim one each."""
+        count = settings.BELVEDIR_GPU_TYPES.get(gpu_type)
+        if not count:
+            raise CommandError(
+                f"Q_CLUSTER_NAME={gpu.queue_name(gpu_type)} serves {gpu_type} GPU runs, but "
+                f"BELVEDIR_GPU_TYPES ({', '.join(settings.BELVEDIR_GPU_TYPES) or 'unset'}) "
+                f"gives this host no {gpu_type}; set it like {gpu_type.lower()}:1"
+            )
+        devices = [d for d in gpu.devices_register() if d.gpu_type == gpu_type]
+        simulated = (
+            " (simulated: BELVEDIR_GPU_SIMULATE=1)" if settings.BELVEDIR_GPU_SIMULATE else ""
+        )
+        self.stdout.write(
+            f"Serving {gpu_type} GPU runs on {gpu.worker_host()}, devices "
+            f"{', '.join(d.device_id for d in devices)}{simulated}"
+        )

@@ -16,7 +16,8 @@ def default_listen() -> str:
 class Command(BaseCommand):
     help = (
         "Forward the sandbox-facing endpoints (tasks, traces, outcomes, the router, adapter "
-        "downloads) from the sandbox network's gateway IP to the platform's server."
+        "downloads, the drivers' git repositories) from the sandbox network's gateway IP to the "
+        "platform's server."
     )
     requires_system_checks: list[str] = []
 

@@ -1,0 +1,76 @@
+"""One OpenAI-compatible chat call from the platform (environment generation), with its own
+error type: a message a user can read, never the key."""
+
+import time
+
+import httpx
+
+RETRY_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class ModelError(Exception):
+    """The model could not be reached, refused, or answered something unusable."""
+
+
+def chat(
+    *,
+    api_base: str,
+    api_key: str,
+    model: str,
+    messages: list[dict],
+    deadline: float,
+    max_tokens: int | None = None,
+    retries: int = 2,
+    backoff: float = 1.0,
+) -> str:
+    """The assistant's text for `messages`; retries 429/5xx and connection errors with backoff,
+    all before `deadline` (a `time.monotonic()` value)."""
+    url = api_base.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body: dict = {"model": model, "messages": messages}
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    for attempt in range(retries + 1):
+        remaining = deadline - time.monotonic()
+        if remaining <= 1:
+            raise ModelError(f"The model at {api_base} did not answer in time.")
+        last = attempt == retries or remaining < backoff * 2**attempt + 5
+        try:
+            response = httpx.post(url, json=body, headers=headers, timeout=remaining)
+        except httpx.TimeoutException:
+            raise ModelError(f"The model at {api_base} did not answer in time.") from None
+        except httpx.HTTPError as exc:
+            if last:
+                raise ModelError(
+                    f"Could not reach the model at {api_base}: {exc.__class__.__name__}."
+                ) from None
+        else:
+            if response.status_code < 400:
+                return _content(response, api_base)
+            if response.status_code not in RETRY_STATUSES or last:
+                raise ModelError(
+                    f"The model at {api_base} answered {response.status_code}: "
+                    f"{_error_text(response)}"
+                )
+        time.sleep(backoff * 2**attempt)
+    raise ModelError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        document = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(document, dict) and isinstance(document.get("error"), dict):
+        return str(document["error"].get("message") or "")[:300]
+    return str(document)[:300]
+
+
+def _content(response: httpx.Response, api_base: str) -> str:
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ModelError(f"The model at {api_base} answered without a chat completion.") from None
+    if not isinstance(content, str):
+        raise ModelError(f"The model at {api_base} answered without text.")
+    return content

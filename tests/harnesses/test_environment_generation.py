@@ -1,0 +1,206 @@
+"""Generated environments: a description → a scripted test model (a local OpenAI-compatible
+server answering with a tasks JSON) → a preview → saved as an environment and a harness."""
+
+import json
+
+import pytest
+
+from belvedir import crypto
+from harnesses import generation
+from harnesses.models import EnvironmentGeneration
+from models_registry.models import CoveredModel, Lab
+from tests.helpers.scripted_model import ScriptedModel
+
+TASKS = [
+    {"id": "refund-40-days", "prompt": "A refund after 40 days?", "answer": "Store credit."},
+    {
+        "id": "damaged-item",
+        "prompt": "The item arrived broken.",
+        "answer": "Replace it at no cost.",
+        "verifier": {"kind": "rubric", "criteria": ["Apologizes", "Offers a replacement"]},
+        "difficulty": "easy",
+    },
+]
+KEY = "sk-user-secret-123"
+
+
+def start(tenant, server, **fields):
+    body = {
+        "description": "Customer-support refund questions",
+        "name": "Refunds",
+        "count": 2,
+        "model": "acme/writer-1",
+        "model_api_base": server.base_url,
+        "model_api_key": KEY,
+        **fields,
+    }
+    return tenant.api.post("/api/v1/environments/generate", body, format="json")
+
+
+def run_job(generation_id: str) -> dict:
+    generation.generation_execute(generation_id=generation_id)
+    return EnvironmentGeneration.objects.get(pk=generation_id)
+
+
+def test_a_generated_environment_from_a_scripted_test_model(owner):
+    with ScriptedModel(["Here you are:\n```json\n" + json.dumps(TASKS) + "\n```"]) as model:
+        started = start(owner, model, preset="harbor-runner")
+        assert started.status_code == 202, started.json()
+        body = started.json()
+        assert body["status"] == "queued" and body["covered"] is False
+        assert KEY not in started.content.decode()
+        run_job(body["id"])
+    request = model.requests[0]
+    assert request["model"] == "acme/writer-1"
+    assert "Customer-support refund questions" in request["messages"][-1]["content"]
+    assert "Write 2 tasks" in request["messages"][-1]["content"]
+    preview = owner.api.get(f"/api/v1/environments/generations/{body['id']}").json()
+    assert preview["status"] == "succeeded" and preview["progress"] == "2 tasks ready to review."
+    assert [t["id"] for t in preview["tasks"]] == ["refund-40-days", "damaged-item"]
+    assert preview["tasks"][1]["metadata"] == {"difficulty": "easy"}  # extra keys folded in
+    saved = owner.api.post(f"/api/v1/environments/generations/{body['id']}/save", {}, format="json")
+    assert saved.status_code == 201, saved.json()
+    environment, harness = saved.json()["environment"], saved.json()["harness"]
+    assert environment["name"] == "Refunds" and environment["version"] == 1
+    assert environment["tasks"] == preview["tasks"]
+    assert harness["preset"] == "harbor-runner"
+    assert json.loads(harness["tasks"]) == preview["tasks"]
+    again = owner.api.post(f"/api/v1/environments/generations/{body['id']}/save", {}, format="json")
+    assert again.status_code == 400 and "already saved" in again.json()["generation"][0]
+
+
+def test_the_preview_can_be_edited_before_it_is_saved(owner):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+        run_job(gen_id)
+    edited = [TASKS[0]]
+    saved = owner.api.post(
+        f"/api/v1/environments/generations/{gen_id}/save",
+        {"name": "Edited", "tasks": edited},
+        format="json",
+    ).json()
+    assert saved["environment"]["task_count"] == 1 and saved["harness"] is None
+    bad = [{"id": "x", "prompt": "p", "verifier": {"kind": "wat"}}]
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        other = start(owner, model, name="Other").json()["id"]
+        run_job(other)
+    refused = owner.api.post(
+        f"/api/v1/environments/generations/{other}/save", {"tasks": bad}, format="json"
+    )
+    assert refused.status_code == 400 and "tasks[0].verifier.kind" in refused.json()
+
+
+def test_an_invalid_first_answer_is_sent_back_with_its_errors(owner):
+    broken = json.dumps([{"id": "a", "prompt": "p", "verifier": {"kind": "vibes"}}])
+    with ScriptedModel([broken, json.dumps(TASKS)]) as model:
+        row = run_job(start(owner, model).json()["id"])
+    assert row.status == "succeeded" and len(row.tasks) == 2
+    retry = model.requests[1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": broken}
+    assert "tasks[0] (id 'a'): verifier.kind 'vibes'" in retry[-1]["content"]
+
+
+def test_a_model_that_never_answers_valid_tasks_fails_the_generation_naming_the_field(owner):
+    with ScriptedModel(["I cannot do that."]) as model:
+        gen_id = start(owner, model).json()["id"]
+        row = run_job(gen_id)
+    assert row.status == "failed" and row.finished_at is not None
+    assert row.error == "The model's tasks were not valid: The answer holds no JSON list of tasks."
+    saved = owner.api.post(f"/api/v1/environments/generations/{gen_id}/save", {}, format="json")
+    assert saved.status_code == 400 and "failed" in saved.json()["generation"][0]
+
+
+def test_a_model_error_fails_the_generation_with_a_clear_note(owner):
+    with ScriptedModel(["[]"]) as model:
+        model.fail = (401, b'{"error": {"message": "bad key"}}')
+        row = run_job(start(owner, model).json()["id"])
+    assert row.status == "failed"
+    assert row.error.endswith("answered 401: bad key") and KEY not in row.error
+
+
+def test_the_job_is_safe_to_run_twice(owner):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+        assert generation.generation_execute(generation_id=gen_id) == "succeeded"
+        assert generation.generation_execute(generation_id=gen_id) == "not queued"
+    assert len(model.requests) == 1
+
+
+def test_the_users_key_is_stored_encrypted_and_never_shown(owner):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+    row = EnvironmentGeneration.objects.get(pk=gen_id)
+    assert KEY not in row.api_key_encrypted and crypto.decrypt(row.api_key_encrypted) == KEY
+    shown = owner.api.get(f"/api/v1/environments/generations/{gen_id}").content.decode()
+    assert KEY not in shown
+
+
+@pytest.fixture
+def covered(settings, db):
+    lab = Lab.objects.create(name="Writer Lab", slug="writerlab", vendor_prefixes="writerlab")
+    CoveredModel.objects.create(
+        model_id="writerlab/w-1",
+        display_name="W-1",
+        lab=lab,
+        input_price_micros=1,
+        output_price_micros=1,
+    )
+    with ScriptedModel([json.dumps(TASKS)]) as upstream:
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
+        settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-operator"
+        yield upstream
+
+
+def test_a_covered_model_generates_through_the_operators_upstream(owner, covered):
+    started = owner.api.post(
+        "/api/v1/environments/generate",
+        {"description": "Refunds", "model": "writerlab/w-1", "count": 2},
+        format="json",
+    )
+    assert started.status_code == 202, started.json()
+    assert started.json()["covered"] is True
+    row = run_job(started.json()["id"])
+    assert row.status == "succeeded" and covered.requests[0]["model"] == "writerlab/w-1"
+
+
+def test_a_chinese_labs_covered_model_needs_the_projects_permission(owner, covered):
+    Lab.objects.filter(slug="writerlab").update(is_chinese=True)
+    body = {"description": "Refunds", "model": "writerlab/w-1"}
+    refused = owner.api.post("/api/v1/environments/generate", body, format="json")
+    assert refused.status_code == 400 and "Chinese lab" in refused.json()["model"][0]
+    owner.project.chinese_models_allowed = True
+    owner.project.save()
+    assert owner.api.post("/api/v1/environments/generate", body, format="json").status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"model": "acme/uncovered", "model_api_key": "", "model_api_base": ""}, "model_api_key"),
+        ({"description": " "}, "description"),
+        ({"count": 0}, "count"),
+        ({"count": 51}, "count"),
+        ({"model": "has space"}, "model"),
+        ({"preset": "mastra"}, "preset"),
+        ({"preset": "gaia"}, "preset"),
+        ({"model_api_base": "ftp://x"}, "model_api_base"),
+    ],
+)
+def test_bad_generation_requests_are_refused_naming_the_field(owner, fields, field):
+    with ScriptedModel(["[]"]) as model:
+        response = start(owner, model, **fields)
+    assert response.status_code == 400
+    assert field in response.json(), response.json()
+    assert not EnvironmentGeneration.objects.exists()
+
+
+def test_outsiders_and_read_only_members(owner, outsider, readonly):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+        run_job(gen_id)
+        assert start(readonly, model).status_code == 403
+    assert outsider.api.get(f"/api/v1/environments/generations/{gen_id}").status_code == 404
+    assert readonly.api.get(f"/api/v1/environments/generations/{gen_id}").status_code == 200
+    save = f"/api/v1/environments/generations/{gen_id}/save"
+    assert readonly.api.post(save, {}, format="json").status_code == 403
+    assert outsider.api.post(save, {}, format="json").status_code == 404

@@ -1,0 +1,208 @@
+"""The one task-format validator (harnesses.tasks_format): what it accepts, and every refusal
+naming the task (index and id) and the field."""
+
+import json
+
+import pytest
+
+from belvedir.errors import Invalid
+from harnesses.tasks_format import MAX_BYTES, dumps, parse_tasks, safe_path, validate_tasks
+
+VERIFY = "def verify(answer, state):\n    return answer.strip() == '4'\n"
+
+ALL_KINDS = [
+    {"id": "capital", "prompt": "Capital of France?", "answer": "Paris"},
+    {
+        "id": "refund",
+        "prompt": "A refund after 40 days?",
+        "answer": "No; store credit.",
+        "verifier": {"kind": "rubric", "criteria": ["Cites the 30-day policy", "Offers credit"]},
+    },
+    {"id": "sum", "prompt": "2+2?", "answer": "4", "verifier": {"kind": "code", "source": VERIFY}},
+    {
+        "id": "config",
+        "prompt": "Set debug to false in app/config.ini",
+        "verifier": {
+            "kind": "state_diff",
+            "setup_state": {"app/config.ini": "debug=true\n"},
+            "golden": {"app/config.ini": "debug=false\n"},
+        },
+        "metadata": {"difficulty": "easy"},
+    },
+]
+
+
+def test_a_json_list_with_all_four_verifier_kinds_is_accepted_and_normalized():
+    tasks = parse_tasks(json.dumps(ALL_KINDS))
+    assert [t["verifier"]["kind"] for t in tasks] == ["judge", "rubric", "code", "state_diff"]
+    assert tasks[0] == {
+        "id": "capital",
+        "prompt": "Capital of France?",
+        "answer": "Paris",
+        "verifier": {"kind": "judge"},
+    }
+    assert tasks[3]["metadata"] == {"difficulty": "easy"}
+    assert tasks[3]["verifier"]["setup_state"] == {"app/config.ini": "debug=true\n"}
+
+
+def test_jsonl_and_a_tasks_wrapper_read_the_same_tasks():
+    jsonl = "\n".join(json.dumps(t) for t in ALL_KINDS) + "\n\n"
+    assert parse_tasks(jsonl) == parse_tasks(json.dumps({"tasks": ALL_KINDS}))
+    assert parse_tasks(json.dumps(ALL_KINDS[0])) == parse_tasks(json.dumps(ALL_KINDS[:1]))
+
+
+def test_plain_text_lines_are_judge_tasks_without_a_recorded_answer():
+    tasks = parse_tasks("What is 2+2?\n\n  Name a prime above 10.  \n")
+    assert tasks == [
+        {"id": "task-1", "prompt": "What is 2+2?", "verifier": {"kind": "judge"}},
+        {"id": "task-2", "prompt": "Name a prime above 10.", "verifier": {"kind": "judge"}},
+    ]
+
+
+def test_numbers_as_ids_and_answers_read_as_text():
+    tasks = validate_tasks([{"id": 7, "prompt": "p", "answer": 42}])
+    assert tasks[0]["id"] == "7" and tasks[0]["answer"] == "42"
+
+
+def test_dumps_round_trips_through_the_parser():
+    tasks = parse_tasks(json.dumps(ALL_KINDS))
+    assert parse_tasks(dumps(tasks)) == tasks
+
+
+def refusal(text_or_items) -> Invalid:
+    with pytest.raises(Invalid) as caught:
+        if isinstance(text_or_items, str):
+            parse_tasks(text_or_items)
+        else:
+            validate_tasks(text_or_items)
+    return caught.value
+
+
+def test_invalid_json_is_refused_with_where_it_broke():
+    exc = refusal('[{"id": "a", "prompt": "x"},]')
+    assert exc.field == "tasks"
+    assert "not valid JSON" in exc.message and "line 1 column" in exc.message
+
+
+def test_a_broken_jsonl_line_is_refused_with_its_line_number():
+    exc = refusal('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": }\n')
+    assert exc.field == "tasks"
+    assert "line 2" in exc.message and "not valid JSON" in exc.message
+
+
+def test_over_512_kb_is_refused_before_parsing():
+    exc = refusal("x" * (MAX_BYTES + 1))
+    assert exc.field == "tasks" and "512 KB" in exc.message
+
+
+def test_a_task_list_whose_json_passes_512_kb_is_refused():
+    items = [{"id": f"t{i}", "prompt": "y" * 1000} for i in range(600)]
+    exc = refusal(items)
+    assert exc.field == "tasks" and "512 KB" in exc.message
+
+
+@pytest.mark.parametrize(
+    ("task", "field", "words"),
+    [
+        ({"id": "a", "prompt": "p", "verifier": {"kind": "vibes"}}, "verifier.kind", "'vibes'"),
+        ({"id": "a", "prompt": "p", "verifier": "judge"}, "verifier", "must be an object"),
+        ({"id": "a", "prompt": "p", "verifier": {"kind": "code"}}, "verifier.source", "required"),
+        (
+            {"id": "a", "prompt": "p", "verifier": {"kind": "code", "source": "x = 1\n"}},
+            "verifier.source",
+            "verify(answer, state)",
+        ),
+        (
+            {
+                "id": "a",
+                "prompt": "p",
+                "verifier": {"kind": "code", "source": "def verify(a):\n  1"},
+            },
+            "verifier.source",
+            "wrong parameters",
+        ),
+        (
+            {"id": "a", "prompt": "p", "verifier": {"kind": "code", "source": "def verify(:"}},
+            "verifier.source",
+            "not valid Python",
+        ),
+        (
+            {"id": "a", "prompt": "p", "verifier": {"kind": "rubric", "criteria": []}},
+            "verifier.criteria",
+            "non-empty list",
+        ),
+        (
+            {"id": "a", "prompt": "p", "verifier": {"kind": "rubric", "criteria": ["ok", ""]}},
+            "verifier.criteria[1]",
+            "non-empty text",
+        ),
+        (
+            {"id": "a", "prompt": "p", "verifier": {"kind": "judge", "critera": []}},
+            "verifier.critera",
+            "not a field of a judge verifier",
+        ),
+        ({"id": "a", "prompt": "p", "verifier": {"kind": "state_diff"}}, "verifier.golden", ""),
+        ({"id": "a", "prompt": ""}, "prompt", "required"),
+        ({"id": "a"}, "prompt", "required"),
+        ({"id": "a", "prompt": "p", "answer": ["x"]}, "answer", "must be text"),
+        ({"id": "a b", "prompt": "p"}, "id", "letters, digits"),
+        ({"id": "a", "prompt": "p", "difficulty": 3}, "difficulty", "metadata"),
+        ({"id": "a", "prompt": "p", "metadata": "x"}, "metadata", "JSON object"),
+    ],
+)
+def test_a_bad_task_is_refused_naming_the_task_and_the_field(task, field, words):
+    items = [{"id": "first", "prompt": "fine"}, task]
+    exc = refusal(items)
+    assert exc.field == f"tasks[1].{field}"
+    assert exc.message.startswith("tasks[1] (id 'a'): ") or task.get("id") != "a"
+    assert words in exc.message
+
+
+def test_a_code_task_without_verify_is_refused_naming_the_task_in_a_file():
+    text = json.dumps(
+        [{"id": "sum", "prompt": "2+2?", "verifier": {"kind": "code", "source": "print(4)"}}]
+    )
+    exc = refusal(text)
+    assert exc.field == "tasks[0].verifier.source"
+    assert "tasks[0] (id 'sum')" in exc.message and "verify(answer, state)" in exc.message
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/passwd", "../up", "a/../../b", "a//b", "./a", "a/", "", "a\\b", "a\x00b", "x" * 300],
+)
+def test_unsafe_state_paths_are_refused(path):
+    task = {
+        "id": "s",
+        "prompt": "p",
+        "verifier": {"kind": "state_diff", "golden": {path: "x"}},
+    }
+    exc = refusal([task])
+    assert exc.field.startswith("tasks[0].verifier.golden[")
+    assert "path" in exc.message
+    assert safe_path(path) is not None
+
+
+def test_a_file_path_that_is_also_a_directory_is_refused():
+    task = {
+        "id": "s",
+        "prompt": "p",
+        "verifier": {
+            "kind": "state_diff",
+            "setup_state": {"a": "1", "a/b": "2"},
+            "golden": {"c": ""},
+        },
+    }
+    exc = refusal([task])
+    assert exc.field == "tasks[0].verifier.setup_state['a/b']"
+
+
+def test_duplicate_ids_are_refused_naming_both_tasks():
+    exc = refusal([{"id": "a", "prompt": "p"}, {"id": "a", "prompt": "q"}])
+    assert exc.field == "tasks[1].id" and "tasks[0]" in exc.message
+
+
+def test_an_empty_file_or_list_holds_no_tasks():
+    assert "no tasks" in refusal("  \n").message
+    assert "no tasks" in refusal([]).message
+    assert refusal({"prompt": "x"}).message == "tasks must be a list of tasks."
