@@ -82,7 +82,9 @@ def _harness_runs(request, access):
 def _model_benchmarks(request, access):
     """A fine-tuned model's View benchmarks panel, the partial its Models page pulls in: its
     runs (launched against it, or reporting its name as results.model) and their chart."""
-    model = access.get(FineTunedModel, pk=request.GET.get("model") or "")
+    model = access.get(
+        FineTunedModel.objects.select_related("project"), pk=request.GET.get("model") or ""
+    )
     runs = selectors.runs_of_fine_tuned_model(model).select_related("harness")
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
     context = {
