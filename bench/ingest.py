@@ -282,9 +282,10 @@ def print_profile(raw: Path, top: int = 25) -> None:
         for f, n in sorted(own.items(), key=lambda x: -x[1])[:top]
     ]
     print(table(rows, ["function (self time)", "share"]))
-    interesting = ("spans_ingest", "_refresh_sessions", "_sessions_for", "_resolve_session_ids",
-                   "decode_request", "parse_llm_call", "bulk_create", "api_key_authenticate",
-                   "execute (psycopg", "encode_response", "__init__ (django/db/models/base.py")  # fmt: skip
+    interesting = ("spans_ingest", "_sessions_for", "_resolve_session_ids", "_store", "_json ",
+                   "decode_request", "parse_llm_call", "api_key_authenticate", "execute (psycopg",
+                   "encode_response", "handle_request (gunicorn", "get_response (django",
+                   "_read_body", "traces (traces/ingest.py")  # fmt: skip
     rows = []
     for frame, n in sorted(inclusive.items(), key=lambda x: -x[1]):
         if any(word in frame for word in interesting):

@@ -66,8 +66,15 @@ def _resolve_session_ids(project, spans: list[otlp.SpanIn]) -> list[str]:
 def _sessions_for(project, external_ids: set[str]) -> tuple[dict, bool]:
     """Each external id's session as ``{external id: (session id, run id)}``, and whether
     sessions had to be made or claimed (then the caller holds a transaction around this)."""
-    found = Session.objects.filter(project=project, external_id__in=external_ids)
-    sessions = {e: (pk, run_id) for pk, e, run_id in found.values_list("pk", "external_id", "run")}
+    if not external_ids:
+        return {}, False
+    with connection.cursor() as cursor:  # every batch asks: plain SQL, not the ORM's build-up
+        cursor.execute(
+            f"SELECT id, external_id, run_id FROM {_SESSION_TABLE} WHERE project_id = %s "
+            f"AND external_id IN ({', '.join(['%s'] * len(external_ids))})",
+            [project.pk, *external_ids],
+        )
+        sessions = {e: (pk, run_id) for pk, e, run_id in cursor.fetchall()}
     missing = sorted(external_ids - sessions.keys())
     # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
     named = {e for e in external_ids if e.startswith(RUN_SESSION_PREFIX)}
