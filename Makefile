@@ -23,14 +23,15 @@ machine:
 sandbox-image: venv machine
 	$(PY) manage.py sandbox_image
 
-# Harbor (pinned, with docker compose v2) on the sandbox image, to run Harbor exports here.
+# Harbor (pinned, with docker compose v2) on the sandbox image: the run sandbox of a Harbor
+# harness (BELVEDIR_HARBOR_IMAGE), and the Harbor export checks.
 harbor-image: sandbox-image
 	bash scripts/harbor-image.sh
 
-up: venv machine sandbox-image
+up: venv machine sandbox-image harbor-image
 	bash scripts/up.sh
 
-test: venv machine sandbox-image
+test: venv machine sandbox-image harbor-image
 	bash scripts/test.sh
 
 # ruff, then the import contracts in pyproject.toml (floors, CLI and sandbox imports).

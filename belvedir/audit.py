@@ -30,6 +30,9 @@ RUN_LAUNCH = "run.launch"
 RUN_CANCEL = "run.cancel"
 BILLING_CHANGE = "billing.change"
 PROJECT_CHANGE = "project.change"
+MODEL_UPLOAD = "model.upload"
+MODEL_DELETE = "model.delete"
+HF_TOKEN_CHANGE = "hf_token.change"  # set or removed; never the token
 
 
 def request_bind(request):

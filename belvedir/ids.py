@@ -56,3 +56,7 @@ def environment_id() -> str:
 
 def generation_id() -> str:
     return make_id("gen")
+
+
+def task_sandbox_id() -> str:
+    return make_id("tsb")

@@ -308,6 +308,9 @@ Q_STOP_GRACE = envint("Q_STOP_GRACE", 0, minimum=0)
 # the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
 # points it at a local image, e.g. belvedir-sandbox:latest.
 BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
+# The image a Harbor harness's run sandbox runs in (the sandbox image plus the pinned Harbor and
+# docker compose v2), built by `make harbor-image` (scripts/harbor-image.sh).
+BELVEDIR_HARBOR_IMAGE = envstr("BELVEDIR_HARBOR_IMAGE", "belvedir-harbor:0.26.0")
 
 # Runs and sandboxes
 BELVEDIR_BASE_URL = envstr("BELVEDIR_BASE_URL", "http://127.0.0.1:8000")
@@ -389,6 +392,14 @@ BELVEDIR_RUN_PRICE_CPU_USD = envfloat("BELVEDIR_RUN_PRICE_CPU_USD", 0.0)
 BELVEDIR_RUN_PRICE_GPU_USD = envfloat("BELVEDIR_RUN_PRICE_GPU_USD", 0.0)
 if not (0 <= BELVEDIR_RUN_PRICE_CPU_USD <= 10_000 and 0 <= BELVEDIR_RUN_PRICE_GPU_USD <= 10_000):
     raise ImproperlyConfigured("BELVEDIR_RUN_PRICE_CPU_USD and _GPU_USD must be 0 to 10000 (USD)")
+# The managed Harbor workspace: what a minute of one task sandbox costs (0: free); image
+# builds' time cap and the upload/download/context size caps of the task-sandbox API.
+BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = envfloat(
+    "BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD", 0.0
+)
+if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
+    raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD must be 0 to 100 (USD)")
+BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:

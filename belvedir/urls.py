@@ -11,6 +11,7 @@ from harnesses import environment_api, git_views
 from models_registry import api as models_api
 from runs import adapters as run_adapters
 from runs import api as run_api
+from runs import task_sandbox_api
 from traces import api as trace_api
 from traces import ingest
 
@@ -77,6 +78,31 @@ api_v1 = [
     path("runs/<str:run_id>/cancel", run_api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", run_api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", run_api.RunTasksView.as_view(), name="api-run-tasks"),
+    path(
+        "runs/<str:run_id>/task-sandboxes",
+        task_sandbox_api.RunTaskSandboxesView.as_view(),
+        name="api-run-task-sandboxes",
+    ),
+    path(
+        "task-sandboxes",
+        task_sandbox_api.TaskSandboxCreateView.as_view(),
+        name="api-task-sandboxes",
+    ),
+    path(
+        "task-sandboxes/<str:sandbox_id>",
+        task_sandbox_api.TaskSandboxDetailView.as_view(),
+        name="api-task-sandbox",
+    ),
+    path(
+        "task-sandboxes/<str:sandbox_id>/exec",
+        task_sandbox_api.TaskSandboxExecView.as_view(),
+        name="api-task-sandbox-exec",
+    ),
+    path(
+        "task-sandboxes/<str:sandbox_id>/files",
+        task_sandbox_api.TaskSandboxFilesView.as_view(),
+        name="api-task-sandbox-files",
+    ),
     path(
         "adapters/<str:run_id>/<str:token>",
         run_adapters.AdapterDownloadView.as_view(),

@@ -75,3 +75,8 @@ def run_price(*, gpu: bool) -> int:
     """What launching a run costs, in micro-dollars (0: runs are not billed)."""
     usd = settings.BELVEDIR_RUN_PRICE_GPU_USD if gpu else settings.BELVEDIR_RUN_PRICE_CPU_USD
     return usd_to_micros(usd)
+
+
+def task_sandbox_price_per_minute() -> int:
+    """What a minute of a managed Harbor task sandbox costs, in micro-dollars (0: free)."""
+    return usd_to_micros(settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD)

@@ -227,3 +227,21 @@ def may_start_credit_run(*, organization: Organization) -> bool:
     return account.pay_as_you_go and (
         selectors.month_run_spend(organization=organization) < account.monthly_limit_micros
     )
+
+
+def usage_charge(*, organization_id: str, reference: str, amount_micros: int) -> LedgerEntry | None:
+    """Charge metered usage (a managed Harbor task sandbox's minutes) once per reference:
+    a second call with the same reference charges nothing and returns None. The balance may
+    go below zero: the time was used; new usage is refused by `may_start_credit_run`."""
+    if amount_micros <= 0:
+        return None
+    try:
+        with transaction.atomic():
+            return LedgerEntry.objects.create(
+                organization_id=organization_id,
+                kind=Kind.CHARGE,
+                amount_micros=-amount_micros,
+                reference=reference[:200],
+            )
+    except IntegrityError:  # one charge per reference: already settled
+        return None

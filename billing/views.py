@@ -32,6 +32,7 @@ def _context(request, access, *, coupon_form=None, payg_form=None) -> dict:
         "month_spend": selectors.month_run_spend(organization=organization),
         "price_cpu": selectors.run_price(gpu=False),
         "price_gpu": selectors.run_price(gpu=True),
+        "price_task_minute": selectors.task_sandbox_price_per_minute(),
         "page": Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page")),
         "coupon_form": coupon_form or CouponForm(prefix="coupon"),
         "payg_form": payg_form

@@ -140,6 +140,7 @@ class EnvironmentGenerationAdmin(admin.ModelAdmin):
         "environment",
         "created_by",
         "created_at",
+        "started_at",
         "finished_at",
     ]
     list_select_related = ["project__organization"]

@@ -23,7 +23,10 @@ from django.conf import settings
 
 DRIVERS_DIR = Path(__file__).resolve().parent.parent / "drivers"
 DRIVERS = ("belvedir-runner", "harness-harbor")
-_SKIP_DIRS = {"__pycache__", ".git", ".venv", ".pytest_cache", ".ruff_cache", "harbor-jobs"}
+_SKIP_DIRS = {
+    *("__pycache__", ".git", ".venv", ".pytest_cache", ".ruff_cache"),
+    *("harbor-jobs", "harbor-dataset", ".harbor-home"),  # what a local run of the driver leaves
+}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 _COMMIT_ENV = {
     "GIT_AUTHOR_NAME": "Belvedir",

@@ -4,10 +4,12 @@ and a harness backed by one."""
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
+from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Invalid
 from belvedir.schema import errors
 from harnesses import environments, generation
@@ -219,13 +221,18 @@ class EnvironmentHarnessView(AccessMixin, APIView):
 
 
 class EnvironmentExportView(AccessMixin, APIView):
+    # A run's own key may read its project's environments here: the Harbor driver fetches
+    # `HARBOR_DATASET=belvedir:<id>` from the run's sandbox.
+    authentication_classes = [RunKeyAuthentication, SessionAuthentication]
+
     @extend_schema(
         operation_id="environments_export",
         summary="The environment as a Harbor dataset: a zip of one task directory per task.",
         description=(
             "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
             'tests/test.sh and solution/solve.sh (README, "Run an environment with Harbor"). '
-            "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs."
+            "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs. "
+            "A run's own key may fetch it too (the Harbor driver's HARBOR_DATASET=belvedir:<id>)."
         ),
         parameters=[
             OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
@@ -270,6 +277,7 @@ class GenerationSerializer(serializers.ModelSerializer):
             "error",
             "environment",
             "created_at",
+            "started_at",
             "finished_at",
         ]
         read_only_fields = fields
@@ -333,6 +341,7 @@ class GenerationDetailView(AccessMixin, APIView):
     )
     def get(self, request, generation_id: str):
         row = self.access.get(EnvironmentGeneration, pk=generation_id)
+        row = generation.generation_check_stale(generation=row)
         return Response(GenerationSerializer(row).data)
 
 

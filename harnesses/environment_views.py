@@ -19,7 +19,7 @@ from harnesses import environments, generation, tasks_format
 from harnesses.catalog import RUNNERS, SCAFFOLDS, presets_by_group
 from harnesses.environment_export import environment_export_response
 from harnesses.models import Environment, EnvironmentGeneration
-from harnesses.selectors import environments_for
+from harnesses.selectors import environments_for, generations_pending
 
 PRESET_CHOICES = [
     ("harbor-runner", "Belvedir Runner on Harbor (each task in its own container)"),
@@ -38,7 +38,8 @@ def _redirect(request, url: str):
 def environment_list(request):
     access = access_for_request(request)
     page = Paginator(environments_for(project=access.project), 25).get_page(request.GET.get("page"))
-    return render(request, "environments/list.html", {"page": page})
+    pending = generations_pending(project=access.project)[:10]
+    return render(request, "environments/list.html", {"page": page, "pending": pending})
 
 
 def _backing_cards():
@@ -268,7 +269,9 @@ def environment_generate(request):
 def generation_detail(request, generation_id: str):
     """The generation's progress while it runs (polled), then its tasks in the editor."""
     access = access_for_request(request)
-    row = access.get(EnvironmentGeneration, pk=generation_id)
+    row = generation.generation_check_stale(
+        generation=access.get(EnvironmentGeneration, pk=generation_id)
+    )
     context = _editor_context(
         title="Review the generated tasks",
         generation=row,

@@ -190,11 +190,44 @@ def _finish(generation_id: str, **fields) -> None:
     )
 
 
+STALE_MARGIN = 60  # seconds past BELVEDIR_GENERATION_TIMEOUT before a running job is lost
+QUEUED_NOTE_AFTER = 30  # seconds queued before the progress says what it waits for
+
+
+def generation_check_stale(*, generation: EnvironmentGeneration) -> EnvironmentGeneration:
+    """A generation as it should be read: one whose job stopped without finishing (a worker
+    killed or restarted) is failed, so none stays "running" forever; one still queued after a
+    while says what it waits for. Conditional updates: safe beside the job itself."""
+    now = timezone.now()
+    started = generation.started_at or generation.created_at
+    if generation.status == Status.RUNNING and (now - started).total_seconds() > (
+        settings.BELVEDIR_GENERATION_TIMEOUT + STALE_MARGIN
+    ):
+        EnvironmentGeneration.objects.filter(pk=generation.pk, status=Status.RUNNING).update(
+            status=Status.FAILED,
+            error="The generation job stopped before it finished (its worker was stopped?); "
+            "generate again.",
+            progress="Failed.",
+            finished_at=now,
+        )
+    elif (
+        generation.status == Status.QUEUED
+        and (now - generation.created_at).total_seconds() > QUEUED_NOTE_AFTER
+    ):
+        EnvironmentGeneration.objects.filter(pk=generation.pk, status=Status.QUEUED).update(
+            progress="Queued: waiting for a worker of the housekeeping cluster "
+            "(Q_CLUSTER_NAME=housekeeping manage.py qcluster)."
+        )
+    else:
+        return generation
+    return EnvironmentGeneration.objects.get(pk=generation.pk)
+
+
 def generation_execute(*, generation_id: str) -> str:
     """The job: claim a queued generation, ask the model, keep the tasks or the error.
     Safe to run twice: only the first claims it."""
     claimed = EnvironmentGeneration.objects.filter(pk=generation_id, status=Status.QUEUED).update(
-        status=Status.RUNNING, progress="Starting."
+        status=Status.RUNNING, progress="Starting.", started_at=timezone.now()
     )
     if not claimed:
         return "not queued"

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from belvedir.errors import Invalid
 from belvedir.models import Project
-from harnesses import env_secrets, policy
+from harnesses import env_secrets, managed, policy
 from harnesses.catalog import preset_get
 from harnesses.models import GPU_TYPES, Compute, Harness
 
@@ -93,6 +93,14 @@ def _clean(data: dict, *, current_preset: str = "", stored_secrets: str = "") ->
     clean["tasks"] = policy.validate_tasks(data.get("tasks"))
     preset = (data.get("preset") or "").strip()
     clean["preset"] = preset if preset and preset == current_preset else _check_preset(preset)
+    managed.managed_refusal(
+        repo_url=clean["repo_url"],
+        install_command=clean["install_command"],
+        run_command=clean["run_command"],
+        env=env_secrets.env_plain(clean["env"], clean["env_secrets_encrypted"]),
+        compute=clean["compute"],
+        preset=clean["preset"],
+    )
     return clean
 
 

@@ -5,7 +5,7 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from belvedir import crypto
+from belvedir import audit, crypto
 from belvedir.errors import Invalid
 from belvedir.models import Organization, Project
 from belvedir.validators import has_unstorable
@@ -72,6 +72,12 @@ def fine_tuned_model_create(
     try:
         with transaction.atomic():
             model.save(force_insert=True)
+            audit.audit_record(
+                action=audit.MODEL_UPLOAD,
+                organization=project.organization,
+                target=model.pk,
+                metadata={"name": name, "base_model": base_model, "bytes": adapter.size},
+            )
     except IntegrityError:
         model.adapter.delete(save=False)
         raise Invalid(f"This project already has a model named {name!r}.", field="name") from None
@@ -82,6 +88,12 @@ def fine_tuned_model_delete(*, model: FineTunedModel) -> None:
     """Delete the model and its adapter file (runs keep their results and the label)."""
     storage, path = model.adapter.storage, model.adapter.name
     with transaction.atomic():
+        audit.audit_record(
+            action=audit.MODEL_DELETE,
+            organization=model.project.organization,
+            target=model.pk,
+            metadata={"name": model.name},
+        )
         model.delete()
         if path:
             transaction.on_commit(lambda: storage.delete(path))
@@ -94,15 +106,25 @@ def hf_token_set(*, organization: Organization, token: str, updated_by=None) -> 
             "token must be a Hugging Face access token (hf_ followed by letters and digits).",
             field="token",
         )
-    HuggingFaceToken.objects.update_or_create(
-        organization=organization,
-        defaults={
-            "token_encrypted": crypto.encrypt(token),
-            "updated_by": updated_by,
-            "updated_at": timezone.now(),
-        },
-    )
+    with transaction.atomic():
+        HuggingFaceToken.objects.update_or_create(
+            organization=organization,
+            defaults={
+                "token_encrypted": crypto.encrypt(token),
+                "updated_by": updated_by,
+                "updated_at": timezone.now(),
+            },
+        )
+        audit.audit_record(
+            action=audit.HF_TOKEN_CHANGE, organization=organization, metadata={"token": "set"}
+        )
 
 
 def hf_token_clear(*, organization: Organization) -> None:
-    HuggingFaceToken.objects.filter(organization=organization).delete()
+    with transaction.atomic():
+        if HuggingFaceToken.objects.filter(organization=organization).delete()[0]:
+            audit.audit_record(
+                action=audit.HF_TOKEN_CHANGE,
+                organization=organization,
+                metadata={"token": "removed"},
+            )

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
-from harnesses import drivers, policy
+from harnesses import drivers, managed, policy
 from runs import contract, git, gpu
 from runs.db import reconnecting
 from runs.isolation import isolation_status
@@ -126,6 +126,14 @@ def _load(run_id: str) -> Run:
 @reconnecting
 def _status(run_id: str) -> str | None:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+
+
+def sandbox_image(snapshot: dict) -> dict[str, str]:
+    """The run sandbox's image when it is not the sandbox image: a Harbor harness (the served
+    Harbor driver or a Harbor card) runs in BELVEDIR_HARBOR_IMAGE, which has Harbor."""
+    if managed.is_harbor(repo_url=snapshot.get("repo_url", ""), preset=snapshot.get("preset", "")):
+        return {"image": settings.BELVEDIR_HARBOR_IMAGE}
+    return {}
 
 
 def _worker_name() -> str:
@@ -284,6 +292,7 @@ class Execution:
         )
         return spec_from_settings(
             run_id=run.pk,
+            **sandbox_image(snap),
             command=list(contract.COMMAND),
             env=env,
             workspace=tar_directory(workdir, "."),

@@ -186,3 +186,45 @@ class OrganizationSpend(Organization):
         proxy = True
         verbose_name = "covered model spend"
         verbose_name_plural = "covered model spend by organization"
+
+
+class TaskSandbox(models.Model):
+    """One task container of a managed Harbor run (docs/task-sandboxes.md): built from the
+    task's environment directory, started for the run, stopped by the driver or when the run
+    ends. Its time is charged to the organization once it stops (`charged_micros`)."""
+
+    class Status(models.TextChoices):
+        STARTING = "starting", "Starting"
+        RUNNING = "running", "Running"
+        STOPPED = "stopped", "Stopped"
+        FAILED = "failed", "Failed"
+
+    id = models.CharField(
+        primary_key=True, max_length=32, default=ids.task_sandbox_id, editable=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="task_sandboxes")
+    name = models.CharField(max_length=200)
+    image = models.CharField(max_length=200, blank=True)
+    cached = models.BooleanField(default=False)  # the image was already built
+    container_id = models.CharField(max_length=80, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.STARTING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    charged_micros = models.BigIntegerField(default=0)
+    charged = models.BooleanField(default=False)
+
+    ALIVE = ("starting", "running")
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "task sandboxes"
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.name})"
+
+    @property
+    def is_alive(self) -> bool:
+        return self.status in self.ALIVE

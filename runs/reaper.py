@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from runs import gpu
+from runs import gpu, task_sandboxes
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.queue import runs_with_queued_tasks
@@ -75,6 +75,7 @@ def reap() -> dict:
             removed += 1
         except SandboxError as exc:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
+    task_sandboxes.task_sandboxes_reap()  # rows of task sandboxes whose run ended
     freed = gpu.devices_release_stale()
     try:
         released = backend.sweep_volumes()

@@ -15,13 +15,13 @@ from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import drivers, env_secrets, policy
+from harnesses import drivers, env_secrets, managed, policy
 from harnesses.models import Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git, gpu
+from runs import git, gpu, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -128,6 +128,7 @@ def run_launch(
     With `fine_tuned_model` (see `run_launch_fine_tuned`) the run's model is the fine-tuned
     model's name and the sandbox serves its base id with the adapter."""
     _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    managed.managed_launch_check(harness=harness, organization=project.organization)
     if fine_tuned_model is not None:
         _check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
         model = fine_tuned_model.name
@@ -411,6 +412,8 @@ def run_finish(
             run_keys_revoke(run_id=run_id)
         if done:
             _refund_if_never_launched(run_id=run_id)
+    if done or heartbeat_before is None:
+        task_sandboxes.task_sandboxes_stop_for_run(run_id=run_id)  # never outliving the run
     return done == 1
 
 
@@ -463,6 +466,7 @@ def run_cancel(*, run: Run) -> Run:
             kill_run_sandboxes(get_backend(), run.pk)
         except SandboxError:
             pass  # the executor and the reaper remove it too
+        task_sandboxes.task_sandboxes_stop_for_run(run_id=run.pk)
     run.refresh_from_db()
     return run
 

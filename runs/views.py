@@ -20,7 +20,7 @@ from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
 from models_registry.selectors import fine_tuned_models_for
-from runs import display, selectors, services
+from runs import display, selectors, services, task_sandboxes
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.models import Run, Status
 from runs.results import task_results
@@ -193,6 +193,7 @@ def run_detail(request, run_id: str):
         "failure_notes": display.failure_notes(run),
         "notes": display.other_notes(run),
         "results": display.results_view(run),
+        **task_sandboxes.page_view(run),
     }
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)

@@ -26,6 +26,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 LABEL_RUN_ID = "belvedir.run_id"
 LABEL_MANAGED = "belvedir.managed"
 LABEL_INSTANCE = "belvedir.instance"
+LABEL_TASK_SANDBOX = "belvedir.task_sandbox"  # a managed Harbor run's task container: its id
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -48,6 +49,8 @@ class SandboxSpec:
     `disk_bytes`: a cap on what the sandbox may write in total; None is no cap.
     `gpu_device`: the one GPU the sandbox gets (the engine's device id: an index or a UUID);
     "" gives it none.
+    `user`: uid:gid to run as ("" runs the image's own user); `cap_add`: capabilities added
+    back after every one is dropped.
     """
 
     run_id: str
@@ -64,6 +67,8 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     runtime: str = ""
     disk_bytes: int | None = None
+    user: str = f"{SANDBOX_UID}:{SANDBOX_GID}"  # "": the image's own user
+    cap_add: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,6 @@ from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
-    SANDBOX_GID,
-    SANDBOX_UID,
     Collected,
     FileKind,
     SandboxError,
@@ -166,6 +164,10 @@ class DockerBackend:
             ]
         if spec.runtime:
             options["runtime"] = spec.runtime
+        if spec.user:
+            options["user"] = spec.user
+        if spec.cap_add:
+            options["cap_add"] = list(spec.cap_add)
         if self.ca_bundle_mount:
             binds[self.ca_bundle_mount] = {
                 "bind": "/etc/ssl/certs/ca-certificates.crt",
@@ -184,7 +186,6 @@ class DockerBackend:
                 name=name,
                 environment=spec.env,
                 working_dir=spec.workdir,
-                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
                 labels=labels,
                 network_mode=spec.network,
                 cap_drop=["ALL"],

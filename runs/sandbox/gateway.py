@@ -34,6 +34,7 @@ SANDBOX_PATHS = [
     r"/api/v1/task-sandboxes",
     r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+",
     r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+/(?:exec|files)",
+    r"/api/v1/environments/[A-Za-z0-9_-]+/export",
     r"/api/v1/chat/completions",
     r"/api/v1/models",
     r"/api/v1/adapters/[A-Za-z0-9_./-]+",

@@ -129,3 +129,45 @@ EXPECTED = {
     "pass@k": 2 / 3,
     "mean": ((1 + 0.2 + 0.2) / 3 + (0.6 + 0.6 + 0.2) / 3 + 0.2) / 3,
 }
+
+
+class AgentService:
+    """A production agent as a service: answers each task posted as JSON with `answer(body)`,
+    when the bearer token is AGENT_TOKEN; every post is kept."""
+
+    def __init__(self, answer, host: str = "127.0.0.1", port: int = 0):
+        self.posts: list[dict] = []
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                service.posts.append({"auth": self.headers.get("Authorization"), "body": body})
+                if self.headers.get("Authorization") != f"Bearer {AGENT_TOKEN}":
+                    status, reply = 401, {"error": "bad token"}
+                else:
+                    status, reply = 200, {"answer": answer(body), "usage": {"prompt_tokens": 7}}
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/agent"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+AGENT_TOKEN = "agent-token-e2e"

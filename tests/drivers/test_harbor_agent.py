@@ -103,12 +103,10 @@ def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
 def test_the_run_command_names_its_settings():
     env = {"HARBOR_DATASET": "terminal-bench@2.1", "HARBOR_AGENT": "claude-code"}
     env |= {"MODEL": "anthropic/claude-sonnet-5", "HARBOR_N_TASKS": "5"}
-    command = harbor_command(env, jobs_dir="/tmp/jobs")
+    command = harbor_command(env, None, jobs_dir="/tmp/jobs")
     assert command[:5] == ["harbor", "run", "-y", "--jobs-dir", "/tmp/jobs"]
     assert command[5:] == [
         *("-d", "terminal-bench@2.1", "-a", "claude-code", "-m", "anthropic/claude-sonnet-5"),
-        *("-n", "1", "--n-tasks", "5"),
+        *("-n", "1", "--env", "docker", "--n-tasks", "5"),
     ]
     assert agent_argument("belvedir") == "belvedir_harbor.agent:BelvedirAgent"
-    with pytest.raises(ValueError, match="HARBOR_DATASET is not set"):
-        harbor_command({}, jobs_dir="/tmp/jobs")

@@ -5,14 +5,19 @@ OpenAI-compatible model and judge, three attempts folded by each grading rule, a
 the run's session with the belvedir SDK the sandbox image carries."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from runs.executor import execute_run
 from runs.models import Run
-from tests.drivers.helpers import EXPECTED, SCRIPTS, TASKS_TEXT, ScriptedLLM
+from tests.drivers.helpers import (
+    AGENT_TOKEN,
+    EXPECTED,
+    SCRIPTS,
+    TASKS_TEXT,
+    AgentService,
+    ScriptedLLM,
+)
 from tests.helpers.run_fixtures import serve_to_sandboxes
 from traces.models import Session, Span
 
@@ -128,49 +133,17 @@ def test_the_runner_card_grades_three_attempts_by_each_rule_and_traces_the_run(
     assert {s.model for s in llm_spans} == {"model-under-test", "judge"}
 
 
-class AgentService:
-    """A production agent as a service: answers each task posted as JSON, checks the token."""
-
-    def __init__(self, host: str, port: int):
-        self.posts: list[dict] = []
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                service.posts.append({"auth": self.headers.get("Authorization"), "body": body})
-                if self.headers.get("Authorization") != "Bearer agent-token-e2e":
-                    status, reply = 401, {"error": "bad token"}
-                else:
-                    script = SCRIPTS[body["prompt"]]
-                    answer = script[(body["attempt"] - 1) % len(script)]
-                    status, reply = 200, {"answer": answer, "usage": {"prompt_tokens": 7}}
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/agent"
-
-
 def test_agent_url_mode_posts_each_task_to_the_service_and_grades_its_answers(
     owner, install, llm, django_capture_on_commit_callbacks
 ):
-    service = serve_to_sandboxes(AgentService)
+    def answer(body: dict) -> str:
+        script = SCRIPTS[body["prompt"]]
+        return script[(body["attempt"] - 1) % len(script)]
+
+    service = serve_to_sandboxes(lambda host, port: AgentService(answer, host, port))
     try:
         harness = runner_harness(
-            owner, BELVEDIR_AGENT_URL=service.url, BELVEDIR_AGENT_TOKEN="agent-token-e2e"
+            owner, BELVEDIR_AGENT_URL=service.url, BELVEDIR_AGENT_TOKEN=AGENT_TOKEN
         )
         run = launch(
             owner,
@@ -183,19 +156,18 @@ def test_agent_url_mode_posts_each_task_to_the_service_and_grades_its_answers(
             grading="pass@k",
         )
     finally:
-        service.server.shutdown()
-        service.server.server_close()
+        service.stop()
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert run.score == pytest.approx(EXPECTED["pass@k"])
     assert run.results["agent_url"] == service.url and "model" not in run.results
     assert run.results["tokens"]["input"] == 63  # 9 answers x 7 tokens the service reported
     assert len(service.posts) == 9 and {p["auth"] for p in service.posts} == {
-        "Bearer agent-token-e2e"
+        f"Bearer {AGENT_TOKEN}"
     }
     capital = next(p["body"] for p in service.posts if p["body"]["id"] == "capital")
     assert set(capital) == {"id", "prompt", "attempt", "metadata"}
     assert llm.model_calls() == []  # the service answered, not a model
-    assert "agent-token-e2e" not in run.log_tail
+    assert AGENT_TOKEN not in run.log_tail
 
 
 def test_a_task_list_with_code_or_state_diff_tasks_is_refused_naming_them(

@@ -102,13 +102,16 @@ def test_every_available_card_creates_a_valid_harness_with_every_field_prefilled
 
 
 def test_every_card_field_is_editable_before_create(owner):
+    """With the user's own Modal account (both tokens); the managed workspace keeps the
+    Harbor driver as shipped (tests/harnesses/test_managed_rules.py)."""
+    modal = {"MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"}
     body = {
         "preset": "openclaw",
         "name": "Mine",
         "ref": "v2",
         "install_command": "make",
         "run_command": "make run",
-        "env": {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2"},
+        "env": {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2", **modal},
         "tasks": "[]",
         "compute": "gpu",
         "gpu_type": "L4",
@@ -116,13 +119,14 @@ def test_every_card_field_is_editable_before_create(owner):
     }
     response = owner.api.post("/api/v1/harnesses", body, format="json")
     assert response.status_code == 201, response.json()
+    body["env"]["MODAL_TOKEN_SECRET"] = "••••"  # a secret: shown masked
     assert {k: response.json()[k] for k in body} == body
 
 
 def test_a_field_given_blank_stays_blank_instead_of_taking_the_cards_value(owner):
     response = owner.api.post(
         "/api/v1/harnesses",
-        {"preset": "openclaw", "tasks": "", "install_command": ""},
+        {"preset": "runner", "tasks": "", "install_command": ""},
         format="json",
     )
     assert response.status_code == 201, response.json()

@@ -204,3 +204,34 @@ def test_outsiders_and_read_only_members(owner, outsider, readonly):
     save = f"/api/v1/environments/generations/{gen_id}/save"
     assert readonly.api.post(save, {}, format="json").status_code == 403
     assert outsider.api.post(save, {}, format="json").status_code == 404
+
+
+def test_a_job_that_stopped_midway_is_failed_when_read(owner, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+    long_ago = timezone.now() - timedelta(seconds=settings.BELVEDIR_GENERATION_TIMEOUT + 120)
+    EnvironmentGeneration.objects.filter(pk=gen_id).update(
+        status="running", started_at=long_ago, created_at=long_ago
+    )
+    body = owner.api.get(f"/api/v1/environments/generations/{gen_id}").json()
+    assert body["status"] == "failed" and "stopped before it finished" in body["error"]
+    assert generation.generation_execute(generation_id=gen_id) == "not queued"
+
+
+def test_a_generation_long_queued_says_what_it_waits_for(owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        gen_id = start(owner, model).json()["id"]
+    EnvironmentGeneration.objects.filter(pk=gen_id).update(
+        created_at=timezone.now() - timedelta(minutes=5)
+    )
+    page = owner.web.get(f"/environments/generations/{gen_id}/").content.decode()
+    assert "waiting for a worker of the housekeeping cluster" in page
+    assert EnvironmentGeneration.objects.get(pk=gen_id).status == "queued"

@@ -233,6 +233,27 @@ def test_generate_shows_progress_then_a_preview_to_save(owner):
     assert Harness.objects.get(project=owner.project).preset == "harbor-runner"
     after = owner.web.get(f"/environments/generations/{row.pk}/").content.decode()
     assert "Saved as" in after
+    assert "Generated, not saved yet" not in owner.web.get("/environments/").content.decode()
+
+
+def test_the_list_shows_generations_waiting_for_review(owner):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        owner.web.post(
+            "/environments/generate/",
+            {
+                "description": "Refund questions",
+                "name": "Later",
+                "count": "2",
+                "model": "acme/writer-1",
+                "model_api_base": model.base_url,
+                "preset": "",
+            },
+        )
+        row = EnvironmentGeneration.objects.get(project=owner.project)
+        generation.generation_execute(generation_id=row.pk)
+    page = owner.web.get("/environments/").content.decode()
+    assert "Generated, not saved yet" in page and "ready to review" in page
+    assert f"/environments/generations/{row.pk}/" in page
 
 
 def test_a_generate_form_refusal_names_the_field(owner):

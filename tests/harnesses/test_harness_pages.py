@@ -123,10 +123,10 @@ def test_creating_with_htmx_redirects_the_browser_to_the_new_harness(owner):
 
 
 def test_a_card_submitted_with_a_cleared_field_keeps_it_cleared(owner):
-    form = {**FORM, "preset": "openclaw", "name": "No tasks", "tasks": "", "install_command": ""}
+    form = {**FORM, "preset": "runner", "name": "No tasks", "tasks": "", "install_command": ""}
     assert owner.web.post("/harnesses/new/", form).status_code == 303
     harness = Harness.objects.get(name="No tasks")
-    assert harness.preset == "openclaw" and harness.tasks == "" and harness.install_command == ""
+    assert harness.preset == "runner" and harness.tasks == "" and harness.install_command == ""
 
 
 @pytest.mark.parametrize(

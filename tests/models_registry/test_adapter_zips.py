@@ -106,3 +106,17 @@ def test_a_zip_unpacking_past_the_limit_is_refused(settings):
 def test_a_peft_adapter_zip_passes_and_its_config_is_read(members):
     data = adapter_zip_bytes(members)
     assert validate_adapter_zip(io.BytesIO(data), size=len(data)) == CONFIG
+
+
+def test_the_upload_guard_skips_a_file_once_it_streams_past_the_limit(settings):
+    from django.core.files.uploadhandler import SkipFile
+
+    from models_registry.adapters import AdapterSizeLimit
+
+    settings.BELVEDIR_ADAPTER_MAX_BYTES = 10_000
+    guard = AdapterSizeLimit()
+    guard.new_file("adapter", "a.zip", "application/zip", None)
+    assert guard.receive_data_chunk(b"x" * 6_000, 0) == b"x" * 6_000
+    with pytest.raises(SkipFile):
+        guard.receive_data_chunk(b"x" * 6_000, 6_000)
+    assert guard.exceeded and guard.received == 12_000

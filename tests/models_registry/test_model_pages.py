@@ -7,6 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from belvedir.models import AuditEvent
 from models_registry.models import FineTunedModel, HuggingFaceToken
 from runs.models import Run
 from tests.helpers.adapters import adapter_zip_bytes
@@ -160,3 +161,7 @@ def test_the_hugging_face_token_is_set_in_organization_settings_and_never_shown(
     assert member.web.post("/models/hugging-face-token/", {"token": HF}).status_code == 403
     owner.web.post("/models/hugging-face-token/", {"action": "remove"}, **HTMX)
     assert not HuggingFaceToken.objects.exists()
+    events = AuditEvent.objects.filter(action="hf_token.change", organization=owner.org)
+    assert [e.metadata for e in events.order_by("pk")] == [{"token": "set"}, {"token": "removed"}]
+    assert all(e.actor_user == owner.user for e in events)
+    assert HF not in owner.web.get("/settings/organization/audit/").content.decode()

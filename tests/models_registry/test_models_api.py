@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from belvedir.models import AuditEvent
 from models_registry.models import FineTunedModel
 from tests.helpers.adapters import adapter_zip_bytes, write_adapter_zip
 
@@ -42,6 +43,8 @@ def test_deleting_a_model_removes_its_adapter_file(owner, django_capture_on_comm
         assert owner.api.delete(f"/api/v1/models/{model_id}").status_code == 204
     assert not path.exists()
     assert owner.api.get(f"/api/v1/models/{model_id}").status_code == 404
+    actions = AuditEvent.objects.filter(target=model_id).values_list("action", flat=True)
+    assert sorted(actions) == ["model.delete", "model.upload"]
 
 
 @pytest.mark.parametrize(
@@ -124,3 +127,42 @@ def test_cli_uploads_streamed_and_lists(cli, tmp_path, owner):
     bad = write_adapter_zip(tmp_path / "bad.zip", {"README.md": b"x"})
     code, _, err = cli("models", "upload", "--name", "bad", "--base", "a/b", str(bad))
     assert code == 1 and "adapter: The adapter zip has no adapter_config.json" in err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_the_asgi_server_post_uploads_and_get_stays_the_routers(
+    owner, tmp_path, monkeypatch, capsys
+):
+    import requests
+    from django.db import connection
+
+    from belvedir.cli import main
+    from tests.router.helpers import free_port, start_uvicorn
+
+    port = free_port()
+    media = tmp_path / "asgi-media"
+    process = start_uvicorn(
+        upstream_base="http://127.0.0.1:9",
+        database_name=connection.settings_dict["NAME"],
+        port=port,
+        log_path=tmp_path / "uvicorn.log",
+        BELVEDIR_MEDIA_ROOT=str(media),
+    )
+    try:
+        monkeypatch.setenv("BELVEDIR_API_KEY", owner.key)
+        monkeypatch.setenv("BELVEDIR_URL", f"http://127.0.0.1:{port}")
+        zip_path = write_adapter_zip(tmp_path / "asgi.zip")
+        assert (
+            main(["models", "upload", "--name", "asgi-lora", "--base", "a/b", str(zip_path)]) == 0
+        )
+        model = FineTunedModel.objects.get(name="asgi-lora")
+        assert (media / model.adapter.name).read_bytes() == zip_path.read_bytes()
+        listing = requests.get(
+            f"http://127.0.0.1:{port}/api/v1/models",
+            headers={"Authorization": f"Bearer {owner.key}"},
+            timeout=30,
+        )
+        assert listing.status_code == 403 and "error" in listing.json()  # the router's answer
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -1,26 +1,57 @@
-"""`python3 -m belvedir_harbor.run`: run `harbor run` on a Harbor dataset and write
-results.json (the mean reward as the score, each task's reward).
+"""`python3 -m belvedir_harbor.run`: run `harbor run` on a dataset and write results.json (the
+mean reward as the score, each task's reward, the errors, the agent and the dataset).
 
-Reads HARBOR_DATASET (a directory of Harbor tasks, or a registry dataset name such as
-`terminal-bench@2.1`), HARBOR_AGENT (a Harbor agent name; `belvedir` is the Belvedir agent,
-the default), HARBOR_MODEL or MODEL, HARBOR_N_TASKS, HARBOR_CONCURRENCY (1 by default) and
-HARBOR_TASK_NAMES (comma-separated). Harbor itself (PyPI `harbor`, Python >= 3.12) must be on
-PATH; `--check` says whether it is.
+HARBOR_DATASET is one of:
+- `belvedir:<environment id>`: the project's environment, exported as a Harbor dataset through
+  the platform's API with the run's key (`GET /api/v1/environments/{id}/export`);
+- `belvedir-sample`: the small Harbor-format dataset shipped in this package (`sample/`);
+- a directory of Harbor tasks;
+- a Harbor registry dataset name (`terminal-bench@2.1`, `swebench-verified`, ...), which needs
+  an online install: offline the run fails fast saying so.
+
+HARBOR_AGENT is a Harbor agent name (`oracle`, `nop`, `terminus-2`, `claude-code`, ...; the
+default `belvedir` is this package's agent). HARBOR_MODEL or MODEL, HARBOR_N_TASKS,
+HARBOR_CONCURRENCY (1 by default) and HARBOR_TASK_NAMES (comma-separated) shape the job.
+
+Where the task containers run: with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET both set, Harbor's
+Modal environment (your Modal account); otherwise, in a platform run (BELVEDIR_BASE_URL and the
+run's BELVEDIR_API_KEY set), the Belvedir environment, the platform's task sandboxes
+(`belvedir_harbor.environment:BelvedirEnvironment`); elsewhere Harbor's Docker environment. Harbor's usage telemetry is
+always off. Harbor itself (PyPI `harbor`, Python >= 3.12) must be on PATH; `--check` says
+whether it is and what would run.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
 from pathlib import Path
 
 from belvedir_harbor import AGENT_IMPORT_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_NAME = "belvedir-sample"
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+ENVIRONMENT_IMPORT_PATH = "belvedir_harbor.environment:BelvedirEnvironment"
+ENVIRONMENT_PREFIX = "belvedir:"
+# Harbor reads its registry of datasets from here (harbor.constants.DEFAULT_REGISTRY_URL).
+REGISTRY_URL = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
+JOBS_DIR = "harbor-jobs"
+DATASET_DIR = "harbor-dataset"
+EXPORT_LIMIT = 500
+
+
+class Refused(ValueError):
+    """A setting the driver cannot run with; the message names it."""
 
 
 def note(message: str) -> None:
@@ -28,46 +59,226 @@ def note(message: str) -> None:
 
 
 def agent_argument(agent: str) -> str:
-    """`belvedir` (the plain name) is this repository's agent; others are Harbor's."""
+    """`belvedir` (the plain name, and the default) is this package's agent; others are
+    Harbor's own names, passed as they are."""
     return AGENT_IMPORT_PATH if agent in ("", "belvedir") else agent
 
 
-def harbor_command(env, jobs_dir: Path) -> list[str]:
+def uses_modal(env) -> bool:
+    """Both Modal tokens set: the user's own Modal account runs the task containers."""
+    return bool(env.get("MODAL_TOKEN_ID", "").strip() and env.get("MODAL_TOKEN_SECRET", "").strip())
+
+
+def environment_choice(env) -> str:
+    """Where the task containers run: `modal` (both Modal tokens set), `belvedir` (in a
+    platform run: its task sandboxes, with BELVEDIR_BASE_URL and the run's BELVEDIR_API_KEY),
+    else `docker` (Harbor's own, on your machine)."""
+    if uses_modal(env):
+        return "modal"
+    if env.get("BELVEDIR_BASE_URL", "").strip() and env.get("BELVEDIR_API_KEY", "").strip():
+        return "belvedir"
+    return "docker"
+
+
+def _whole(env, name: str, low: int, high: int | None = None) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
+        bound = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise Refused(f"{name} must be a whole number, {bound}, not {raw!r}.")
+    return int(raw)
+
+
+def task_names(env) -> list[str]:
+    return [n.strip() for n in env.get("HARBOR_TASK_NAMES", "").split(",") if n.strip()]
+
+
+def dataset_kind(dataset: str) -> str:
+    """`environment`, `sample`, `directory` or `registry`."""
+    if dataset.startswith(ENVIRONMENT_PREFIX):
+        return "environment"
+    if dataset == SAMPLE_NAME:
+        return "sample"
+    if os.path.isdir(dataset):
+        return "directory"
+    return "registry"
+
+
+def harbor_env(env) -> dict[str, str]:
+    """Harbor's process environment: the driver importable, telemetry off, LiteLLM's price
+    list local, the model's OpenAI-compatible base for LiteLLM-based agents, a writable HOME."""
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out["HARBOR_TELEMETRY"] = "0"
+    out.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if env.get("MODEL_API_BASE"):
+        out.setdefault("OPENAI_API_BASE", env["MODEL_API_BASE"])
+        out.setdefault("OPENAI_BASE_URL", env["MODEL_API_BASE"])
+    if env.get("MODEL_API_KEY"):
+        out.setdefault("OPENAI_API_KEY", env["MODEL_API_KEY"])
+    home = env.get("HOME", "")
+    if not home or not os.access(home, os.W_OK):
+        out["HOME"] = str(Path.cwd() / ".harbor-home")
+    return out
+
+
+def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
+    """`harbor run ...` for the settings in `env`; `dataset_path` is the local dataset (None
+    for a registry dataset)."""
     dataset = env.get("HARBOR_DATASET", "").strip()
-    if not dataset:
-        raise ValueError("HARBOR_DATASET is not set: a directory of Harbor tasks or a dataset.")
+    concurrency = _whole(env, "HARBOR_CONCURRENCY", 1) or 1
+    n_tasks = _whole(env, "HARBOR_N_TASKS", 1)
     command = ["harbor", "run", "-y", "--jobs-dir", str(jobs_dir)]
-    command += ["-p", dataset] if os.path.isdir(dataset) else ["-d", dataset]
+    command += ["-p", str(dataset_path)] if dataset_path is not None else ["-d", dataset]
     command += ["-a", agent_argument(env.get("HARBOR_AGENT", "").strip())]
-    model = env.get("HARBOR_MODEL") or env.get("MODEL")
+    model = (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip()
     if model:
         command += ["-m", model]
-    command += ["-n", env.get("HARBOR_CONCURRENCY") or "1"]
-    if env.get("HARBOR_N_TASKS"):
-        command += ["--n-tasks", env["HARBOR_N_TASKS"]]
-    for name in filter(None, (n.strip() for n in env.get("HARBOR_TASK_NAMES", "").split(","))):
+    command += ["-n", str(concurrency)]
+    where = environment_choice(env)
+    command += ["--env", ENVIRONMENT_IMPORT_PATH if where == "belvedir" else where]
+    if n_tasks:
+        command += ["--n-tasks", str(n_tasks)]
+    for name in task_names(env):
         command += ["--include-task-name", name]
     return command
 
 
-def read_job(jobs_dir: Path) -> dict:
-    """results.json from Harbor's job result: the mean reward and each trial's reward."""
+def fetch_environment(env, out: Path) -> Path:
+    """The environment `belvedir:<id>` as a Harbor dataset under `out` (its export's folder),
+    fetched with the run's key; HARBOR_N_TASKS limits it unless HARBOR_TASK_NAMES picks tasks."""
+    environment_id = env["HARBOR_DATASET"].strip()[len(ENVIRONMENT_PREFIX) :].strip()
+    if not environment_id:
+        raise Refused("HARBOR_DATASET belvedir:<environment id> names no environment.")
+    base = env.get("BELVEDIR_BASE_URL", "").rstrip("/")
+    key = env.get("BELVEDIR_API_KEY", "")
+    if not base or not key:
+        raise Refused(
+            "HARBOR_DATASET belvedir:<id> is fetched from the platform: BELVEDIR_BASE_URL and "
+            "BELVEDIR_API_KEY must be set (the platform sets both in a run)."
+        )
+    limit = None if task_names(env) else _whole(env, "HARBOR_N_TASKS", 1)
+    query = f"?limit={limit}" if limit else ""
+    url = f"{base}/api/v1/environments/{urllib.parse.quote(environment_id)}/export{query}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:
+            data = answer.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:500].decode("utf-8", "replace")
+        raise Refused(
+            f"could not export environment {environment_id} (HTTP {exc.code}): {detail}"
+        ) from None
+    except urllib.error.URLError as exc:
+        raise Refused(f"the platform at {base} is unreachable: {exc.reason}") from None
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for member in archive.infolist():
+            target = (out / member.filename).resolve()
+            if not target.is_relative_to(out.resolve()):
+                raise Refused(f"the export holds a path outside its folder: {member.filename}")
+        archive.extractall(out)
+    roots = [p for p in out.iterdir() if p.is_dir()]
+    if len(roots) != 1:
+        raise Refused(f"the export of environment {environment_id} has no single folder")
+    for script in roots[0].glob("*/*/*.sh"):  # zip extraction drops the executable bit
+        script.chmod(0o755)
+    return roots[0]
+
+
+def registry_reachable(timeout: float = 5.0) -> bool:
+    """Whether Harbor's dataset registry answers from here (an offline install: no)."""
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(REGISTRY_URL, method="HEAD"), timeout=timeout
+        ):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
+    """The local dataset directory Harbor gets with `-p`, or None for a registry dataset."""
+    dataset = env.get("HARBOR_DATASET", "").strip()
+    if not dataset and (env.get("BELVEDIR_TASKS_FILE") or env.get("FRACTAL_TASKS_FILE")):
+        raise Refused(
+            "this driver runs Harbor datasets (HARBOR_DATASET), not a Tasks file: save the tasks "
+            "as an environment and set HARBOR_DATASET=belvedir:<environment id> (a harness made "
+            "from the environment has it), or run the task list with the Belvedir Runner."
+        )
+    if not dataset:
+        raise Refused(
+            "HARBOR_DATASET is not set: belvedir:<environment id>, belvedir-sample, a directory "
+            "of Harbor tasks or a Harbor registry dataset name."
+        )
+    kind = dataset_kind(dataset)
+    if kind == "sample":
+        return SAMPLE_DIR
+    if kind == "directory":
+        return Path(dataset).resolve()
+    if kind == "environment":
+        out = workdir / DATASET_DIR
+        return out if check else fetch_environment(env, out)
+    if not registry_reachable():
+        raise Refused(
+            f"HARBOR_DATASET {dataset!r} is a Harbor registry dataset, and the registry cannot "
+            "be reached from here: registry datasets need an online install (internet access "
+            "for the registry, the tasks' git repositories and their base images). Use "
+            "belvedir:<environment id> or belvedir-sample offline."
+        )
+    return None
+
+
+def _reward(trial: dict) -> float | None:
+    rewards = (trial.get("verifier_result") or {}).get("rewards") or {}
+    value = rewards.get("reward")
+    if value is None and len(rewards) == 1:
+        value = next(iter(rewards.values()))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def read_job(jobs_dir: Path, env) -> dict:
+    """results.json from Harbor's job: the score is the mean reward over the trials (a trial
+    without a reward counts 0, as in Harbor's mean), each task's reward, each error."""
     found = sorted(jobs_dir.glob("*/result.json"))
     if not found:
         raise ValueError(f"harbor wrote no job result under {jobs_dir}")
+    job_dir = found[-1].parent
     job = json.loads(found[-1].read_text())
-    tasks: dict[str, float] = {}
+    tasks: dict[str, float | None] = {}
+    errors: dict[str, str] = {}
+    for path in sorted(job_dir.glob("*/result.json")):
+        trial = json.loads(path.read_text())
+        name = str(trial.get("task_name") or path.parent.name.rsplit("__", 1)[0])
+        tasks[name] = _reward(trial)
+        failure = trial.get("exception_info")
+        if failure:
+            errors[name] = (
+                f"{failure.get('exception_type', 'Error')}: {failure.get('exception_message', '')}"
+            )[:1000]
     mean = None
-    for stats in (job.get("stats") or {}).get("evals", {}).values():
+    for stats in ((job.get("stats") or {}).get("evals") or {}).values():
         for metric in stats.get("metrics") or []:
             if mean is None and isinstance(metric.get("mean"), int | float):
                 mean = float(metric["mean"])
-        for value, trials in (stats.get("reward_stats") or {}).get("reward", {}).items():
-            for trial in trials:
-                tasks[trial.split("__")[0]] = float(value)
     if mean is None:
-        mean = sum(tasks.values()) / len(tasks) if tasks else 0.0
-    return {"score": mean, "tasks": tasks, "harbor_job": found[-1].parent.name}
+        mean = sum(v or 0.0 for v in tasks.values()) / len(tasks) if tasks else 0.0
+    return {
+        "score": mean,
+        "tasks": tasks,
+        "errors": errors,
+        "n_trials": len(tasks),
+        "n_errors": len(errors),
+        "agent": env.get("HARBOR_AGENT", "").strip() or "belvedir",
+        "model": (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip() or None,
+        "dataset": env.get("HARBOR_DATASET", "").strip(),
+        "environment": environment_choice(env),
+        "harbor_job": job_dir.name,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,33 +286,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="say what would run, and exit")
     args = parser.parse_args(argv)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    # Under the repo root: Harbor's task containers bind-mount trial directories, and a Harbor
-    # that drives the host's engine from a container needs paths the host shares.
-    jobs_dir = Path.cwd() / "harbor-jobs"
-    shutil.rmtree(jobs_dir, ignore_errors=True)
+    workdir = Path.cwd()
+    jobs_dir = workdir / JOBS_DIR
     try:
-        command = harbor_command(env, jobs_dir)
-    except ValueError as exc:
+        dataset_path = prepare_dataset(env, workdir, check=args.check)
+        command = harbor_command(env, dataset_path, jobs_dir)
+    except Refused as exc:
         note(str(exc))
         return 2
+    if not uses_modal(env) and (env.get("MODAL_TOKEN_ID") or env.get("MODAL_TOKEN_SECRET")):
+        note("only one of MODAL_TOKEN_ID / MODAL_TOKEN_SECRET is set: using task sandboxes.")
     if shutil.which("harbor") is None:
         note("Harbor is not installed here (PyPI harbor, Python >= 3.12); cannot run the tasks.")
         return 0 if args.check else 2
     print("belvedir-harbor: " + " ".join(command), flush=True)
     if args.check:
         return 0
-    done = subprocess.run(command, env=env)
+    shutil.rmtree(jobs_dir, ignore_errors=True)
+    done = subprocess.run(command, env=harbor_env(env))
     if done.returncode != 0:
         note(f"harbor run exited with {done.returncode}.")
         return done.returncode
     try:
-        results = read_job(jobs_dir)
+        results = read_job(jobs_dir, env)
     except (ValueError, OSError) as exc:
         note(str(exc))
         return 2
     Path("results.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"belvedir-harbor: score {results['score']:.4f}", flush=True)
+    for name, error in results["errors"].items():
+        note(f"task {name}: {error}")
     return 0
 
 

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Reward 1 when /app/answer.md holds "5" (case, spaces and full stops aside), else 0.
+mkdir -p /logs/verifier
+answer="$(cat /app/answer.md 2>/dev/null | tr -d '[:space:].' | tr '[:upper:]' '[:lower:]')"
+if [ "$answer" = "5" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi

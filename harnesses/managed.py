@@ -1,0 +1,181 @@
+"""The managed Harbor workspace's rules (docs: Run with Harbor → Managed workspace or your own
+Modal account; docs/task-sandboxes.md).
+
+A Harbor harness (its repo is the platform's served Harbor driver, or it came from a Harbor
+card) with `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` not both set runs its task containers in
+the platform's managed workspace, so it must use the driver as shipped: the card's repo,
+install and run commands, only the env the driver reads, a plain Harbor agent name,
+`HARBOR_CONCURRENCY` 1 to 4, `HARBOR_N_TASKS` blank or 1 to 50, CPU compute; and its
+organization must hold credits or have pay as you go on (a condition of each launch, checked
+by `runs` with `billing.services.may_start_credit_run`). With both Modal tokens set none of
+this applies: the harness runs on the user's own Modal account as configured.
+
+The shape rules are checked when a harness is saved and again at launch
+(`managed_refusal`); each refusal names the variable or condition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from belvedir.errors import Invalid, PaymentRequired
+from billing import selectors as billing_selectors
+from billing import services as billing
+from billing.money import usd
+from harnesses import catalog, drivers, env_secrets
+
+MANAGED_ENV = (
+    "MODEL",
+    "MODEL_API_BASE",
+    "MODEL_API_KEY",
+    "MODEL_LABEL",
+    "JUDGE_MODEL",
+    "JUDGE_API_BASE",
+    "JUDGE_API_KEY",
+    "HARBOR_DATASET",
+    "HARBOR_AGENT",
+    "HARBOR_N_TASKS",
+    "HARBOR_CONCURRENCY",
+    "HARBOR_TASK_NAMES",
+    "HARBOR_MODEL",
+    "MODAL_TOKEN_ID",
+    "MODAL_TOKEN_SECRET",
+    "BELVEDIR_AGENT_URL",
+    "BELVEDIR_AGENT_TOKEN",
+    "OPENROUTER_API_KEY",
+)
+MAX_CONCURRENCY = 4
+MAX_N_TASKS = 50
+# A Harbor agent's registered name (terminus-2, claude-code, oracle, belvedir), never an
+# import path (module.path:Class), which would load code the managed workspace did not ship.
+_PLAIN_AGENT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_HARBOR_CARDS = {p.slug for p in catalog.PRESETS if p.repo == catalog.HARBOR_REPO}
+_OWN_MODAL = "set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to run it on your own Modal account instead"
+
+
+def is_harbor(*, repo_url: str, preset: str = "") -> bool:
+    """Whether a harness runs the Harbor driver: the served one, or a Harbor card's."""
+    return drivers.served_name(repo_url) == catalog.HARBOR_REPO or preset in _HARBOR_CARDS
+
+
+def uses_own_modal(env: Mapping[str, str]) -> bool:
+    """Both Modal tokens set: the task containers run on the user's Modal account."""
+    return bool(str(env.get("MODAL_TOKEN_ID") or "").strip()) and bool(
+        str(env.get("MODAL_TOKEN_SECRET") or "").strip()
+    )
+
+
+def is_managed(*, repo_url: str, preset: str, env: Mapping[str, str]) -> bool:
+    """A Harbor harness whose task containers run in the managed workspace."""
+    return is_harbor(repo_url=repo_url, preset=preset) and not uses_own_modal(env)
+
+
+def _whole_number(env: Mapping[str, str], key: str, low: int, high: int, blank_ok: bool) -> None:
+    value = str(env.get(key) or "").strip()
+    if not value and blank_ok:
+        return
+    if not value.isdigit() or not low <= int(value) <= high:
+        shown = f"{value!r}" if value else "blank"
+        raise Invalid(
+            f"env key {key} must be {'blank or ' if blank_ok else ''}a whole number from {low} "
+            f"to {high} in Belvedir's managed Harbor workspace (it is {shown}); {_OWN_MODAL}.",
+            field="env",
+            code="managed_env",
+        )
+
+
+def managed_refusal(
+    *,
+    repo_url: str,
+    install_command: str,
+    run_command: str,
+    env: Mapping[str, str],
+    compute: str,
+    preset: str = "",
+) -> None:
+    """Raise Invalid naming the first broken rule when the harness is a managed Harbor
+    harness that is not the driver as shipped; nothing for other harnesses.
+
+    `env` is the whole env, secrets included (their values are only tested for blankness)."""
+    if not is_managed(repo_url=repo_url, preset=preset, env=env):
+        return
+    shipped = drivers.served_url(catalog.HARBOR_REPO)
+    where = "in Belvedir's managed Harbor workspace"
+    if drivers.served_name(repo_url) != catalog.HARBOR_REPO:
+        raise Invalid(
+            f"repo_url must be the platform's Harbor driver ({shipped}) {where}; {_OWN_MODAL}.",
+            field="repo_url",
+            code="managed_repo",
+        )
+    for field, value, expected in [
+        ("install_command", install_command, catalog.HARBOR_INSTALL),
+        ("run_command", run_command, catalog.HARBOR_RUN),
+    ]:
+        if (value or "").strip() != expected:
+            raise Invalid(
+                f"{field} must stay the driver's own ({expected!r}) {where}; {_OWN_MODAL}.",
+                field=field,
+                code="managed_command",
+            )
+    for key in env:
+        if key not in MANAGED_ENV:
+            raise Invalid(
+                f"env key {key} is not one the Harbor driver reads, so it cannot be set {where} "
+                f"(allowed: {', '.join(MANAGED_ENV)}); {_OWN_MODAL}.",
+                field="env",
+                code="managed_env",
+            )
+    agent = str(env.get("HARBOR_AGENT") or "").strip()
+    if agent and not _PLAIN_AGENT.match(agent):
+        raise Invalid(
+            f"env key HARBOR_AGENT must be a plain Harbor agent name (terminus-2, claude-code, "
+            f"belvedir), not {agent!r}, {where}; {_OWN_MODAL}.",
+            field="env",
+            code="managed_env",
+        )
+    _whole_number(env, "HARBOR_CONCURRENCY", 1, MAX_CONCURRENCY, blank_ok=True)
+    _whole_number(env, "HARBOR_N_TASKS", 1, MAX_N_TASKS, blank_ok=True)
+    if compute != "cpu":
+        raise Invalid(
+            f"compute must be CPU {where}; {_OWN_MODAL}.", field="compute", code="managed_compute"
+        )
+
+
+def concurrency(env: Mapping[str, str]) -> int:
+    """How many task sandboxes a managed run may have at once: HARBOR_CONCURRENCY, else 4."""
+    value = str(env.get("HARBOR_CONCURRENCY") or "").strip()
+    return min(int(value), MAX_CONCURRENCY) if value.isdigit() and int(value) >= 1 else 4
+
+
+def managed_launch_check(*, harness, organization) -> None:
+    """At launch: the shape rules once more (the harness may predate them), then the
+    organization's credits (PaymentRequired naming the balance)."""
+    env = env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted)
+    if not is_managed(repo_url=harness.repo_url, preset=harness.preset, env=env):
+        return
+    try:
+        managed_refusal(
+            repo_url=harness.repo_url,
+            install_command=harness.install_command,
+            run_command=harness.run_command,
+            env=env,
+            compute=harness.compute,
+            preset=harness.preset,
+        )
+    except Invalid as exc:
+        raise Invalid(
+            f"The harness {harness.name} breaks a managed-workspace rule: {exc.message} "
+            "Edit the harness.",
+            field="harness",
+            code=exc.code,
+        ) from None
+    if not billing.may_start_credit_run(organization=organization):
+        balance = billing_selectors.balance(organization=organization)
+        raise PaymentRequired(
+            f"Managed Harbor runs need credits or pay as you go: your organization's balance is "
+            f"{usd(balance)} and pay as you go is off (or its monthly limit is reached). Add "
+            "credits or redeem a coupon, or have an owner turn on pay as you go, under "
+            f"Organization Settings → Billing; or {_OWN_MODAL}.",
+            code="managed_credits",
+        )

@@ -1,0 +1,289 @@
+"""Task sandboxes on the Docker engine: what the managed Harbor workspace asks of a container
+besides the run sandbox's lifecycle (docs/task-sandboxes.md). Pure Python and docker SDK, no
+Django: build a task's image from its environment directory (cached by content), run a
+command with a time limit and stream its output, put a tar into a directory, read one back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import tarfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import docker
+import docker.errors
+import requests
+
+from runs.sandbox.base import SandboxError
+
+IMAGE_REPOSITORY = "belvedir-task"
+LABEL_TASK_IMAGE = "belvedir.task_image"
+HEARTBEAT_SECONDS = 15.0
+BUILD_LOG_TAIL = 3000
+# Docker's default capabilities, less those a task has no use for (raw sockets, device nodes,
+# audit, file capabilities, chroot): Harbor task images run as root and install packages.
+TASK_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
+TASK_CAPABILITIES += ("SETPCAP", "NET_BIND_SERVICE")
+# `timeout` (coreutils) kills the command's whole process group at the deadline; images
+# without it still get the platform's own deadline.
+_RUN = (
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -lc "$1"; '
+    'else exec bash -lc "$1"; fi'
+)
+
+
+class BuildFailed(SandboxError):
+    """The task's image did not build; the message ends with the build log's tail."""
+
+
+def context_digest(path: Path) -> str:
+    """The sha256 of a build context's content (a tar, gzip or not): each member's path, type,
+    mode, link target and bytes, in name order; mtimes and owners do not count. SandboxError
+    when it is not a tar or has no Dockerfile at its top."""
+    members: list[tuple[str, bytes]] = []
+    has_dockerfile = False
+    try:
+        with tarfile.open(path, mode="r:*") as tar:
+            for member in tar:
+                name = member.name.removeprefix("./").strip("/")
+                if not name or name == ".":
+                    continue
+                if name.startswith("/") or ".." in name.split("/"):
+                    raise SandboxError(f"the context holds a path outside it: {member.name}")
+                has_dockerfile |= name == "Dockerfile" and member.isfile()
+                digest = hashlib.sha256()
+                digest.update(f"{name}\0{member.type!r}\0{member.mode & 0o7777}\0".encode())
+                digest.update(member.linkname.encode())
+                if member.isfile():
+                    data = tar.extractfile(member)
+                    assert data is not None
+                    while chunk := data.read(1 << 20):
+                        digest.update(chunk)
+                members.append((name, digest.digest()))
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise SandboxError(f"the context is not a tar or tar.gz archive ({exc})") from None
+    if not has_dockerfile:
+        raise SandboxError("the context has no Dockerfile at its top")
+    total = hashlib.sha256()
+    for name, digest in sorted(members):
+        total.update(name.encode() + b"\0" + digest)
+    return total.hexdigest()
+
+
+def image_tag(digest: str) -> str:
+    return f"{IMAGE_REPOSITORY}:{digest[:40]}"
+
+
+def ensure_image(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    tag: str,
+    network: str,
+    memory: str,
+    timeout: float,
+) -> bool:
+    """Build `tag` from the context unless the engine has it already; True when it was
+    cached. Never pulls: offline, FROM must name a local image. BuildFailed with the log's
+    tail, SandboxError when the engine fails."""
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        pass
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not look up the task image: {exc}") from exc
+    log: list[str] = []
+    error = ""
+    gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
+    started = time.monotonic()
+    try:
+        with context.open("rb") as data:
+            for event in client.api.build(
+                fileobj=data,
+                custom_context=True,
+                encoding="gzip" if gzipped else None,
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                network_mode=network,
+                container_limits={"memory": _bytes(memory), "memswap": -1},
+                labels={LABEL_TASK_IMAGE: "1"},
+                decode=True,
+                timeout=timeout,
+                use_config_proxy=False,
+            ):
+                if "stream" in event:
+                    log.append(str(event["stream"]))
+                if "error" in event:
+                    error = str(event["error"]).strip()
+                if time.monotonic() - started > timeout:
+                    error = f"the build took longer than {int(timeout)} s"
+                    break
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        error = str(exc)
+    if error:
+        tail = ("".join(log) + "\n" + error).strip()[-BUILD_LOG_TAIL:]
+        raise BuildFailed(
+            f"the task's image did not build: {error[:300]}\n--- build log ---\n{tail}"
+        )
+    return False
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    text = str(size).strip().lower().removesuffix("b")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+
+
+def image_workdir(client: docker.DockerClient, image: str) -> str:
+    """The image's WORKDIR ("/" when it sets none)."""
+    try:
+        config = client.api.inspect_image(image).get("Config") or {}
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not inspect the task image: {exc}") from exc
+    return config.get("WorkingDir") or "/"
+
+
+def exec_events(
+    client: docker.DockerClient,
+    container_id: str,
+    *,
+    command: str,
+    cwd: str | None,
+    env: dict[str, str],
+    timeout: float,
+) -> Iterator[dict]:
+    """Run `command` under `bash -lc`; yields {"stream", "data"} as output arrives,
+    {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
+    "timed_out"} (or {"error"} when the engine lost it)."""
+    try:
+        created = client.api.exec_create(
+            container_id,
+            ["sh", "-c", _RUN, str(max(1, int(timeout))), command],
+            environment=env or None,
+            workdir=cwd or None,
+        )
+        output = client.api.exec_start(created["Id"], stream=True, demux=True)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        yield {"error": f"could not start the command: {exc}"}
+        return
+    events: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            for out, err in output:
+                if out:
+                    events.put(("stdout", out))
+                if err:
+                    events.put(("stderr", err))
+        except Exception as exc:  # the container went away under it
+            events.put(("error", str(exc)))
+        events.put(("end", None))
+
+    threading.Thread(target=read, daemon=True, name=f"exec {created['Id'][:12]}").start()
+    started = time.monotonic()
+    deadline = started + timeout + 5  # `timeout` kills first; this is the platform's own stop
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            yield {"exit_code": -1, "timed_out": True}
+            return
+        try:
+            kind, data = events.get(timeout=min(HEARTBEAT_SECONDS, left))
+        except queue.Empty:
+            if time.monotonic() < deadline:
+                yield {"heartbeat": True}
+            continue
+        if kind in ("stdout", "stderr"):
+            yield {"stream": kind, "data": data.decode("utf-8", errors="replace")}
+        elif kind == "error":
+            yield {"error": f"the command's output broke off: {data}"}
+            return
+        else:
+            break
+    try:
+        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        yield {"error": f"could not read the command's exit code: {exc}"}
+        return
+    code = -1 if code is None else int(code)
+    timed_out = code == 137 and time.monotonic() - started >= timeout - 1
+    yield {"exit_code": code, "timed_out": timed_out}
+
+
+def run_quietly(client: docker.DockerClient, container_id: str, cmd: list[str]) -> tuple[int, str]:
+    """Run a small command to its end: (exit code, output)."""
+    try:
+        created = client.api.exec_create(container_id, cmd)
+        output = client.api.exec_start(created["Id"])
+        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not run {cmd[0]} in the task sandbox: {exc}") from exc
+    return int(code if code is not None else -1), output.decode(errors="replace")
+
+
+def put_tar(
+    client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
+) -> None:
+    """Extract a tar (streamed from `chunks`) into directory `path`, created when missing."""
+    code, output = run_quietly(client, container_id, ["mkdir", "-p", path])
+    if code != 0:
+        raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
+    try:
+        done = client.api.put_archive(container_id, path, chunks)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc.explanation}") from exc
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
+    if not done:
+        raise SandboxError(f"could not extract the tar into {path}")
+
+
+def path_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
+    """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
+    try:
+        _, stat = client.api.get_archive(container_id, path, chunk_size=1)
+    except docker.errors.NotFound:
+        return None
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not read {path}: {exc}") from exc
+    size = int(stat.get("size") or 0)
+    if not int(stat.get("mode") or 0) & (1 << 31):  # not a directory
+        return size
+    code, output = run_quietly(client, container_id, ["du", "-sb", path])
+    if code == 0 and output.split():
+        return int(output.split()[0])
+    return size
+
+
+def get_tar(
+    client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
+) -> Iterator[bytes]:
+    """A tar of `path` as docker cp gives it, streamed; cut off past `max_bytes`."""
+    try:
+        stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not read {path}: {exc}") from exc
+    sent = 0
+    for chunk in stream:
+        sent += len(chunk)
+        if sent > max_bytes + (1 << 20):  # the tar's headers and padding on top
+            return
+        yield chunk
+
+
+def read_limited(source: BinaryIO, *, limit: int, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """`source` in chunks; SandboxError once it passes `limit` bytes."""
+    total = 0
+    while data := source.read(chunk):
+        total += len(data)
+        if total > limit:
+            raise SandboxError(f"the upload is over {limit:,} bytes")
+        yield data

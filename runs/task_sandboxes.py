@@ -1,0 +1,281 @@
+"""Task sandboxes of managed Harbor runs (docs/task-sandboxes.md): create (build the task's
+image, start its container) under the run's HARBOR_CONCURRENCY, stop and settle, stop every
+one of a run when it ends. The API (runs/task_sandbox_api.py) calls these; so do the run's
+finish and cancel paths (runs.services) and the reaper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models, transaction
+from django.utils import timezone
+
+from belvedir.errors import Forbidden, Invalid, LimitReached, PaymentRequired, Unavailable
+from billing import selectors as billing_selectors
+from billing import services as billing
+from billing.money import usd
+from harnesses import env_secrets, managed
+from runs.models import Run, Status, TaskSandbox
+from runs.sandbox import tasks as docker_tasks
+from runs.sandbox.base import (
+    LABEL_RUN_ID,
+    LABEL_TASK_SANDBOX,
+    SandboxError,
+    SandboxHandle,
+)
+from runs.sandbox_config import get_backend, spec_from_settings
+
+log = logging.getLogger(__name__)
+NAME_MAX = 200
+RETRY_AFTER = 2
+OUT_OF_CREDITS = (
+    "belvedir: the organization ran out of credits for task sandboxes (balance {balance}, pay "
+    "as you go off or at its monthly limit), so the run was ended; add credits or turn on pay "
+    "as you go under Organization Settings → Billing."
+)
+
+
+def run_env(run: Run) -> dict[str, str]:
+    snapshot_env = (run.harness_snapshot or {}).get("env") or {}
+    return env_secrets.env_plain(snapshot_env, run.harness_env_secrets_encrypted)
+
+
+def run_is_managed(run: Run) -> bool:
+    snap = run.harness_snapshot or {}
+    return managed.is_managed(
+        repo_url=snap.get("repo_url", ""), preset=snap.get("preset", ""), env=run_env(run)
+    )
+
+
+def _require_managed_running(run: Run) -> None:
+    if not run_is_managed(run):
+        raise Forbidden(
+            "Task sandboxes are for managed Harbor runs only (the platform's Harbor driver, "
+            "MODAL_TOKEN_ID / MODAL_TOKEN_SECRET blank).",
+            code="not_managed",
+        )
+    if run.status != Status.RUNNING:
+        raise Forbidden(f"The run is {run.status}, not running.", code="not_managed")
+
+
+def _require_credits(run: Run) -> None:
+    """Out of credits without pay as you go: refuse, and end the run with a note."""
+    org = run.project.organization
+    if billing.may_start_credit_run(organization=org):
+        return
+    balance = usd(billing_selectors.balance(organization=org))
+    from runs.services import run_finish  # run_finish stops task sandboxes: imported late
+
+    note = OUT_OF_CREDITS.format(balance=balance)
+    run_finish(
+        run_id=run.pk,
+        status=Status.FAILED,
+        notes=[*run.notes, note],
+        log_tail=f"{run.log_tail}\n{note}\n",
+        log_size=run.log_size + len(note) + 2,
+    )
+    raise PaymentRequired(
+        f"Your organization's balance is {balance} and pay as you go is off (or at its monthly "
+        "limit): no new task sandboxes; the run was ended.",
+        code="balance",
+    )
+
+
+def _reserve(*, run: Run, name: str) -> TaskSandbox:
+    """A STARTING row, counted under a lock on the run so concurrent creates never pass
+    HARBOR_CONCURRENCY."""
+    cap = managed.concurrency(run_env(run))
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status != Status.RUNNING:
+            raise Forbidden(f"The run is {locked.status}, not running.", code="not_managed")
+        alive = TaskSandbox.objects.filter(run=locked, status__in=TaskSandbox.ALIVE).count()
+        if alive >= cap:
+            raise LimitReached(
+                f"The run already has {alive} task sandboxes running (HARBOR_CONCURRENCY is "
+                f"{cap}); stop one first or retry shortly.",
+                code="concurrency",
+                retry_after=RETRY_AFTER,
+            )
+        return TaskSandbox.objects.create(run=locked, name=name)
+
+
+def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
+    """Build the task's image (cached by content) and start its container for `run`."""
+    name = (name or "").strip()
+    if not name or len(name) > NAME_MAX:
+        raise Invalid(f"name is required, at most {NAME_MAX} characters.", field="name")
+    _require_managed_running(run)
+    _require_credits(run)
+    try:
+        digest = docker_tasks.context_digest(context)
+    except SandboxError as exc:
+        raise Invalid(f"context: {exc}.", field="context") from None
+    sandbox = _reserve(run=run, name=name)
+    try:
+        return _start(run=run, sandbox=sandbox, context=context, digest=digest)
+    except BaseException as exc:
+        TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.STARTING).update(
+            status=TaskSandbox.Status.FAILED, error=str(exc)[:4000], stopped_at=timezone.now()
+        )
+        if isinstance(exc, docker_tasks.BuildFailed):
+            raise Invalid(str(exc), field="context", code="build_failed") from None
+        if isinstance(exc, SandboxError):
+            raise Unavailable(f"The task sandbox could not start: {exc}", retry_after=10) from None
+        raise
+
+
+def _start(*, run: Run, sandbox: TaskSandbox, context: Path, digest: str) -> TaskSandbox:
+    backend = get_backend()
+    client = backend.client  # the Docker backend: task sandboxes need its engine
+    tag = docker_tasks.image_tag(digest)
+    spec = spec_from_settings(
+        run_id=run.pk,
+        image=tag,
+        command=["sleep", "infinity"],
+        disk_bytes=None,  # Harbor task images write anywhere: a writable root, no quota volume
+        user="",  # the image's user: Harbor task images expect root
+        cap_add=docker_tasks.TASK_CAPABILITIES,
+        labels={LABEL_TASK_SANDBOX: sandbox.pk},
+    )
+    cached = docker_tasks.ensure_image(
+        client,
+        context=context,
+        tag=tag,
+        network=spec.network,
+        memory=spec.memory,
+        timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+    )
+    spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
+    handle = backend.launch(spec)
+    backend._forget_stream(handle)  # nobody reads a task sandbox's main output
+    now = timezone.now()
+    started = TaskSandbox.objects.filter(
+        pk=sandbox.pk, status=TaskSandbox.Status.STARTING, run__status=Status.RUNNING
+    ).update(
+        status=TaskSandbox.Status.RUNNING,
+        container_id=handle.id,
+        image=tag,
+        cached=cached,
+        started_at=now,
+    )
+    if not started:  # the run ended while the image built: it must not outlive it
+        _remove(handle)
+        raise Forbidden("The run ended while its task sandbox started.", code="not_managed")
+    sandbox.refresh_from_db()
+    return sandbox
+
+
+def _remove(handle: SandboxHandle) -> None:
+    backend = get_backend()
+    try:
+        backend.kill(handle)
+        backend.remove(handle)
+    except SandboxError as exc:
+        log.warning("could not remove task sandbox container %s: %s", handle.id, exc)
+
+
+def task_sandbox_stop(*, sandbox: TaskSandbox) -> TaskSandbox:
+    """Kill and remove its container, mark it stopped, settle its time (each once)."""
+    if sandbox.container_id:
+        _remove(SandboxHandle(id=sandbox.container_id, run_id=sandbox.run_id))
+    TaskSandbox.objects.filter(pk=sandbox.pk, status__in=TaskSandbox.ALIVE).update(
+        status=TaskSandbox.Status.STOPPED, stopped_at=timezone.now()
+    )
+    task_sandbox_settle(sandbox_id=sandbox.pk)
+    sandbox.refresh_from_db()
+    return sandbox
+
+
+def minutes_used(sandbox: TaskSandbox) -> int:
+    """Started minutes from start to stop (0 for one that never started)."""
+    if sandbox.started_at is None or sandbox.stopped_at is None:
+        return 0
+    seconds = (sandbox.stopped_at - sandbox.started_at).total_seconds()
+    return max(1, math.ceil(seconds / 60))
+
+
+def task_sandbox_settle(*, sandbox_id: str) -> int:
+    """Charge a stopped task sandbox's minutes to its organization, once; the amount."""
+    with transaction.atomic():
+        sandbox = (
+            TaskSandbox.objects.select_for_update()
+            .select_related("run__project")
+            .filter(pk=sandbox_id, charged=False)
+            .exclude(status__in=TaskSandbox.ALIVE)
+            .first()
+        )
+        if sandbox is None:
+            return 0
+        amount = minutes_used(sandbox) * billing_selectors.task_sandbox_price_per_minute()
+        billing.usage_charge(
+            organization_id=sandbox.run.project.organization_id,
+            reference=sandbox.pk,
+            amount_micros=amount,
+        )
+        sandbox.charged, sandbox.charged_micros = True, amount
+        sandbox.save(update_fields=["charged", "charged_micros"])
+    return amount
+
+
+def task_sandboxes_stop_for_run(*, run_id: str) -> int:
+    """Stop every task sandbox of a run (it ended, was cancelled or reaped), rows and
+    containers alike; how many containers were removed."""
+    for sandbox in TaskSandbox.objects.filter(run_id=run_id, status__in=TaskSandbox.ALIVE):
+        task_sandbox_stop(sandbox=sandbox)
+    removed = 0
+    try:
+        backend = get_backend()
+        for info in backend.list_by_label({LABEL_RUN_ID: run_id}):
+            if _is_task_container(backend, info.id):
+                _remove(SandboxHandle(id=info.id, run_id=run_id))
+                removed += 1
+    except SandboxError as exc:
+        log.warning("could not list the task sandboxes of %s: %s", run_id, exc)
+    return removed
+
+
+def _is_task_container(backend, container_id: str) -> bool:
+    try:
+        labels = backend.client.api.inspect_container(container_id)["Config"]["Labels"] or {}
+    except Exception:  # gone meanwhile
+        return False
+    return LABEL_TASK_SANDBOX in labels
+
+
+def task_sandboxes_reap() -> int:
+    """Stop the task sandboxes whose run is no longer running (the reaper's pass)."""
+    stale = TaskSandbox.objects.filter(status__in=TaskSandbox.ALIVE).exclude(
+        run__status=Status.RUNNING
+    )
+    run_ids = set(stale.values_list("run_id", flat=True))
+    for run_id in run_ids:
+        task_sandboxes_stop_for_run(run_id=run_id)
+    return len(run_ids)
+
+
+PAGE_ROWS = 50
+
+
+def page_view(run: Run) -> dict:
+    """What the run page shows of a managed Harbor run's task sandboxes: the newest rows, how
+    many at once, the price per minute (micro-dollars) and the total charged so far."""
+    if not run_is_managed(run):
+        return {"task_sandboxes": None}
+    rows = list(TaskSandbox.objects.filter(run=run)[:PAGE_ROWS])
+    totals = TaskSandbox.objects.filter(run=run).aggregate(
+        count=models.Count("pk"), charged=models.Sum("charged_micros")
+    )
+    return {
+        "task_sandboxes": rows,
+        "task_sandboxes_count": totals["count"],
+        "task_sandboxes_alive": sum(1 for row in rows if row.is_alive),
+        "task_sandboxes_charged": totals["charged"] or 0,
+        "task_sandbox_concurrency": managed.concurrency(run_env(run)),
+        "task_sandbox_price": billing_selectors.task_sandbox_price_per_minute(),
+    }

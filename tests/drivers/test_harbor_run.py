@@ -1,0 +1,187 @@
+"""The Harbor driver's run command on the host (no Harbor needed): its settings become the
+right `harbor run` (dataset kinds, agent names, where the task containers run, telemetry off),
+bad settings are refused naming the variable, a `belvedir:<id>` dataset is fetched with the
+run's key, an offline registry dataset fails fast, and Harbor's job result becomes
+results.json."""
+
+import io
+import json
+import socket
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.drivers.helpers import HARBOR
+
+from belvedir_harbor import run  # isort: skip
+
+MANAGED = {"BELVEDIR_BASE_URL": "http://172.30.0.1:18700", "BELVEDIR_API_KEY": "bv_run_x"}
+
+
+def test_a_platform_run_uses_the_belvedir_environment_and_plain_agent_names(tmp_path):
+    env = {**MANAGED, "HARBOR_DATASET": "belvedir-sample", "HARBOR_AGENT": "oracle"}
+    env |= {"HARBOR_CONCURRENCY": "2", "HARBOR_TASK_NAMES": "sum, hello", "MODEL": "m"}
+    dataset = run.prepare_dataset(env, tmp_path)
+    assert dataset == HARBOR / "belvedir_harbor" / "sample"
+    command = run.harbor_command(env, dataset, tmp_path / "jobs")
+    assert command == [
+        *("harbor", "run", "-y", "--jobs-dir", str(tmp_path / "jobs"), "-p", str(dataset)),
+        *("-a", "oracle", "-m", "m", "-n", "2"),
+        *("--env", "belvedir_harbor.environment:BelvedirEnvironment"),
+        *("--include-task-name", "sum", "--include-task-name", "hello"),
+    ]
+    env["HARBOR_AGENT"] = "belvedir"
+    assert run.harbor_command(env, dataset, tmp_path)[8] == "belvedir_harbor.agent:BelvedirAgent"
+    # Both Modal tokens: the user's Modal account; one alone changes nothing.
+    one = run.harbor_command({**env, "MODAL_TOKEN_ID": "a"}, dataset, tmp_path)
+    assert one[one.index("--env") + 1] == run.ENVIRONMENT_IMPORT_PATH
+    modal = run.harbor_command(
+        {**env, "MODAL_TOKEN_ID": "a", "MODAL_TOKEN_SECRET": "b"}, dataset, tmp_path
+    )
+    assert modal[modal.index("--env") + 1] == "modal"
+
+
+def test_harbor_runs_with_telemetry_off_and_the_model_base_for_litellm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"HARBOR_TELEMETRY": "1", "MODEL_API_BASE": "http://router/v1", "MODEL_API_KEY": "k"}
+    out = run.harbor_env({**env, "HOME": "/nonexistent", "PYTHONPATH": "/x"})
+    assert out["HARBOR_TELEMETRY"] == "0"
+    assert out["OPENAI_BASE_URL"] == out["OPENAI_API_BASE"] == "http://router/v1"
+    assert out["OPENAI_API_KEY"] == "k"
+    assert out["PYTHONPATH"].split(":") == [str(HARBOR), "/x"]
+    assert out["HOME"] == str(tmp_path / ".harbor-home")  # Harbor writes its cache there
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("HARBOR_CONCURRENCY", "0", "HARBOR_CONCURRENCY must be a whole number, at least 1"),
+        ("HARBOR_CONCURRENCY", "two", "HARBOR_CONCURRENCY must be a whole number"),
+        ("HARBOR_N_TASKS", "-1", "HARBOR_N_TASKS must be a whole number"),
+    ],
+)
+def test_bad_numbers_are_refused_naming_the_variable(name, value, message, tmp_path):
+    with pytest.raises(run.Refused, match=message):
+        run.harbor_command({"HARBOR_DATASET": "belvedir-sample", name: value}, None, tmp_path)
+
+
+def test_no_dataset_is_refused_and_main_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARBOR_DATASET", raising=False)
+    assert run.main([]) == 2
+    assert "HARBOR_DATASET is not set" in capsys.readouterr().err
+    with pytest.raises(run.Refused, match="not a Tasks file: save the tasks as an environment"):
+        run.prepare_dataset({"BELVEDIR_TASKS_FILE": "tasks.json"}, tmp_path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_offline_registry_dataset_fails_fast_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(run, "REGISTRY_URL", f"http://127.0.0.1:{free_port()}/registry.json")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARBOR_DATASET", "terminal-bench@2.1")
+    assert run.main([]) == 2
+    err = capsys.readouterr().err
+    assert "'terminal-bench@2.1' is a Harbor registry dataset" in err
+    assert "registry datasets need an online install" in err
+
+
+class ExportServer:
+    """GET /api/v1/environments/{id}/export as the platform answers it: a zip of one folder."""
+
+    def __init__(self, files: dict[str, str]):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for name, text in files.items():
+                archive.writestr(f"Env-v1/{name}", text)
+        self.zip = buffer.getvalue()
+        self.requests: list[tuple[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.requests.append((self.path, self.headers.get("Authorization")))
+                ok = self.path.startswith("/api/v1/environments/env_1/export")
+                self.send_response(200 if ok else 404)
+                body = server.zip if ok else b'{"detail": "Not found."}'
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):
+    files = {"README.md": "x", "sum/task.toml": "", "sum/tests/test.sh": "#!/bin/bash\n"}
+    with ExportServer(files) as platform:
+        env = {"BELVEDIR_BASE_URL": platform.url, "BELVEDIR_API_KEY": "bv_run_k"}
+        env |= {"HARBOR_DATASET": "belvedir:env_1", "HARBOR_N_TASKS": "3"}
+        dataset = run.prepare_dataset(env, tmp_path)
+        assert dataset == tmp_path / "harbor-dataset" / "Env-v1"
+        assert (dataset / "sum" / "tests" / "test.sh").stat().st_mode & 0o111
+        # Picked task names: the whole export (the names may lie past the first N).
+        run.prepare_dataset({**env, "HARBOR_TASK_NAMES": "sum"}, tmp_path)
+        with pytest.raises(run.Refused, match="could not export environment env_2 .HTTP 404"):
+            run.prepare_dataset({**env, "HARBOR_DATASET": "belvedir:env_2"}, tmp_path)
+    assert platform.requests[:2] == [
+        ("/api/v1/environments/env_1/export?limit=3", "Bearer bv_run_k"),
+        ("/api/v1/environments/env_1/export", "Bearer bv_run_k"),
+    ]
+    with pytest.raises(run.Refused, match="BELVEDIR_BASE_URL and BELVEDIR_API_KEY"):
+        run.prepare_dataset({"HARBOR_DATASET": "belvedir:env_1"}, tmp_path)
+
+
+def trial(name: str, reward: float | None, error: str | None = None) -> dict:
+    """A trial's result.json as Harbor 0.26 writes it (the fields the driver reads)."""
+    document = {"task_name": name, "trial_name": f"{name}__abc", "verifier_result": None}
+    if reward is not None:
+        document["verifier_result"] = {"rewards": {"reward": reward}}
+    if error:
+        document["exception_info"] = {"exception_type": "RuntimeError", "exception_message": error}
+    return document
+
+
+def test_the_job_result_becomes_results_json(tmp_path):
+    job = tmp_path / "jobs" / "2026-11-30__15-00-00"
+    for document in (trial("sum", 1.0), trial("hello", 0.0), trial("capital", None, "boom")):
+        (job / document["trial_name"]).mkdir(parents=True)
+        (job / document["trial_name"] / "result.json").write_text(json.dumps(document))
+    stats = {"evals": {"oracle__sample": {"metrics": [{"mean": 1 / 3}]}}}
+    (job / "result.json").write_text(json.dumps({"stats": stats}))
+    env = {**MANAGED, "HARBOR_AGENT": "oracle", "HARBOR_DATASET": "belvedir:env_1"}
+    results = run.read_job(tmp_path / "jobs", env)
+    assert results == {
+        "score": 1 / 3,
+        "tasks": {"capital": None, "hello": 0.0, "sum": 1.0},
+        "errors": {"capital": "RuntimeError: boom"},
+        "n_trials": 3,
+        "n_errors": 1,
+        "agent": "oracle",
+        "model": None,
+        "dataset": "belvedir:env_1",
+        "environment": "belvedir",
+        "harbor_job": "2026-11-30__15-00-00",
+    }
+    # Without Harbor's metric, the mean over the trials (no reward counts 0).
+    (job / "result.json").write_text("{}")
+    assert run.read_job(tmp_path / "jobs", env)["score"] == 1 / 3
+    with pytest.raises(ValueError, match="harbor wrote no job result"):
+        run.read_job(tmp_path / "nothing", env)

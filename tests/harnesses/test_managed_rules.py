@@ -1,0 +1,170 @@
+"""The managed Harbor workspace's rules: every refused variable and condition, when a harness is
+saved (API, create and update) and at launch, and the Modal-token switch that lifts them all."""
+
+import pytest
+
+from billing.models import Kind
+from billing.services import account_update, ledger_operator_entry
+from harnesses import catalog, drivers, managed
+from harnesses.models import Harness
+
+MODAL = {"MODAL_TOKEN_ID": "ak-123", "MODAL_TOKEN_SECRET": "as-456"}
+CARD_ENV = {"HARBOR_AGENT": "belvedir", "HARBOR_N_TASKS": "5", "JUDGE_MODEL": "m"}
+
+# (what the user changes on the Harbor card, the field refused, words the message must hold)
+REFUSALS = [
+    ({"repo_url": "https://github.com/me/harness-harbor"}, "repo_url", "Harbor driver"),
+    ({"install_command": "pip install harbor"}, "install_command", "install_command"),
+    ({"run_command": "python3 -m belvedir_harbor.run --debug"}, "run_command", "run_command"),
+    ({"env": {**CARD_ENV, "EXTRA_FLAG": "1"}}, "env", "EXTRA_FLAG"),
+    (
+        {"env": {**CARD_ENV, "HARBOR_AGENT": "belvedir_harbor.agent:BelvedirAgent"}},
+        "env",
+        "HARBOR_AGENT",
+    ),
+    ({"env": {**CARD_ENV, "HARBOR_AGENT": "My Agent"}}, "env", "HARBOR_AGENT"),
+    ({"env": {**CARD_ENV, "HARBOR_CONCURRENCY": "5"}}, "env", "HARBOR_CONCURRENCY"),
+    ({"env": {**CARD_ENV, "HARBOR_CONCURRENCY": "0"}}, "env", "HARBOR_CONCURRENCY"),
+    ({"env": {**CARD_ENV, "HARBOR_CONCURRENCY": "two"}}, "env", "HARBOR_CONCURRENCY"),
+    ({"env": {**CARD_ENV, "HARBOR_N_TASKS": "51"}}, "env", "HARBOR_N_TASKS"),
+    ({"env": {**CARD_ENV, "HARBOR_N_TASKS": "0"}}, "env", "HARBOR_N_TASKS"),
+    ({"compute": "gpu", "gpu_type": "L4"}, "compute", "CPU"),
+]
+
+
+def create(tenant, **fields):
+    body = {"preset": "harbor-runner", "name": "Managed", **fields}
+    return tenant.api.post("/api/v1/harnesses", body, format="json")
+
+
+@pytest.mark.parametrize("change,field,words", REFUSALS)
+def test_a_managed_harbor_harness_that_changes_the_driver_is_refused_naming_it(
+    owner, change, field, words
+):
+    response = create(owner, **change)
+
+    assert response.status_code == 400
+    message = response.json()[field][0]
+    assert words in message
+    assert "managed Harbor workspace" in message and "MODAL_TOKEN_ID" in message
+    assert not Harness.objects.filter(name="Managed").exists()
+
+
+@pytest.mark.parametrize("change,field,words", REFUSALS)
+def test_both_modal_tokens_lift_every_managed_rule(owner, change, field, words):
+    env = {**change.get("env", CARD_ENV), **MODAL}
+
+    response = create(owner, **{**change, "env": env})
+
+    assert response.status_code == 201, response.json()
+
+
+def test_one_modal_token_alone_is_not_your_own_modal_account(owner):
+    env = {**CARD_ENV, "HARBOR_CONCURRENCY": "8", "MODAL_TOKEN_ID": "ak-123"}
+
+    response = create(owner, env=env)
+
+    assert response.status_code == 400
+    assert "HARBOR_CONCURRENCY" in response.json()["env"][0]
+
+
+AVAILABLE_HARBOR_CARDS = sorted(
+    p.slug for p in catalog.PRESETS if p.repo == catalog.HARBOR_REPO and p.available
+)
+
+
+@pytest.mark.parametrize("slug", AVAILABLE_HARBOR_CARDS)
+def test_every_harbor_card_as_shipped_is_a_valid_managed_harness(owner, slug):
+    response = create(owner, preset=slug)
+
+    assert response.status_code == 201, response.json()
+    assert managed.is_managed(
+        repo_url=response.json()["repo_url"], preset=slug, env=response.json()["env"]
+    )
+
+
+def test_the_documented_env_limits_are_accepted(owner):
+    env = {key: "x" for key in managed.MANAGED_ENV} | {
+        "HARBOR_AGENT": "terminus-2",
+        "HARBOR_CONCURRENCY": "4",
+        "HARBOR_N_TASKS": "",
+        "MODAL_TOKEN_ID": "",
+        "MODAL_TOKEN_SECRET": "",
+    }
+
+    assert create(owner, env=env).status_code == 201
+
+
+def test_an_update_that_breaks_a_rule_is_refused_too(owner):
+    harness = create(owner).json()
+
+    response = owner.api.patch(
+        f"/api/v1/harnesses/{harness['id']}",
+        {"env": {**CARD_ENV, "HARBOR_CONCURRENCY": "16"}},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert "HARBOR_CONCURRENCY" in response.json()["env"][0]
+
+
+def test_other_harnesses_are_not_managed(owner):
+    runner = create(owner, preset="runner", env={"ANYTHING": "1"}, install_command="make")
+
+    assert runner.status_code == 201
+    assert not managed.is_harbor(repo_url=drivers.served_url(catalog.RUNNER_REPO), preset="")
+    assert managed.is_harbor(repo_url=drivers.served_url(catalog.HARBOR_REPO), preset="")
+
+
+def launch(tenant, harness_id):
+    return tenant.api.post("/api/v1/runs", {"harness": harness_id}, format="json")
+
+
+def test_a_harness_saved_before_the_rules_is_refused_at_launch_naming_the_variable(owner):
+    harness_id = create(owner, env={**CARD_ENV, **MODAL}).json()["id"]
+    # Saved while on the user's Modal account, then the tokens are taken away behind the
+    # API's back (as a harness saved before these rules existed would be).
+    Harness.objects.filter(pk=harness_id).update(
+        env={**CARD_ENV, "HARBOR_CONCURRENCY": "9"}, env_secrets_encrypted=""
+    )
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=5_000_000, note="test"
+    )
+
+    response = launch(owner, harness_id)
+
+    assert response.status_code == 400
+    message = response.json()["harness"][0]
+    assert "HARBOR_CONCURRENCY" in message and "managed-workspace rule" in message
+
+
+def test_a_managed_launch_without_credits_or_pay_as_you_go_is_refused_naming_the_balance(owner):
+    harness_id = create(owner).json()["id"]
+
+    response = launch(owner, harness_id)
+
+    assert response.status_code == 402
+    assert response.json()["code"] == "managed_credits"
+    assert "$0.00" in response.json()["detail"] and "pay as you go" in response.json()["detail"]
+
+
+def test_credits_or_pay_as_you_go_satisfy_the_launch_condition(owner):
+    harness = Harness.objects.get(pk=create(owner).json()["id"])
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=1_000_000, note="test"
+    )
+    managed.managed_launch_check(harness=harness, organization=owner.org)  # no refusal
+
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.ADJUSTMENT, amount_micros=-1_000_000, note="spent"
+    )
+    with pytest.raises(Exception, match=r"\$0\.00"):
+        managed.managed_launch_check(harness=harness, organization=owner.org)
+    account_update(organization=owner.org, pay_as_you_go=True)
+    managed.managed_launch_check(harness=harness, organization=owner.org)
+
+
+def test_a_launch_on_your_own_modal_account_needs_no_credits(owner):
+    harness = Harness.objects.get(pk=create(owner, env={**CARD_ENV, **MODAL}).json()["id"])
+
+    managed.managed_launch_check(harness=harness, organization=owner.org)  # no refusal

@@ -1,0 +1,180 @@
+"""Task-sandbox tests: a managed Harbor run to call the API for, and a client that calls it
+the way the driver does (the standard library only, through the sandbox gateway; the same
+calls as the example client in docs/task-sandboxes.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import tarfile
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+
+import docker
+from django.utils import timezone
+
+from belvedir import crypto
+from belvedir.models import ApiKey
+from belvedir.services import api_key_create
+from billing.models import Kind
+from billing.services import ledger_operator_entry
+from harnesses.services import FIELDS, harness_create
+from runs.models import Run, Status
+from runs.sandbox.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
+
+BASE_IMAGE = "belvedir-sandbox:latest"
+
+
+def context_tar(dockerfile: str, files: dict[str, str] | None = None) -> bytes:
+    """A task's environment/ directory as a tar.gz: the Dockerfile and any other files."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in {"Dockerfile": dockerfile, **(files or {})}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def fresh_dockerfile() -> str:
+    """A task Dockerfile no earlier test built (a marker of its own), offline from the
+    sandbox image, as the Harbor export writes them."""
+    return (
+        f"FROM {BASE_IMAGE}\nUSER root\nRUN mkdir -p /app /logs/verifier\n"
+        f"LABEL belvedir.test-marker={secrets.token_hex(8)}\nWORKDIR /app\n"
+    )
+
+
+def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: float = 5.0):
+    """A running run of a managed Harbor harness (the Runner-on-Harbor card as shipped) with
+    its own run key, as the worker leaves it once its sandbox started; (run, run key)."""
+    card_env = {"HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": "5", **(env or {})}
+    harness = harness_create(
+        project=owner.project,
+        created_by=owner.user,
+        preset="harbor-runner",
+        name=f"harbor {secrets.token_hex(3)}",
+        env=card_env,
+    )
+    if credits_usd:
+        ledger_operator_entry(
+            organization=owner.org,
+            kind=Kind.CREDIT,
+            amount_micros=int(credits_usd * 1_000_000),
+            note="tests",
+        )
+    now = timezone.now()
+    run = Run.objects.create(
+        project=owner.project,
+        harness=harness,
+        harness_name=harness.name,
+        harness_snapshot={f: getattr(harness, f) for f in FIELDS},
+        harness_env_secrets_encrypted=harness.env_secrets_encrypted,
+        status=Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        container_id="c-of-the-run",
+    )
+    run.ingest_key, key = api_key_create(
+        project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
+    )
+    run.run_key_encrypted = crypto.encrypt(key)
+    run.save(update_fields=["ingest_key", "run_key_encrypted"])
+    return run, key
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    headers: dict
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Client:
+    """The driver's side of docs/task-sandboxes.md."""
+
+    def __init__(self, base_url: str, key: str):
+        self.base = base_url.rstrip("/") + "/api/v1"
+        self.key = key
+
+    def call(self, method, path, body=None, headers=None, timeout=600) -> Answer:
+        request = urllib.request.Request(
+            self.base + path,
+            data=body,
+            method=method,
+            headers={"Authorization": f"Bearer {self.key}", **(headers or {})},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return Answer(answer.status, answer.read(), dict(answer.headers))
+        except urllib.error.HTTPError as error:
+            return Answer(error.code, error.read(), dict(error.headers))
+
+    def create(self, name: str, context: bytes) -> Answer:
+        boundary = uuid.uuid4().hex
+        body = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="context"; '
+            'filename="context.tar.gz"\r\nContent-Type: application/gzip\r\n\r\n'
+        ).encode()
+        body += context + f"\r\n--{boundary}--\r\n".encode()
+        content_type = f"multipart/form-data; boundary={boundary}"
+        return self.call("POST", "/task-sandboxes", body, {"Content-Type": content_type})
+
+    def exec_lines(self, sandbox_id: str, command: str, **fields) -> list[dict]:
+        body = json.dumps({"command": command, **fields}).encode()
+        answer = self.call(
+            "POST",
+            f"/task-sandboxes/{sandbox_id}/exec",
+            body,
+            {"Content-Type": "application/json"},
+        )
+        assert answer.status == 200, answer.body
+        return [json.loads(line) for line in answer.body.splitlines()]
+
+    def put_files(self, sandbox_id: str, path: str, tar_bytes: bytes) -> Answer:
+        return self.call(
+            "PUT",
+            f"/task-sandboxes/{sandbox_id}/files?path={path}",
+            tar_bytes,
+            {"Content-Type": "application/x-tar"},
+        )
+
+    def get_files(self, sandbox_id: str, path: str) -> Answer:
+        return self.call("GET", f"/task-sandboxes/{sandbox_id}/files?path={path}")
+
+    def stop(self, sandbox_id: str) -> Answer:
+        return self.call("DELETE", f"/task-sandboxes/{sandbox_id}")
+
+
+def task_containers(run_id: str) -> list:
+    """The engine's task containers of a run (any state)."""
+    client = docker.from_env()
+    try:
+        return client.containers.list(
+            all=True,
+            filters={"label": [f"{LABEL_RUN_ID}={run_id}", LABEL_TASK_SANDBOX]},
+            ignore_removed=True,
+        )
+    finally:
+        client.close()
+
+
+def remove_task_images(tags: set[str]) -> None:
+    """Remove the task images a test built (never another's)."""
+    client = docker.from_env()
+    try:
+        for tag in tags:
+            try:
+                client.images.remove(tag, force=True)
+            except docker.errors.DockerException:
+                pass
+    finally:
+        client.close()

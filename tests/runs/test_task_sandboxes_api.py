@@ -1,0 +1,189 @@
+"""Task sandboxes through their API, as the Harbor driver calls it from a managed run's sandbox:
+the run's own key, the sandbox gateway, real Docker (gVisor, the isolated network)."""
+
+import io
+import tarfile
+
+import docker
+import pytest
+
+from runs.models import TaskSandbox
+from tests.helpers.task_sandboxes import (
+    BASE_IMAGE,
+    Client,
+    context_tar,
+    fresh_dockerfile,
+    make_managed_run,
+    remove_task_images,
+    task_containers,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def built():
+    """The task images the test builds, removed afterwards."""
+    tags: set[str] = set()
+    yield tags
+    remove_task_images(tags)
+
+
+@pytest.fixture
+def managed(owner, sandbox_settings, built):
+    run, key = make_managed_run(owner)
+    return run, Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+
+
+def tar_of(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(managed, built):
+    run, client = managed
+    context = context_tar(fresh_dockerfile())
+
+    created = client.create("hello-task", context)
+
+    assert created.status == 201, created.body
+    sandbox = created.json()
+    built.add(sandbox["image"])
+    assert sandbox["status"] == "running" and sandbox["run"] == run.pk
+    assert sandbox["name"] == "hello-task" and sandbox["cached"] is False
+    (container,) = task_containers(run.pk)
+    config = docker.from_env().api.inspect_container(container.id)
+    assert config["HostConfig"]["Runtime"] == "runsc"
+    assert config["HostConfig"]["NetworkMode"] == "belvedir-sandbox"
+    assert config["HostConfig"]["Memory"] == 2**30
+    assert "no-new-privileges" in config["HostConfig"]["SecurityOpt"]
+    assert config["Config"]["Labels"]["belvedir.task_sandbox"] == sandbox["id"]
+
+    lines = client.exec_lines(
+        sandbox["id"],
+        'echo "out $FOO in $(pwd)"; echo oops >&2; exit 3',
+        cwd="/logs",
+        env={"FOO": "bar"},
+        timeout_sec=60,
+    )
+    assert {"stream": "stdout", "data": "out bar in /logs\n"} in lines
+    assert {"stream": "stderr", "data": "oops\n"} in lines
+    assert lines[-1] == {"exit_code": 3, "timed_out": False}
+
+    upload = tar_of({"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n", "a.txt": "A"})
+    assert client.put_files(sandbox["id"], "/app/uploaded", upload).status == 204
+    lines = client.exec_lines(
+        sandbox["id"], "bash /app/uploaded/tests/test.sh && cat a.txt", cwd="/app/uploaded"
+    )
+    assert lines[-1]["exit_code"] == 0 and {"stream": "stdout", "data": "A"} in lines
+
+    answer = client.get_files(sandbox["id"], "/logs/verifier")
+    assert answer.status == 200 and answer.headers["Content-Type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(answer.body)) as tar:
+        reward = tar.extractfile("verifier/reward.txt").read()
+    assert reward == b"1\n"
+    missing = client.get_files(sandbox["id"], "/logs/nothing-here")
+    assert missing.status == 404 and "does not exist" in missing.json()["detail"]
+
+    stopped = client.stop(sandbox["id"])
+
+    assert stopped.status == 200 and stopped.json()["status"] == "stopped"
+    assert task_containers(run.pk) == []
+    assert client.stop(sandbox["id"]).json()["status"] == "stopped"  # again: the same
+    again = client.create("hello-task", context)  # the same environment: no rebuild
+    assert again.status == 201 and again.json()["cached"] is True
+    assert again.json()["image"] == sandbox["image"]
+
+
+def test_a_command_past_its_timeout_is_killed_and_says_so(managed, built):
+    run, client = managed
+    sandbox = client.create("slow", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+
+    lines = client.exec_lines(sandbox["id"], "echo start; sleep 60; echo never", timeout_sec=2)
+
+    assert lines[0] == {"stream": "stdout", "data": "start\n"}
+    assert lines[-1]["timed_out"] is True
+    assert all(line.get("data") != "never\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    "dockerfile,words",
+    [
+        (f"FROM {BASE_IMAGE}\nRUN echo boom-marker && exit 7\n", "boom-marker"),
+        ("FROM belvedir-no-such-image:0\n", "belvedir-no-such-image"),
+    ],
+)
+def test_a_build_that_fails_is_400_with_the_build_log(managed, dockerfile, words):
+    run, client = managed
+
+    answer = client.create("broken", context_tar(dockerfile))
+
+    assert answer.status == 400
+    assert words in answer.json()["context"][0]
+    assert TaskSandbox.objects.get(run=run).status == "failed"
+    assert task_containers(run.pk) == []
+
+
+def no_dockerfile() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("other.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    "context,words", [(b"not a tar", "not a tar"), (no_dockerfile(), "no Dockerfile")]
+)
+def test_a_context_that_is_not_a_task_environment_is_refused_naming_it(managed, context, words):
+    run, client = managed
+
+    answer = client.create("bad", context)
+
+    assert answer.status == 400
+    assert words in answer.json()["context"][0]
+    assert not TaskSandbox.objects.filter(run=run).exists()
+
+
+def test_only_the_runs_own_key_of_a_managed_run_reaches_its_task_sandboxes(
+    owner, outsider, managed, built, sandbox_settings
+):
+    run, client = managed
+    sandbox = client.create("mine", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+    _, other_key = make_managed_run(owner)
+    other = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, other_key)
+    project = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, owner.key)
+
+    assert other.stop(sandbox["id"]).status == 404
+    assert other.call("GET", f"/runs/{run.pk}/task-sandboxes").status == 404
+    assert project.create("x", context_tar(fresh_dockerfile())).json()["code"] == "not_managed"
+    assert (
+        Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, "bv_live_nope")
+        .stop(sandbox["id"])
+        .status
+        == 401
+    )
+    listed = client.call("GET", f"/runs/{run.pk}/task-sandboxes").json()
+    assert [s["id"] for s in listed["results"]] == [sandbox["id"]]
+    by_project = owner.api.get(f"/api/v1/runs/{run.pk}/task-sandboxes")
+    assert by_project.status_code == 200 and by_project.json()["count"] == 1
+    assert outsider.api.get(f"/api/v1/runs/{run.pk}/task-sandboxes").status_code == 404
+
+
+def test_a_run_on_its_own_modal_account_gets_no_task_sandboxes(owner, sandbox_settings):
+    run, key = make_managed_run(owner, env={"MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"})
+
+    answer = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key).create(
+        "t", context_tar(fresh_dockerfile())
+    )
+
+    assert answer.status == 403 and answer.json()["code"] == "not_managed"
