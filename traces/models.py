@@ -139,6 +139,7 @@ class TaskGroup(models.Model):
 
     class Meta:
         ordering = ["-last_seen_at"]
+        indexes = [models.Index(fields=["project", "-last_seen_at"], name="taskgroup_project_seen")]
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "normalized_name"], name="task_group_unique_name"
@@ -173,6 +174,9 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["started_at"]
+        indexes = [  # the task lists, newest first (a group's filters these)
+            models.Index(fields=["project", "-started_at"], name="task_project_newest"),
+        ]
 
     def __str__(self) -> str:
         return self.name
