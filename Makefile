@@ -43,6 +43,7 @@ lint: venv
 bench: venv machine sandbox-image
 	$(PIP) install -q -e ".[test,bench]"
 	$(PY) bench/run_overhead.py
+	$(PY) bench/queue_pickup.py
 	$(PY) bench/ingest.py
 	$(PY) bench/qcluster_stop.py
 	$(PY) bench/install_step.py

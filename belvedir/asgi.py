@@ -6,19 +6,21 @@ for people in browsers, and under ASGI each of Django's own middleware hops to a
 and back twice per request, which is most of what the router would add to a model call. Its
 views answer their own errors, OpenAI-style. Everything else goes through the full stack.
 
-The ASGI lifespan's shutdown runs what the apps left for it (`belvedir.lifespan`: the router's
-settlements still pending).
+The ASGI lifespan's startup imports the URLconf (so no request pays for it), its shutdown runs
+what the apps left for it (`belvedir.lifespan`: the router's settlements still pending).
 """
 
 import asyncio
 import contextlib
+import json
 import os
 
+from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
-from django.urls import set_script_prefix
+from django.urls import get_resolver, set_script_prefix
 
 from belvedir import lifespan
 
@@ -79,6 +81,8 @@ async def _lifespan(receive, send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            # The URLconf imports every app's views: done before serving, not by a request.
+            await sync_to_async(lambda: get_resolver().url_patterns)()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await lifespan.shutdown()
@@ -93,9 +97,53 @@ def _bare(scope) -> bool:
     )
 
 
+# Adapter uploads: Django's ASGI handler spools the whole body to disk before any view runs
+# (and its form parser reads nothing of a body without a length), so an upload must say its
+# length and is refused here, before a byte of it is read, when that is past the limit (the
+# form fields get a little room). The server holds the body to the length it declared.
+UPLOAD_PATHS = frozenset({"/api/v1/models", "/models/upload/"})
+FORM_ROOM = 1024 * 1024
+
+
+def _upload_limit(scope) -> int | None:
+    if scope.get("method") == "POST" and scope["path"] in UPLOAD_PATHS:
+        from django.conf import settings
+
+        return settings.BELVEDIR_ADAPTER_MAX_BYTES + FORM_ROOM
+    return None
+
+
+async def _refuse(send, status: int, detail: str, code: str) -> None:
+    body = json.dumps({"detail": detail, "code": code}).encode()
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _upload_refused(scope, send, limit: int) -> bool:
+    from belvedir.text import size_text
+
+    length = dict(scope.get("headers") or []).get(b"content-length", b"")
+    if not length.isdigit():
+        detail = "Send the adapter upload with a Content-Length (not chunked)."
+        await _refuse(send, 411, detail, "length_required")
+        return True
+    if int(length) > limit:
+        detail = (
+            f"The upload is over the {size_text(limit - FORM_ROOM)} limit for adapter zips "
+            "(BELVEDIR_ADAPTER_MAX_BYTES)."
+        )
+        await _refuse(send, 413, detail, "adapter_too_large")
+        return True
+    return False
+
+
 async def application(scope, receive, send):
     if scope["type"] == "http" and _bare(scope):
         return await bare(scope, receive, send)
+    limit = _upload_limit(scope) if scope["type"] == "http" else None
+    if limit is not None and await _upload_refused(scope, send, limit):
+        return
     if scope["type"] == "lifespan":
         return await _lifespan(receive, send)
     return await site(scope, receive, send)

@@ -259,6 +259,11 @@ SPECTACULAR_SETTINGS = {
     # The schema's completeness is not a deployment setting: keep `check --deploy` about
     # deployment (`manage.py spectacular --validate` reports the schema's own warnings).
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
+    # Two models call their choices `status`: each its own component.
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": "runs.models.Status",
+        "TaskSandboxStatusEnum": "runs.models.TaskSandboxStatus",
+    },
 }
 
 # django-q2: the ORM broker by default, Redis when REDIS_URL is set. Two clusters, one queue

@@ -14,6 +14,9 @@ concurrent streams through one server process.
   keep-alive connections, alternating direct and through the router (after 20 warm-up calls
   of each). Non-streaming: the whole call; streaming: time to the first content event.
   Added latency = router minus direct, at p50 and p95 (and the median of paired differences).
+  Also the CPU time per call of the upstream's and the router's process (all threads, the
+  router's batched settlements included), which a loaded machine inflates far less than
+  the wall-clock figures.
 * Concurrency: --streams streams started at once through the router (asyncio, httpx), each
   20 words over ~1 s; every stream must finish with its whole text and `[DONE]`; afterwards
   the run's spend must be exactly the streams' cost with nothing left reserved.
@@ -294,6 +297,7 @@ def main() -> int:
         concurrency = asyncio.run(
             concurrent_streams(f"http://127.0.0.1:{router_port}/api/v1", key, args.streams)
         )
+        stop(router)  # a SIGTERM: the server writes the settlements still pending, then exits
         from runs.models import Run
         from traces.models import Span
 

@@ -237,6 +237,11 @@ class CallRecord:
     streamed: bool = False
     http_status: int = 200
     error: str = ""
+    # The request reached the upstream (its first byte was written): from then on the upstream
+    # may bill it, answer or not.
+    sent: bool = False
+    # Its settlement was handed over: a call settles at most once.
+    settled: bool = False
 
 
 @dataclasses.dataclass

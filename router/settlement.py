@@ -2,10 +2,10 @@
 
 A call hands its `Settlement` (its span, the release of its reservation, its cost) to its
 event loop's `Settler`, and one task writes what has gathered in one transaction
-(`calls_settle`). A call whose answer waits for its settlement (a stream's final `[DONE]`, an
-error or refusal answer) hurries the batch along; an answered non-streamed call does not, so
-its settlement waits at most `BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS` (0.2) for others to share the write. A waiting
-settlement only holds its call's reservation a little longer, which can refuse a call early,
+(`calls_settle`). A call whose answer waits for its settlement (an error or refusal answer, a
+stream the client left) hurries the batch along; an answered call does not, so its
+settlement waits at most `BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS` (0.2) for others to share the
+write. A waiting settlement only holds its call's reservation a little longer, which can refuse a call early,
 never let one past the cap: a call refused for its cap while settlements of its run are
 pending has them written first and is tried once more.
 

@@ -91,18 +91,49 @@ def _forwarded_body(admission: Admission, body: dict) -> dict:
     return forwarded
 
 
+def _settlement(admission: Admission, call: CallRecord) -> Settlement | None:
+    """The call's settlement, the first time it is asked for; None after (a call settles at
+    most once, whatever path its cancellation takes)."""
+    if call.settled:
+        return None
+    call.settled = True
+    call.ended_ns = call.ended_ns or time.time_ns()
+    return Settlement.of(admission, call)
+
+
 async def _finish(admission: Admission, call: CallRecord) -> None:
     """Settle the call and record its span before answering, even when the request task is
     being cancelled (`router.settlement`: written with whatever else is pending)."""
-    call.ended_ns = call.ended_ns or time.time_ns()
-    await settler().settle(Settlement.of(admission, call))
+    settlement = _settlement(admission, call)
+    if settlement is not None:
+        await settler().settle(settlement)
 
 
-def _finish_after_answer(admission: Admission, call: CallRecord) -> None:
+def _finish_after_answer(admission: Admission, call: CallRecord, *, hurry: bool = False):
     """Settle after the answer went out, in the next batch: the reservation keeps the cap safe
-    meanwhile."""
-    call.ended_ns = time.time_ns()
-    settler().submit(Settlement.of(admission, call), hurry=False)
+    meanwhile. The future is done once it is written (None when it was settled already)."""
+    settlement = _settlement(admission, call)
+    if settlement is None:
+        return None
+    return settler().submit(settlement, hurry=hurry)
+
+
+def _charge_if_sent(admission: Admission, call: CallRecord) -> None:
+    """No usage came back: once the request reached the upstream, the upstream may bill it
+    (a dropped connection does not stop a non-streamed completion), so the call costs its
+    reserved worst case; a request that never left (a connect error) costs nothing."""
+    if call.sent:
+        call.cost_micros = admission.reserved_micros
+
+
+def _traced(call: CallRecord) -> dict:
+    """httpx's extensions marking `call.sent` once the request's first byte is written."""
+
+    async def trace(event: str, info: dict) -> None:
+        if event.endswith("send_request_headers.started"):
+            call.sent = True
+
+    return {"trace": trace}
 
 
 async def _admit_or_flush(
@@ -124,26 +155,35 @@ async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: 
     """Admitted from this process's cached lookups and reserved from the event loop (one
     round trip; served by ASGI, whose event loop lives as long as the process, on PostgreSQL)
     when it can be; else everything in a worker thread through the ORM."""
-    admission = admission_cached(token=token, model=model, body=body)
-    if admission is None or not asgi or not reserve.available():
-        return await _call_admit(token=token, model=model, body=body)
+    cached = admission_cached(token=token, model=model, body=body)
+    if cached is None or not asgi or not reserve.available():
+        admitting = asyncio.ensure_future(_call_admit(token=token, model=model, body=body))
+    else:
+        admitting = asyncio.ensure_future(_reserved(cached))
     # Shielded: a client gone meanwhile must not leave a reservation nothing releases.
-    reserving = asyncio.ensure_future(reserve.reserve(admission.run_id, admission.reserved_micros))
     try:
-        reserved = await asyncio.shield(reserving)
+        admission = await asyncio.shield(admitting)
     except asyncio.CancelledError:
-        reserving.add_done_callback(functools.partial(_release_abandoned, admission, call))
+        admitting.add_done_callback(functools.partial(_release_abandoned, call))
         raise
-    if not reserved:
-        raise await _refused_reservation(admission.key, admission.run_id, admission.reserved_micros)
+    if admission is None:
+        raise await _refused_reservation(cached.key, cached.run_id, cached.reserved_micros)
     return admission
 
 
-def _release_abandoned(admission: Admission, call: CallRecord, reserving: asyncio.Future) -> None:
-    if reserving.cancelled() or reserving.exception() is not None or not reserving.result():
+async def _reserved(admission: Admission) -> Admission | None:
+    """The cached admission once reserved; None when its run could not reserve it."""
+    if await reserve.reserve(admission.run_id, admission.reserved_micros):
+        return admission
+    return None
+
+
+def _release_abandoned(call: CallRecord, admitting: asyncio.Future) -> None:
+    """An admission whose client left while it was being made: released, and traced."""
+    if admitting.cancelled() or admitting.exception() is not None or admitting.result() is None:
         return
     call.http_status, call.error = 499, "The client disconnected."
-    _finish_after_answer(admission, call)
+    _finish_after_answer(admitting.result(), call, hurry=True)
 
 
 def _openai_errors(view):
@@ -225,14 +265,17 @@ async def _send(admission: Admission, call: CallRecord, sending) -> httpx.Respon
     try:
         return await sending
     except httpx.TimeoutException:
+        _charge_if_sent(admission, call)
         message = "The upstream did not answer in time."
         answer = error_response(504, message, type="upstream_error", code="timeout")
         return await _failed(admission, call, 504, message, answer)
     except httpx.HTTPError as exc:
+        _charge_if_sent(admission, call)
         message = f"The upstream could not be reached: {type(exc).__name__}."
         answer = error_response(502, message, type="upstream_error")
         return await _failed(admission, call, 502, message, answer)
-    except asyncio.CancelledError:  # the client went away: nothing came back, nothing to pay
+    except asyncio.CancelledError:  # the client went away before the answer
+        _charge_if_sent(admission, call)
         call.http_status, call.error = 499, "The client disconnected."
         await _finish(admission, call)
         raise
@@ -249,7 +292,12 @@ async def _complete(
     response = await _send(
         admission,
         call,
-        http.post(upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()),
+        http.post(
+            upstream.url("chat/completions"),
+            json=forwarded,
+            headers=upstream.headers(),
+            extensions=_traced(call),
+        ),
     )
     if isinstance(response, JsonResponse):
         return response
@@ -306,7 +354,11 @@ def _tokens(value) -> int:
 async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
     http = upstream.client()
     request = http.build_request(
-        "POST", upstream.url("chat/completions"), json=forwarded, headers=upstream.headers()
+        "POST",
+        upstream.url("chat/completions"),
+        json=forwarded,
+        headers=upstream.headers(),
+        extensions=_traced(call),
     )
     response = await _send(admission, call, http.send(request, stream=True))
     if isinstance(response, JsonResponse):
@@ -326,23 +378,14 @@ async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
 
 
 async def _relay(admission: Admission, call: CallRecord, response: httpx.Response, forwarded: dict):
-    """Pass the upstream's events through as they come. The end (`data: [DONE]`) is held back
-    until the call is settled and recorded, so a client that saw the end sees its spend."""
+    """Pass the upstream's events through as they come; the call is settled once they end
+    (with the next batch), or at once when the client leaves or the upstream stream breaks."""
     reader = StreamReader()
-    held: list[bytes] = []
-    finished = False
     try:
         async for chunk in response.aiter_raw():
             reader.feed(chunk)
-            if reader.done:
-                held.append(chunk)
-            else:
-                yield chunk
-        await _close_and_finish(admission, call, response, reader, forwarded)
-        finished = True
-        for chunk in held:
             yield chunk
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, GeneratorExit):  # cancelled, or closed at a yield
         call.http_status, call.error = 499, "The client disconnected mid-stream."
         raise
     except httpx.HTTPError as exc:
@@ -352,18 +395,16 @@ async def _relay(admission: Admission, call: CallRecord, response: httpx.Respons
         }
         yield f"data: {json.dumps(event)}\n\n".encode()
     finally:
-        if not finished:
-            await _close_and_finish(admission, call, response, reader, forwarded)
+        # Handed over before anything else is awaited, so no cancellation can lose it.
+        written = _settle_stream(admission, call, reader, forwarded)
+        await response.aclose()
+        if written is not None and call.http_status == 502:
+            await asyncio.shield(written)  # the error event ends the answer once it is settled
 
 
-async def _close_and_finish(
-    admission: Admission,
-    call: CallRecord,
-    response: httpx.Response,
-    reader: StreamReader,
-    forwarded: dict,
-) -> None:
-    await response.aclose()
+def _settle_stream(
+    admission: Admission, call: CallRecord, reader: StreamReader, forwarded: dict
+) -> asyncio.Future | None:
     call.response_model = reader.model
     call.output_text = reader.text
     call.finish_reason = reader.finish_reason
@@ -375,7 +416,7 @@ async def _close_and_finish(
         call.input_tokens = prompt_tokens_estimate(forwarded)
         call.output_tokens = reader.output_tokens_estimate()
         call.cost_micros = min(_cost(admission, call), admission.reserved_micros)
-    await _finish(admission, call)
+    return _finish_after_answer(admission, call, hurry=bool(call.error))
 
 
 @csrf_exempt

@@ -192,16 +192,19 @@ class OrganizationSpend(Organization):
         verbose_name_plural = "covered model spend by organization"
 
 
+class TaskSandboxStatus(models.TextChoices):
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    STOPPED = "stopped", "Stopped"
+    FAILED = "failed", "Failed"
+
+
 class TaskSandbox(models.Model):
     """One task container of a managed Harbor run (docs/task-sandboxes.md): built from the
     task's environment directory, started for the run, stopped by the driver or when the run
     ends. Its time is charged to the organization once it stops (`charged_micros`)."""
 
-    class Status(models.TextChoices):
-        STARTING = "starting", "Starting"
-        RUNNING = "running", "Running"
-        STOPPED = "stopped", "Stopped"
-        FAILED = "failed", "Failed"
+    Status = TaskSandboxStatus
 
     id = models.CharField(
         primary_key=True, max_length=32, default=ids.task_sandbox_id, editable=False

@@ -69,7 +69,12 @@ def runs_with_queued_tasks(run_ids: Iterable[str], queues: Iterable[str] = ()) -
     elif _is_redis(broker):
         marked = broker.connection.mget([_marker(run_id) for run_id in sorted(wanted)])
         found = {run_id for run_id, mark in zip(sorted(wanted), marked, strict=True) if mark}
-        listed = [p for key in keys for p in broker.connection.lrange(key, 0, -1)]
+        # django-q2 keeps a queue's tasks in the list `django_q:<queue>:q` (the broker's list_key).
+        listed = [
+            payload
+            for key in keys
+            for payload in broker.connection.lrange(get_broker(key).list_key, 0, -1)
+        ]
         return found | (wanted & {_run_of(_load(payload)) for payload in listed})
     else:  # a broker we cannot look into: assume the task is there, never pile up duplicates
         return wanted

@@ -4,6 +4,7 @@ managed Harbor run's sandbox, through the sandbox gateway, with the run's own ke
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,6 +31,7 @@ from runs.sandbox import tasks as docker_tasks
 from runs.sandbox.base import SandboxError
 from runs.sandbox_config import get_backend
 
+USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 CONTEXT_MAX_BYTES = 256 * 2**20
 UPLOAD_MAX_BYTES = 2**30
 DOWNLOAD_MAX_BYTES = 256 * 2**20
@@ -58,13 +60,17 @@ class TaskSandboxSerializer(serializers.ModelSerializer):
 class TaskSandboxCreateSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="The task's name.")
     context = serializers.FileField(help_text="The task's environment/ directory, a tar(.gz).")
+    force_build = serializers.BooleanField(
+        required=False, help_text="Build the image again, without the cache."
+    )
 
 
 class ExecSerializer(serializers.Serializer):
     command = serializers.CharField(trim_whitespace=False)
     cwd = serializers.CharField(required=False, allow_null=True, allow_blank=True)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
-    timeout_sec = serializers.FloatField(required=False, min_value=1)
+    timeout_sec = serializers.FloatField(required=False, allow_null=True, min_value=1)
+    user = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
 
 
 def _run_of(request) -> Run:
@@ -130,7 +136,11 @@ class TaskSandboxCreateView(APIView):
                 for chunk in upload.chunks():
                     out.write(chunk)
             sandbox = task_sandboxes.task_sandbox_create(
-                run=run, name=str(request.data.get("name") or ""), context=context
+                run=run,
+                name=str(request.data.get("name") or ""),
+                context=context,
+                force_build=str(request.data.get("force_build") or "").lower()
+                in ("1", "true", "yes", "on"),
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -183,8 +193,11 @@ class TaskSandboxExecView(APIView):
         cwd = values.get("cwd") or None
         if cwd is not None and not cwd.startswith("/"):
             raise Invalid("cwd must be an absolute path.", field="cwd")
+        user = str(values.get("user") or "")
+        if user and not USER.match(user):
+            raise Invalid("user must be a user name or uid (optionally :group).", field="user")
         limit = settings.BELVEDIR_RUN_TIMEOUT
-        timeout = values.get("timeout_sec") or min(600, limit)
+        timeout = values.get("timeout_sec") or limit  # null: as long as the run may take
         if timeout > limit:
             raise Invalid(f"timeout_sec must be at most the run's {limit} s.", field="timeout_sec")
         events = docker_tasks.exec_events(
@@ -194,6 +207,7 @@ class TaskSandboxExecView(APIView):
             cwd=cwd,
             env=dict(values.get("env") or {}),
             timeout=float(timeout),
+            user=user,
         )
         lines = (json.dumps(event).encode() + b"\n" for event in events)
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")

@@ -105,8 +105,11 @@ def _reserve(*, run: Run, name: str) -> TaskSandbox:
         return TaskSandbox.objects.create(run=locked, name=name)
 
 
-def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
-    """Build the task's image (cached by content) and start its container for `run`."""
+def task_sandbox_create(
+    *, run: Run, name: str, context: Path, force_build: bool = False
+) -> TaskSandbox:
+    """Build the task's image (cached by content; `force_build`: again, without the cache)
+    and start its container for `run`."""
     name = (name or "").strip()
     if not name or len(name) > NAME_MAX:
         raise Invalid(f"name is required, at most {NAME_MAX} characters.", field="name")
@@ -118,7 +121,9 @@ def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
         raise Invalid(f"context: {exc}.", field="context") from None
     sandbox = _reserve(run=run, name=name)
     try:
-        return _start(run=run, sandbox=sandbox, context=context, digest=digest)
+        return _start(
+            run=run, sandbox=sandbox, context=context, digest=digest, force_build=force_build
+        )
     except BaseException as exc:
         TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.STARTING).update(
             status=TaskSandbox.Status.FAILED, error=str(exc)[:4000], stopped_at=timezone.now()
@@ -130,7 +135,9 @@ def task_sandbox_create(*, run: Run, name: str, context: Path) -> TaskSandbox:
         raise
 
 
-def _start(*, run: Run, sandbox: TaskSandbox, context: Path, digest: str) -> TaskSandbox:
+def _start(
+    *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
+) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
     tag = docker_tasks.image_tag(digest)
@@ -150,6 +157,7 @@ def _start(*, run: Run, sandbox: TaskSandbox, context: Path, digest: str) -> Tas
         network=spec.network,
         memory=spec.memory,
         timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+        force=force_build,
     )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
@@ -225,7 +233,11 @@ def task_sandbox_settle(*, sandbox_id: str) -> int:
 
 def task_sandboxes_stop_for_run(*, run_id: str) -> int:
     """Stop every task sandbox of a run (it ended, was cancelled or reaped), rows and
-    containers alike; how many containers were removed."""
+    containers alike; how many containers were removed. A run that never asked for one
+    costs nothing here (a container exists only for a row, and a row that starts after this
+    finds its run ended and removes its own container)."""
+    if not TaskSandbox.objects.filter(run_id=run_id).exists():
+        return 0
     for sandbox in TaskSandbox.objects.filter(run_id=run_id, status__in=TaskSandbox.ALIVE):
         task_sandbox_stop(sandbox=sandbox)
     removed = 0
@@ -235,7 +247,7 @@ def task_sandboxes_stop_for_run(*, run_id: str) -> int:
             if _is_task_container(backend, info.id):
                 _remove(SandboxHandle(id=info.id, run_id=run_id))
                 removed += 1
-    except SandboxError as exc:
+    except Exception as exc:  # the reaper removes what is left: a run's end must not fail
         log.warning("could not list the task sandboxes of %s: %s", run_id, exc)
     return removed
 

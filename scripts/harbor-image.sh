@@ -4,8 +4,10 @@
 # Harbor needs Python >= 3.12 and Docker Compose v2 (`docker compose`); a Debian bookworm host
 # has neither, the trixie sandbox image has the first and its Debian mirror the second. So the
 # image is the sandbox image (BELVEDIR_SANDBOX_IMAGE, built by `python manage.py sandbox_image`)
-# plus Debian's docker-cli and docker-compose and a venv with the pinned Harbor from PyPI. It
-# drives this machine's Docker engine through the socket it is given:
+# plus Debian's docker-cli and docker-compose and a venv with the pinned Harbor from PyPI, with
+# its `modal` extra (a Harbor harness with both Modal tokens runs Harbor's Modal environment).
+# It is the run sandbox of a Harbor harness (BELVEDIR_HARBOR_IMAGE), and it drives this
+# machine's Docker engine through the socket it is given:
 #
 #   docker run --rm --network host -v /var/run/docker.sock:/var/run/docker.sock \
 #     -v "$PWD:$PWD" -w "$PWD" -e JUDGE_API_KEY belvedir-harbor:0.26.0 harbor run -p ./env -a oracle -y
@@ -34,8 +36,9 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/* \
  && docker compose version
 RUN python3 -m venv /opt/harbor \
- && /opt/harbor/bin/pip install -q --no-cache-dir "harbor==$HARBOR_VERSION" \
- && /opt/harbor/bin/harbor --version
+ && /opt/harbor/bin/pip install -q --no-cache-dir "harbor[modal]==$HARBOR_VERSION" \
+ && /opt/harbor/bin/harbor --version \
+ && /opt/harbor/bin/python -c "import modal"
 ENV PATH=/opt/harbor/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ENV HOME=/root
 WORKDIR /root

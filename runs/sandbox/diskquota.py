@@ -10,6 +10,9 @@ Layout under `root` (BELVEDIR_SANDBOX_DATA_DIR, e.g. /var/lib/belvedir/sandboxes
 
     <name>.img    the sparse image file
     <name>/       its mount point; <name>/<folder>/ are the sandbox's writable places
+    .templates/   one formatted image per layout (size, folders, their seeds, owner), its
+                  folders made and seeded: a new volume starts as a sparse copy of it (about
+                  0.1 s, where formatting and copying the seeds in took 0.2-0.8 s per run)
 
 Pure Python (no Django). `allocate` and `release` need root (mkfs, mount, umount, chown).
 """
@@ -17,10 +20,13 @@ Pure Python (no Django). `allocate` and `release` need root (mkfs, mount, umount
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +38,7 @@ MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal"]
 MKFS += ["-E", "lazy_itable_init=1,nodiscard"]
 MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"
 MIN_SIZE = 16 * 1024 * 1024
+TEMPLATES = ".templates"
 # What a full filesystem leaves free: a writer that hit ENOSPC leaves less than this.
 FULL_SLACK_BYTES = 4 * 1024 * 1024
 NO_SPACE_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
@@ -157,22 +164,14 @@ def allocate(
     if image.exists() or mountpoint.exists():
         raise DiskQuotaError(f"a sandbox volume named {name} already exists")
     volume = QuotaVolume(name=name, image=image, mountpoint=mountpoint, size_bytes=size_bytes)
+    template = _template(root=root, size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
     try:
-        with open(image, "xb") as handle:
-            handle.truncate(size_bytes)  # sparse: no block is written yet
+        with open(image, "xb"):
+            pass  # claimed: cp fills it
         os.chmod(image, 0o600)
-        _run([*MKFS, "-L", name[:16], str(image)], "format the sandbox disk")
+        _run(["cp", "--sparse=always", str(template), str(image)], "copy the sandbox disk")
         mountpoint.mkdir(mode=0o700)
         _run(["mount", "-o", MOUNT_OPTIONS, str(image), str(mountpoint)], "mount the sandbox disk")
-        os.chmod(mountpoint, 0o755)
-        shutil.rmtree(mountpoint / "lost+found", ignore_errors=True)
-        for folder_name, folder in folders.items():
-            path = volume.folder(folder_name)
-            path.mkdir()
-            if folder.seed is not None:
-                _run(["cp", "-a", "--", f"{folder.seed}/.", str(path)], f"seed {folder_name}")
-            os.chown(path, uid, gid)
-            os.chmod(path, folder.mode)
     except BaseException:
         try:
             release(root=root, name=name)
@@ -180,6 +179,66 @@ def allocate(
             pass  # the first error is the one worth reporting; the reaper retries
         raise
     return volume
+
+
+def _template(
+    *, root: Path, size_bytes: int, folders: Mapping[str, Folder], uid: int, gid: int
+) -> Path:
+    """The formatted image new volumes of this layout are copied from, made on first use.
+
+    Its key covers everything in it: the size, the format options, each folder's name, mode
+    and seed (the seed folder's path and modification time), the owner."""
+    layout = [
+        size_bytes,
+        MKFS,
+        uid,
+        gid,
+        sorted(
+            (name, folder.mode, str(folder.seed or ""), _mtime(folder.seed))
+            for name, folder in folders.items()
+        ),
+    ]
+    key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:24]
+    template = root / TEMPLATES / f"{key}{IMAGE_SUFFIX}"
+    if template.is_file():
+        return template
+    template.parent.mkdir(mode=0o700, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".making-", dir=template.parent))
+    image, mountpoint = work / f"template{IMAGE_SUFFIX}", work / "mnt"
+    try:
+        with open(image, "xb") as handle:
+            handle.truncate(size_bytes)  # sparse: no block is written yet
+        os.chmod(image, 0o600)
+        _run([*MKFS, "-L", "belvedir", str(image)], "format the sandbox disk")
+        mountpoint.mkdir(mode=0o700)
+        _run(["mount", "-o", MOUNT_OPTIONS, str(image), str(mountpoint)], "mount the sandbox disk")
+        try:
+            os.chmod(mountpoint, 0o755)
+            shutil.rmtree(mountpoint / "lost+found", ignore_errors=True)
+            for folder_name, folder in folders.items():
+                path = mountpoint / folder_name
+                path.mkdir()
+                if folder.seed is not None:
+                    _run(["cp", "-a", "--", f"{folder.seed}/.", str(path)], f"seed {folder_name}")
+                os.chown(path, uid, gid)
+                os.chmod(path, folder.mode)
+        finally:
+            try:
+                _run(["umount", str(mountpoint)], "unmount the sandbox disk template")
+            except DiskQuotaError:
+                _run(["umount", "-l", str(mountpoint)], "unmount the sandbox disk template")
+        os.rename(image, template)  # whole or not at all; another worker's copy is the same
+    finally:
+        if not is_mounted(mountpoint):
+            shutil.rmtree(work, ignore_errors=True)
+    return template
+
+
+def _mtime(path: Path | None) -> int:
+    try:
+        return path.stat().st_mtime_ns if path is not None else 0
+    except FileNotFoundError:
+        raise DiskQuotaError(f"the seed folder {path} is missing") from None
 
 
 def release(*, root: Path, name: str) -> None:

@@ -16,6 +16,7 @@ instead of losing output to log rotation.
 from __future__ import annotations
 
 import io
+import os
 import re
 import secrets
 import tarfile
@@ -31,7 +32,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from runs.sandbox import volumes
+from runs.sandbox import hostfiles, volumes
 from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -68,7 +69,7 @@ class DockerBackend:
         data_dir: Path | None = None,
         reserve_bytes: int = 0,
     ) -> None:
-        """`client`: the engine to use (default: `docker.from_env()`, i.e. DOCKER_HOST).
+        """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
         `ca_bundle_mount`: a host CA bundle to mount read-only over the image's one.
         `instance`: labels this platform's sandboxes, so that several platforms (or test
@@ -83,14 +84,15 @@ class DockerBackend:
         self.reserve_bytes = reserve_bytes
         self._attached: dict[str, Iterator[bytes]] = {}
         self._volumes: dict[str, str] = {}  # container id -> its quota volume
+        # container id -> (its workdir, the quota volume's folder mounted there, on this host)
+        self._workdirs: dict[str, tuple[str, Path]] = {}
         self._disk_full: set[str] = set()  # container ids whose volume was seen full
         self._lock = threading.Lock()
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            with _docker_errors("reach the Docker engine"):
-                self._client = docker.from_env()
+            self._client = shared_client()
         return self._client
 
     def ping(self) -> None:
@@ -134,8 +136,14 @@ class DockerBackend:
                 volumes.release(self.data_dir, volumes.volume_name(name))
             raise
         try:
+            host_workdir = next(
+                (Path(src) for src, mount in mounts.items() if mount["bind"] == spec.workdir),
+                None,
+            )
+            if host_workdir is not None:
+                self._workdirs[handle.id] = (spec.workdir, host_workdir)
             if spec.workspace is not None:
-                self._put_workspace(handle, spec.workdir, spec.workspace)
+                self._put_workspace(handle, spec.workdir, spec.workspace, host_workdir)
             with _docker_errors("attach to the sandbox output"):
                 stream = self.client.api.attach(
                     handle.id, stdout=True, stderr=True, stream=True, logs=False
@@ -206,7 +214,21 @@ class DockerBackend:
             self._volumes[container.id] = volumes.volume_name(name)
         return SandboxHandle(id=container.id, run_id=spec.run_id)
 
-    def _put_workspace(self, handle: SandboxHandle, workdir: str, archive: bytes | Path) -> None:
+    def _put_workspace(
+        self,
+        handle: SandboxHandle,
+        workdir: str,
+        archive: bytes | Path,
+        host_workdir: Path | None = None,
+    ) -> None:
+        """Unpack the workspace into the workdir: straight into its quota volume's folder on
+        this host when it has one (`hostfiles`), else through the engine."""
+        if host_workdir is not None:
+            try:
+                if hostfiles.unpack_workspace(archive, host_workdir):
+                    return
+            except (OSError, tarfile.TarError) as exc:
+                raise SandboxError(f"could not copy the workspace into {workdir}: {exc}") from exc
         with _docker_errors(f"copy the workspace into {workdir}"):
             if isinstance(archive, Path):
                 with archive.open("rb") as data:
@@ -270,8 +292,20 @@ class DockerBackend:
         Works after the container stopped. A file's size is checked before anything of it is
         read; directories, symlinks, FIFOs and other special files are reported, not read.
         """
-        container = self._container(handle)
-        return {path: self._collect_one(container, handle, path, max_bytes) for path in paths}
+        found: dict[str, Collected] = {}
+        workdir, host_workdir = self._workdirs.get(handle.id, ("", None))
+        for path in paths:
+            relative = path[len(workdir) :].lstrip("/") if path.startswith(f"{workdir}/") else ""
+            if host_workdir is not None and relative:
+                try:
+                    seen = hostfiles.read_file(host_workdir, relative, max_bytes)
+                except OSError as exc:
+                    raise SandboxError(f"could not read {path} from the sandbox: {exc}") from exc
+                if seen is not None:
+                    found[path] = seen
+                    continue
+            found[path] = self._collect_one(self._container(handle), handle, path, max_bytes)
+        return found
 
     def _collect_one(
         self, container: Container, handle: SandboxHandle, path: str, max_bytes: int
@@ -319,6 +353,7 @@ class DockerBackend:
         volume."""
         self._forget_stream(handle)
         volume = self._volumes.pop(handle.id, None) or self._volume_of(handle)
+        self._workdirs.pop(handle.id, None)
         self._disk_full.discard(handle.id)
         try:
             self.client.api.remove_container(handle.id, force=True, v=True)
@@ -384,6 +419,21 @@ class DockerBackend:
             raise SandboxError(f"the sandbox of run {handle.run_id} no longer exists") from exc
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not look up the sandbox: {_short(exc)}") from exc
+
+
+_clients: dict[tuple[int, str], docker.DockerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client() -> docker.DockerClient:
+    """`docker.from_env()`, made once per process and engine (DOCKER_HOST): a new client costs
+    a connection and a `/version` call (10-25 ms), which every launch and every run paid."""
+    key = (os.getpid(), os.environ.get("DOCKER_HOST", ""))
+    with _clients_lock:
+        if key not in _clients:
+            with _docker_errors("reach the Docker engine"):
+                _clients[key] = docker.from_env()
+        return _clients[key]
 
 
 def _kind(info: Mapping[str, object]) -> FileKind:

@@ -87,13 +87,15 @@ def ensure_image(
     network: str,
     memory: str,
     timeout: float,
+    force: bool = False,
 ) -> bool:
-    """Build `tag` from the context unless the engine has it already; True when it was
-    cached. Never pulls: offline, FROM must name a local image. BuildFailed with the log's
-    tail, SandboxError when the engine fails."""
+    """Build `tag` from the context unless the engine has it already (`force`: build it
+    again, without the build cache); True when it was cached. Never pulls: offline, FROM must
+    name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
     try:
-        client.images.get(tag)
-        return True
+        if not force:
+            client.images.get(tag)
+            return True
     except docker.errors.ImageNotFound:
         pass
     except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -112,6 +114,7 @@ def ensure_image(
                 rm=True,
                 forcerm=True,
                 pull=False,
+                nocache=force,
                 network_mode=network,
                 container_limits={"memory": _bytes(memory), "memswap": -1},
                 labels={LABEL_TASK_IMAGE: "1"},
@@ -159,8 +162,9 @@ def exec_events(
     cwd: str | None,
     env: dict[str, str],
     timeout: float,
+    user: str = "",
 ) -> Iterator[dict]:
-    """Run `command` under `bash -lc`; yields {"stream", "data"} as output arrives,
+    """Run `command` under `bash -lc` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
     {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
     "timed_out"} (or {"error"} when the engine lost it)."""
     try:
@@ -169,6 +173,7 @@ def exec_events(
             ["sh", "-c", _RUN, str(max(1, int(timeout))), command],
             environment=env or None,
             workdir=cwd or None,
+            user=user,
         )
         output = client.api.exec_start(created["Id"], stream=True, demux=True)
     except (docker.errors.DockerException, requests.RequestException) as exc:

@@ -192,6 +192,8 @@ def test_a_client_generated_from_the_schema_registers_a_harness_launches_a_run_a
         "package_name_override: belvedir_client\n"
         "content_type_overrides:\n  application/x-protobuf: application/octet-stream\n"
         "  application/zip: application/octet-stream\n"
+        "  application/x-tar: application/octet-stream\n"
+        "  application/x-ndjson: text/plain\n"
     )
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     generated = subprocess.run(

@@ -34,6 +34,17 @@ def test_a_platform_run_uses_the_belvedir_environment_and_plain_agent_names(tmp_
     ]
     env["HARBOR_AGENT"] = "belvedir"
     assert run.harbor_command(env, dataset, tmp_path)[8] == "belvedir_harbor.agent:BelvedirAgent"
+    # Terminus (LiteLLM in Harbor's process) asks MODEL through MODEL_API_BASE too.
+    terminus = {**env, "HARBOR_AGENT": "terminus-2", "MODEL_API_BASE": "http://gw/api/v1"}
+    command = run.harbor_command(terminus, dataset, tmp_path)
+    assert command[7:13] == [
+        "-a",
+        "terminus-2",
+        "--ak",
+        "api_base=http://gw/api/v1",
+        "-m",
+        "openai/m",
+    ]
     # Both Modal tokens: the user's Modal account; one alone changes nothing.
     one = run.harbor_command({**env, "MODAL_TOKEN_ID": "a"}, dataset, tmp_path)
     assert one[one.index("--env") + 1] == run.ENVIRONMENT_IMPORT_PATH

@@ -117,10 +117,20 @@ class Client:
         except urllib.error.HTTPError as error:
             return Answer(error.code, error.read(), dict(error.headers))
 
-    def create(self, name: str, context: bytes) -> Answer:
+    def create_forced(self, name: str, context: bytes) -> Answer:
+        """Harbor's start(force_build=True)."""
+        return self.create(name, context, force_build=True)
+
+    def create(self, name: str, context: bytes, force_build: bool = False) -> Answer:
         boundary = uuid.uuid4().hex
+        forced = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="force_build"\r\n\r\ntrue\r\n'
+            if force_build
+            else ""
+        )
         body = (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
+            forced
+            + f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
             f'--{boundary}\r\nContent-Disposition: form-data; name="context"; '
             'filename="context.tar.gz"\r\nContent-Type: application/gzip\r\n\r\n'
         ).encode()

@@ -166,3 +166,51 @@ def test_under_the_asgi_server_post_uploads_and_get_stays_the_routers(
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_the_asgi_server_an_upload_past_the_limit_is_stopped_as_it_arrives(owner, tmp_path):
+    import requests
+    from django.db import connection
+
+    from tests.router.helpers import free_port, start_uvicorn
+
+    port = free_port()
+    media = tmp_path / "asgi-media"
+    process = start_uvicorn(
+        upstream_base="http://127.0.0.1:9",
+        database_name=connection.settings_dict["NAME"],
+        port=port,
+        log_path=tmp_path / "uvicorn.log",
+        BELVEDIR_MEDIA_ROOT=str(media),
+        BELVEDIR_ADAPTER_MAX_BYTES="64K",
+    )
+    url = f"http://127.0.0.1:{port}/api/v1/models"
+    auth = {"Authorization": f"Bearer {owner.key}"}
+    big = adapter_zip_bytes() + bytes(3 * 2**20)  # past the limit and its 1 MiB of room
+    try:
+        declared = requests.post(
+            url,
+            headers=auth,
+            files={"adapter": ("a.zip", big)},
+            data={"name": "big", "base_model": "a/b"},
+            timeout=30,
+        )
+        assert declared.status_code == 413
+        assert declared.json()["code"] == "adapter_too_large"
+
+        # Sent chunked (no length): Django would spool it whole and then read none of it.
+        def chunks():
+            yield big
+
+        chunked = requests.post(
+            url,
+            headers={**auth, "Content-Type": "multipart/form-data; boundary=b"},
+            data=chunks(),
+            timeout=30,
+        )
+        assert chunked.status_code == 411 and chunked.json()["code"] == "length_required"
+        assert not FineTunedModel.objects.exists()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -96,8 +96,9 @@ def start_uvicorn(
 def settled(run: Run, *, spans: int, within: float = 15.0) -> Run:
     """The run once the router settled and recorded its calls: nothing reserved, `spans` spans.
 
-    A non-streamed call is settled just after its answer goes out, so a test reads the run
-    once that has happened (waiting at most `within` seconds)."""
+    A non-streamed call is settled after its answer goes out, with the others of its batch
+    (router/settlement.py), so a test reads the run once that has happened (waiting at most
+    `within` seconds)."""
     from traces.models import Span
 
     deadline = time.monotonic() + within

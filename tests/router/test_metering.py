@@ -62,7 +62,7 @@ def test_a_streamed_call_passes_the_events_through_and_is_metered_from_the_last_
     assert chunks[-1].usage.completion_tokens == 5  # usage asked for upstream, passed through
     assert upstream.requests[0]["stream_options"] == {"include_usage": True}
     assert upstream.requests[0]["max_tokens"] == 20
-    run = Run.objects.get(pk=covered_run.pk)
+    run = settled(covered_run, spans=1)  # with the next batch, after the stream's end
     assert (run.covered_spent_micros, run.covered_reserved_micros) == (COST, 0)
     span = Span.objects.get(run=run)
     assert span.attributes["belvedir.router.streamed"] is True
@@ -130,7 +130,7 @@ def test_an_upstream_error_that_is_not_json_is_wrapped_in_an_openai_error_with_i
     assert Span.objects.get(run=covered_run).status_code == "error"
 
 
-def test_a_slow_upstream_times_out_as_a_504_and_the_reservation_is_released(
+def test_a_slow_upstream_times_out_as_a_504_charged_its_reserved_worst_case(
     covered_run, serve_router, upstream
 ):
     upstream.delay = 3
@@ -143,6 +143,8 @@ def test_a_slow_upstream_times_out_as_a_504_and_the_reservation_is_released(
 
     assert failed.value.status_code == 504
     assert failed.value.body["code"] == "timeout"
-    run = Run.objects.get(pk=covered_run.pk)
-    assert (run.covered_spent_micros, run.covered_reserved_micros) == (0, 0)
+    run = settled(covered_run, spans=1)
+    # The request reached the upstream, which may bill it: the reserved worst case is charged.
+    worst = worst_case_micros(PRICE, {"model": MODEL, "messages": MESSAGES})
+    assert (run.covered_spent_micros, run.covered_reserved_micros) == (worst, 0)
     assert Span.objects.get(run=run).status_message == "The upstream did not answer in time."

@@ -164,3 +164,31 @@ def test_room_is_refused_when_the_promised_quotas_would_eat_the_reserve(root):
     diskquota.check_room(root=root, size_bytes=SIZE, reserve_bytes=free - promised - 2 * SIZE)
     with pytest.raises(DiskQuotaError, match="too full to start a sandbox.*BELVEDIR_MIN_FREE_DISK"):
         diskquota.check_room(root=root, size_bytes=SIZE, reserve_bytes=free - promised)
+
+
+def test_volumes_of_one_layout_are_copies_of_one_template_yet_each_its_own(root, tmp_path):
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "pip.conf").write_text("[global]\n")
+    first = make(root, "run-1", venv=Folder(seed=seed))
+    (first.folder("venv") / "installed-by-run-1").write_text("x")
+
+    second = make(root, "run-2", venv=Folder(seed=seed))
+
+    assert len(list((root / diskquota.TEMPLATES).iterdir())) == 1
+    assert (second.folder("venv") / "pip.conf").read_text() == "[global]\n"
+    assert not (second.folder("venv") / "installed-by-run-1").exists()
+    assert second.folder("venv").stat().st_uid == 1000
+    assert second.host_bytes() < 32 * MiB  # still sparse
+
+
+def test_a_changed_seed_gets_a_new_template(root, tmp_path):
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    make(root, "run-1", venv=Folder(seed=seed))
+    (seed / "added-later").write_text("x")
+
+    second = make(root, "run-2", venv=Folder(seed=seed))
+
+    assert (second.folder("venv") / "added-later").exists()
+    assert len(list((root / diskquota.TEMPLATES).iterdir())) == 2

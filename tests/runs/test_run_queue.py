@@ -33,6 +33,8 @@ def test_with_redis_a_run_is_queued_while_its_task_is_listed_or_recently_handed_
         redis_broker.connection.lrem(redis_broker.list_key, 0, _payload_of(redis_broker, taken))
         redis_broker.connection.lrem(redis_broker.list_key, 0, _payload_of(redis_broker, lost))
         redis_broker.connection.delete(queue._marker(lost))
+        # `waiting` has been listed longer than its marker lives: the list alone says it waits.
+        redis_broker.connection.delete(queue._marker(waiting))
 
         assert queue.runs_with_queued_tasks([waiting, taken, lost]) == {waiting, taken}
         assert redis_broker.connection.ttl(queue._marker(taken)) > 0  # it does not live forever

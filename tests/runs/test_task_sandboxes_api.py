@@ -187,3 +187,28 @@ def test_a_run_on_its_own_modal_account_gets_no_task_sandboxes(owner, sandbox_se
     )
 
     assert answer.status == 403 and answer.json()["code"] == "not_managed"
+
+
+def test_exec_runs_as_the_user_asked_and_force_build_skips_the_cache(managed, built):
+    run, client = managed
+    context = context_tar(fresh_dockerfile())
+    sandbox = client.create("users", context).json()
+    built.add(sandbox["image"])
+
+    as_root = client.exec_lines(sandbox["id"], "id -un")
+    as_nobody = client.exec_lines(sandbox["id"], "id -un", user="nobody")
+    bad = client.call(
+        "POST",
+        f"/task-sandboxes/{sandbox['id']}/exec",
+        b'{"command": "id", "user": "root; rm -rf /"}',
+        {"Content-Type": "application/json"},
+    )
+
+    assert {"stream": "stdout", "data": "root\n"} in as_root
+    assert {"stream": "stdout", "data": "nobody\n"} in as_nobody
+    assert bad.status == 400 and "user" in bad.json()
+    client.stop(sandbox["id"])
+    assert client.create("again", context).json()["cached"] is True
+    client.stop(TaskSandbox.objects.get(run=run, name="again").pk)
+    rebuilt = client.create_forced("forced", context)
+    assert rebuilt.status == 201 and rebuilt.json()["cached"] is False

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.models.trial.paths import EnvironmentPaths
 
 from belvedir_harbor.platform import PlatformError, TaskSandboxes
 
@@ -92,6 +93,11 @@ class BelvedirEnvironment(BaseEnvironment):
         self.logger.debug(f"task sandbox {self._sandbox_id} ({answer.get('image')}) is running")
         if workdir := self.task_env_config.workdir:
             await self.exec(f"mkdir -p {shlex.quote(workdir)}", user="root")
+        # Nothing is mounted from the host: the log folders Harbor's agents and verifiers
+        # write into (and it downloads afterwards) are made here.
+        paths = EnvironmentPaths.for_os(self.os)
+        logs = [paths.agent_dir, paths.verifier_dir, paths.artifacts_dir]
+        await self.ensure_dirs([*logs, *self._mount_targets(writable_only=True)])
         await self._upload_environment_dir_after_start()
 
     async def stop(self, delete: bool) -> None:

@@ -47,7 +47,8 @@ ENVIRONMENT_PREFIX = "belvedir:"
 REGISTRY_URL = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
 JOBS_DIR = "harbor-jobs"
 DATASET_DIR = "harbor-dataset"
-EXPORT_LIMIT = 500
+# Harbor agents that call the model from Harbor's own process through LiteLLM.
+LITELLM_AGENTS = ("terminus-2",)
 
 
 class Refused(ValueError):
@@ -133,6 +134,13 @@ def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
     command += ["-p", str(dataset_path)] if dataset_path is not None else ["-d", dataset]
     command += ["-a", agent_argument(env.get("HARBOR_AGENT", "").strip())]
     model = (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip()
+    api_base = env.get("MODEL_API_BASE", "").strip()
+    if agent_argument(env.get("HARBOR_AGENT", "").strip()) in LITELLM_AGENTS and api_base:
+        # LiteLLM's OpenAI-compatible route to MODEL_API_BASE (the router when covered), not
+        # the provider the model's name would pick.
+        command += ["--ak", f"api_base={api_base}"]
+        if model and not model.startswith("openai/"):
+            model = f"openai/{model}"
     if model:
         command += ["-m", model]
     command += ["-n", str(concurrency)]

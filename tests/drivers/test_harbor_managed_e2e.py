@@ -1,0 +1,228 @@
+"""End to end, on an offline install: Harbor harnesses launched through the API, run by the
+worker (the first by a real queue worker, `manage.py qcluster`) in the Harbor image's sandbox, each task in a task sandbox the Belvedir Harbor
+environment asks the platform for (docs/task-sandboxes.md), through the sandbox gateway.
+
+- Runner-on-Harbor over an environment holding all four verifier kinds
+  (`HARBOR_DATASET=belvedir:<id>`, fetched with the run's key): Harbor's `oracle` scores 1.0;
+  the `belvedir` agent, calling a covered model through the router, scores what its answers are
+  worth, and its calls are spans in the run's session.
+- A suite card on the sample dataset shipped with the driver (`belvedir-sample`).
+"""
+
+import pytest
+
+from billing.models import Kind
+from billing.services import ledger_operator_entry
+from harnesses.environments import environment_create, environment_harness_create
+from harnesses.services import harness_create, harness_update
+from models_registry.models import CoveredModel, Lab
+from runs.executor import execute_run
+from runs.models import Run, TaskSandbox
+from tests.helpers.harbor import FOUR_KINDS, harbor_image
+from tests.helpers.run_fixtures import serve_to_sandboxes, worker_env
+from tests.router.fake_upstream import FakeUpstream
+from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
+from tests.traces.fake_openai import FakeOpenAI
+from traces.models import Span
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+COVERED = "fakelab/fake-model"
+JUDGE_KEY = "sk-judge-e2e"
+
+
+@pytest.fixture(scope="module")
+def image():
+    return harbor_image()
+
+
+@pytest.fixture
+def install(image, sandbox_settings, live_server, tmp_path, owner):
+    """The platform at the live server (API, router, served drivers), offline: exported tasks
+    build FROM the local sandbox image; the owner's organization holds credits."""
+    sandbox_settings.BELVEDIR_BASE_URL = live_server.url
+    sandbox_settings.BELVEDIR_CACHE_DIR = str(tmp_path / "cache")
+    sandbox_settings.BELVEDIR_EXPORT_BASE_IMAGE = "belvedir-sandbox:latest"
+    sandbox_settings.BELVEDIR_HARBOR_IMAGE = image
+    sandbox_settings.BELVEDIR_SANDBOX_MEMORY = "2g"
+    sandbox_settings.BELVEDIR_RUN_TIMEOUT = 1200
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=5_000_000, note="e2e"
+    )
+    return sandbox_settings
+
+
+@pytest.fixture
+def judge():
+    """The independent judge, where task sandboxes reach it: every answer is worth 1."""
+    with serve_to_sandboxes(
+        lambda host, port: FakeOpenAI(reply='{"score": 1, "reason": "fine"}', host=host, port=port)
+    ) as fake:
+        yield fake
+
+
+@pytest.fixture
+def queue_worker(install, tmp_path):
+    """The runs cluster (`Q_CLUSTER_NAME=runs manage.py qcluster`, one worker) with this
+    install's settings; its log."""
+    log = tmp_path / "qcluster.log"
+    settings = {
+        **worker_env(install),
+        "BELVEDIR_BASE_URL": install.BELVEDIR_BASE_URL,
+        "BELVEDIR_CACHE_DIR": install.BELVEDIR_CACHE_DIR,
+        "BELVEDIR_HARBOR_IMAGE": install.BELVEDIR_HARBOR_IMAGE,
+        "BELVEDIR_RUN_TIMEOUT": str(install.BELVEDIR_RUN_TIMEOUT),
+    }
+    process = start_qcluster("runs", log, Q_WORKERS="1", **settings)
+    try:
+        yield log
+    finally:
+        stop_qcluster(process)
+
+
+def four_kinds_harness(owner, **env):
+    environment = environment_create(
+        project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
+    )
+    harness = environment_harness_create(environment=environment, preset="harbor-runner")
+    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
+    return harness_update(harness=harness, env={**harness.env, **env})
+
+
+def launch(owner, capture, harness, **values) -> Run:
+    with capture(execute=False):
+        response = owner.api.post("/api/v1/runs", {"harness": harness.pk, **values}, format="json")
+    assert response.status_code == 201, response.json()
+    execute_run(response.json()["id"])
+    return Run.objects.get(pk=response.json()["id"])
+
+
+def judged_by(judge) -> dict:
+    return {
+        "judge_model": "acme/judge",
+        "judge_api_base": judge.base_url,
+        "judge_api_key": JUDGE_KEY,
+    }
+
+
+def assert_every_task_sandbox_stopped(run: Run, count: int) -> None:
+    sandboxes = list(TaskSandbox.objects.filter(run=run))
+    assert len(sandboxes) == count
+    assert {s.status for s in sandboxes} == {"stopped"}
+    assert containers_of(run.pk) == []
+
+
+def test_runner_on_harbor_with_the_oracle_scores_one(owner, install, judge, queue_worker):
+    harness = four_kinds_harness(owner, HARBOR_AGENT="oracle", HARBOR_CONCURRENCY="2")
+    values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
+    response = owner.api.post(
+        "/api/v1/runs", {"harness": harness.pk, **values, **judged_by(judge)}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    run = wait_for(
+        lambda: (r := Run.objects.get(pk=response.json()["id"])).is_terminal and r,
+        900,
+        "the queue worker to run it",
+        every=1,
+        on_timeout=lambda: queue_worker.read_text()[-3000:],
+    )
+    assert run.status == "succeeded", (run.notes, run.log_tail, queue_worker.read_text()[-2000:])
+    results = run.results
+    assert run.score == 1.0, (results, run.log_tail)
+    assert results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
+    assert results["errors"] == {} and results["environment"] == "belvedir"
+    assert results["agent"] == "oracle" and results["dataset"] == harness.env["HARBOR_DATASET"]
+    assert "--env belvedir_harbor.environment:BelvedirEnvironment" in run.log_tail
+    # The verifiers of the judge and rubric tasks asked the judge, from their task sandboxes,
+    # with the key of the run's judge (never in the export).
+    assert len(judge.requests) == 2
+    assert {r["headers"]["Authorization"] for r in judge.requests} == {f"Bearer {JUDGE_KEY}"}
+    assert_every_task_sandbox_stopped(run, 4)
+
+
+@pytest.fixture
+def covered_model(db):
+    lab = Lab.objects.create(name="Fake Lab", slug="fakelab", vendor_prefixes="fakelab")
+    return CoveredModel.objects.create(
+        model_id=COVERED,
+        display_name="Fake model",
+        lab=lab,
+        input_price_micros=1_000_000,
+        output_price_micros=2_000_000,
+        max_output_tokens=1000,
+    )
+
+
+def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
+    owner, install, judge, covered_model, settings, django_capture_on_commit_callbacks
+):
+    with FakeUpstream(words=5) as upstream:  # every answer is "w0 w1 w2 w3 w4"
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
+        settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
+        harness = four_kinds_harness(owner, HARBOR_AGENT="belvedir")
+        run = launch(
+            owner, django_capture_on_commit_callbacks, harness, model=COVERED, **judged_by(judge)
+        )
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.covered
+    # The judge likes every answer; `sum` wants "4" and `todo` an edited file, which this
+    # one-call agent does not make.
+    assert run.results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 0.0, "todo": 0.0}
+    assert run.score == 0.5
+    assert run.results["agent"] == "belvedir" and run.results["model"] == COVERED
+    # Each task's model call went through the router to the upstream, and is a span of the
+    # run's session.
+    assert len(upstream.requests) == 4
+    prompts = sorted(r["messages"][-1]["content"].split("\n")[0] for r in upstream.requests)
+    assert prompts == sorted(t["prompt"] for t in FOUR_KINDS)
+    calls = Span.objects.filter(run=run, attributes__has_key="belvedir.router.cost_micros")
+    assert calls.count() == 4
+    assert {s.session.external_id for s in calls} == {run.pk}
+    assert {s.model for s in calls} == {COVERED}
+    assert_every_task_sandbox_stopped(run, 4)
+
+
+def test_a_suite_card_runs_the_sample_dataset_offline(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    harness = harness_create(
+        project=owner.project,
+        created_by=owner.user,
+        preset="terminal-bench-2-1",
+        name="sample suite",
+        env={"HARBOR_DATASET": "belvedir-sample", "HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": ""},
+    )
+    run = launch(
+        owner,
+        django_capture_on_commit_callbacks,
+        harness,
+        model="oracle",
+        model_api_base=judge.base_url,
+        model_api_key="sk-unused",
+    )
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.results["tasks"] == {"capital": 1.0, "hello": 1.0, "sum": 1.0}
+    assert run.score == 1.0 and run.results["dataset"] == "belvedir-sample"
+    assert_every_task_sandbox_stopped(run, 3)
+
+
+def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    harness = harness_create(
+        project=owner.project, created_by=owner.user, preset="terminal-bench-2-1", name="tb"
+    )
+    assert harness.env["HARBOR_DATASET"] == "terminal-bench@2.1"
+    run = launch(
+        owner,
+        django_capture_on_commit_callbacks,
+        harness,
+        model="oracle",
+        model_api_base=judge.base_url,
+        model_api_key="sk-unused",
+    )
+    assert run.status == "failed"
+    assert "registry datasets need an online install" in run.log_tail
+    # The install step (`--check`) already stops it, before Harbor is started.
+    assert run.notes == ["belvedir: the install command exited with code 2."]
+    assert not TaskSandbox.objects.filter(run=run).exists()
