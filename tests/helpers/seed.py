@@ -133,3 +133,12 @@ def _session(project, external_id: str, count: int, *, run, start) -> Session:
         )
     Span.objects.bulk_create(spans)
     return session
+
+
+def assert_bounded(client, pages: list[tuple], assert_max_num_queries) -> None:
+    """GET each page, `(url, bound)` or `(url, headers, bound)`, within its query bound
+    (pytest-django's django_assert_max_num_queries), answering 200."""
+    for url, *headers, bound in pages:
+        with assert_max_num_queries(bound, info=url):
+            response = client.get(url, **(headers[0] if headers else {}))
+        assert response.status_code == 200, (url, response.content[:300])

@@ -4,6 +4,8 @@ and blow the bound. A bound that a change legitimately raises is raised with it,
 
 import pytest
 
+from tests.helpers.seed import assert_bounded
+
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -25,10 +27,7 @@ def test_my_benchmarks_and_its_filters_and_partials_take_a_fixed_number_of_queri
         ("/runs/?fragment=dashboard", HTMX, 7),
         ("/", {}, 6),
     ]
-    for url, headers, bound in pages:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.web.get(url, **headers)
-        assert response.status_code == 200, url
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)
     assert seeded.runs[-1].pk in owner.web.get("/runs/").content.decode()
 
 
@@ -41,10 +40,7 @@ def test_harness_pages_and_the_runs_partial_take_a_fixed_number_of_queries(
         (f"/harnesses/{harness}/", {}, 6),
         (f"/runs/?fragment=harness-runs&harness={harness}", HTMX, 8),
     ]
-    for url, headers, bound in pages:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.web.get(url, **headers)
-        assert response.status_code == 200, url
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)
 
 
 def test_a_run_page_its_live_part_and_compare_take_a_fixed_number_of_queries(
@@ -57,10 +53,7 @@ def test_a_run_page_its_live_part_and_compare_take_a_fixed_number_of_queries(
         (f"/runs/{run}/", HTMX, 5),
         (f"/runs/compare/?{compare}", {}, 6),  # 8 runs: one query for all of them
     ]
-    for url, headers, bound in pages:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.web.get(url, **headers)
-        assert response.status_code == 200, url
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)
 
 
 def test_the_run_and_harness_apis_take_a_fixed_number_of_queries(
@@ -77,10 +70,7 @@ def test_the_run_and_harness_apis_take_a_fixed_number_of_queries(
         (f"/api/v1/harnesses/{harness}", 2),
         ("/api/v1/catalog", 1),
     ]
-    for url, bound in endpoints:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.api.get(url)
-        assert response.status_code == 200, (url, response.content[:300])
+    assert_bounded(owner.api, endpoints, django_assert_max_num_queries)
     assert len(owner.api.get("/api/v1/runs?limit=100").json()["results"]) == 30
 
 
@@ -98,7 +88,4 @@ def test_the_models_page_and_its_benchmark_partials_take_a_fixed_number_of_queri
         (f"/runs/?fragment=model-benchmarks&model={models[0].pk}", HTMX, 9),
         (f"/runs/?model={models[0].pk}", {}, 12),
     ]
-    for url, headers, bound in pages:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.web.get(url, **headers)
-        assert response.status_code == 200, url
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)

@@ -4,6 +4,7 @@ row and blow the bound."""
 
 import pytest
 
+from tests.helpers.seed import assert_bounded
 from traces.models import TaskGroup
 
 pytestmark = pytest.mark.django_db
@@ -26,10 +27,7 @@ def test_sessions_tasks_and_task_groups_pages_take_a_fixed_number_of_queries(
         ("/traces/task-groups/", 7),
         (f"/traces/task-groups/{group}/", 9),
     ]
-    for url, bound in pages:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.web.get(url)
-        assert response.status_code == 200, url
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)
     assert "big-session" in owner.web.get("/traces/").content.decode()
 
 
@@ -43,8 +41,5 @@ def test_the_trace_apis_take_a_fixed_number_of_queries(
         (f"/api/v1/sessions/{seeded.big_session.pk}", 4),
         ("/api/v1/task-groups", 3),
     ]
-    for url, bound in endpoints:
-        with django_assert_max_num_queries(bound, info=url):
-            response = owner.api.get(url)
-        assert response.status_code == 200, (url, response.content[:300])
+    assert_bounded(owner.api, endpoints, django_assert_max_num_queries)
     assert len(owner.api.get(f"/api/v1/sessions/{seeded.big_session.pk}").json()["spans"]) == 120
