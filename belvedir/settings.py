@@ -376,6 +376,9 @@ BELVEDIR_FILE_REPO_ROOT = envstr("BELVEDIR_FILE_REPO_ROOT", "")
 BELVEDIR_REPO_HOST_ALLOWLIST = envlist("BELVEDIR_REPO_HOST_ALLOWLIST", [])
 BELVEDIR_GIT_TIMEOUT = envint("BELVEDIR_GIT_TIMEOUT", 15, minimum=1)
 BELVEDIR_HEARTBEAT_STALE = envint("BELVEDIR_HEARTBEAT_STALE", 90, minimum=5)
+# How often each runs or GPU cluster reaps on its own host (its engine's orphan sandboxes and
+# volumes, and any host's runs whose heartbeats stopped), besides the housekeeping schedule.
+BELVEDIR_REAP_SECONDS = envint("BELVEDIR_REAP_SECONDS", 60, minimum=1)
 # GPU runs (README, "GPU runs"): the GPU types this platform's workers serve and how many
 # devices of each a worker host has (`a10g:1,a100:2`); a GPU harness of another type is
 # refused at launch. A GPU worker host runs one cluster per type (Q_CLUSTER_NAME=gpu-a10g), as

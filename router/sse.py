@@ -3,7 +3,7 @@ usage (which `stream_options.include_usage` puts in the last chunk)."""
 
 import json
 
-from router.pricing import CHARS_PER_TOKEN
+from router.pricing import text_tokens
 
 
 class StreamReader:
@@ -58,4 +58,4 @@ class StreamReader:
 
     def output_tokens_estimate(self) -> int:
         """Tokens that came through, when the upstream could not say: at least one a chunk."""
-        return max(self.content_chunks, -(-len(self.text) // CHARS_PER_TOKEN))
+        return max(self.content_chunks, text_tokens(self.text))

@@ -22,7 +22,12 @@ from belvedir.authentication import bearer_token
 from models_registry.api import FineTunedModelUploadView
 from models_registry.selectors import covered_models
 from router import reserve, upstream
-from router.pricing import cost_micros, output_tokens_limit, prompt_tokens_estimate
+from router.pricing import (
+    choices_problem,
+    cost_micros,
+    output_tokens_limit,
+    prompt_tokens_estimate,
+)
 from router.services import (
     Admission,
     CallRecord,
@@ -47,9 +52,9 @@ _upload_fine_tuned = sync_to_async(FineTunedModelUploadView.as_view())
 
 
 def error_response(
-    status: int, message: str, *, type: str, code: str | None = None
+    status: int, message: str, *, type: str, code: str | None = None, param: str | None = None
 ) -> JsonResponse:
-    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
     return JsonResponse(body, status=status)
 
 
@@ -77,11 +82,11 @@ def _upstream_error(status: int, content: bytes) -> JsonResponse:
 
 def _forwarded_body(admission: Admission, body: dict) -> dict:
     forwarded = dict(body)
+    # Both limits, whichever the upstream reads: what was reserved for is all it may produce.
     limit = output_tokens_limit(admission.price, body)
-    if "max_completion_tokens" in forwarded:
-        forwarded["max_completion_tokens"] = limit
-    else:
-        forwarded["max_tokens"] = limit
+    forwarded["max_tokens"] = forwarded["max_completion_tokens"] = limit
+    for name, budget in (("reasoning", "max_tokens"), ("thinking", "budget_tokens")):
+        _cap_budget(forwarded, name, budget, limit)
     if body.get("stream"):
         options = forwarded.get("stream_options")
         forwarded["stream_options"] = {
@@ -89,6 +94,14 @@ def _forwarded_body(admission: Admission, body: dict) -> dict:
             "include_usage": True,
         }
     return forwarded
+
+
+def _cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:
+    """A reasoning budget (OpenRouter's `reasoning.max_tokens`, Anthropic's
+    `thinking.budget_tokens`) never past the output limit (reasoning is output)."""
+    options = forwarded.get(name)
+    if isinstance(options, dict) and isinstance(options.get(budget), int):
+        forwarded[name] = {**options, budget: min(options[budget], limit)}
 
 
 def _settlement(admission: Admission, call: CallRecord) -> Settlement | None:
@@ -202,6 +215,20 @@ def _openai_errors(view):
     return wrapped
 
 
+def _body_bytes(request) -> bytes | None:
+    """The request's body, read under the router's own limit (not Django's
+    DATA_UPLOAD_MAX_MEMORY_SIZE, made for forms: an agent's long context with images is
+    larger); None when it is over `MAX_BODY_BYTES`."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > MAX_BODY_BYTES:
+        return None
+    raw = request.read(MAX_BODY_BYTES + 1)
+    return None if len(raw) > MAX_BODY_BYTES else raw
+
+
 @csrf_exempt
 @_openai_errors
 async def chat_completions(request):
@@ -210,16 +237,21 @@ async def chat_completions(request):
             405, "Use POST.", type="invalid_request_error", code="method_not_allowed"
         )
     started = time.time_ns()
-    if len(request.body) > MAX_BODY_BYTES:
-        return error_response(413, "The request body is too large.", type="invalid_request_error")
+    raw = _body_bytes(request)
+    if raw is None:
+        message = f"The request body is over {MAX_BODY_BYTES // 2**20} MB."
+        return error_response(413, message, type="invalid_request_error", code="body_too_large")
     try:
-        body = json.loads(request.body or b"null")
+        body = json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError):
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_response(
             400, "The body must be a JSON object with messages.", type="invalid_request_error"
         )
+    problem = choices_problem(body)
+    if problem is not None:
+        return error_response(400, problem, type="invalid_request_error", param="n")
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     call = CallRecord(model=model, messages=body["messages"], started_ns=started)
     call.streamed = bool(body.get("stream"))

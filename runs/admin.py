@@ -5,7 +5,7 @@ from django.db.models.functions import Coalesce
 from belvedir.errors import DomainError
 from belvedir.text import counted, score_text, usd
 from runs import gpu, services, task_sandboxes
-from runs.models import GpuDevice, OrganizationSpend, Run, Status, TaskSandbox
+from runs.models import GpuDevice, OrganizationSpend, Run, Status, TaskSandbox, WorkerHost
 
 
 @admin.action(description="Cancel selected runs")
@@ -40,6 +40,7 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
         "worker",
+        "engine",
     ]
     list_filter = ["status", "grading", "gpu_type", "project__organization"]
     search_fields = ["id", "harness_name", "model", "project__name"]
@@ -78,6 +79,7 @@ class RunAdmin(admin.ModelAdmin):
         "exit_code",
         "container_id",
         "worker",
+        "engine",
         "gpu_type",
         "gpu_device",
         "heartbeat_at",
@@ -153,6 +155,15 @@ class GpuDeviceAdmin(admin.ModelAdmin):
     search_fields = ["host", "device_id", "run__id"]
     readonly_fields = ["run", "held_at", "registered_at"]
     actions = [free_devices]
+
+
+@admin.register(WorkerHost)
+class WorkerHostAdmin(admin.ModelAdmin):
+    """Worker hosts (their runs and GPU clusters report every BELVEDIR_REAP_SECONDS)."""
+
+    list_display = ["name", "engine", "seen_at", "problems"]
+    search_fields = ["name", "engine"]
+    readonly_fields = ["name", "engine", "seen_at", "problems"]
 
 
 @admin.action(description="Stop selected task sandboxes")

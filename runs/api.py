@@ -41,6 +41,7 @@ class RunSerializer(serializers.ModelSerializer):
             "waiting_for",
             "gpu_type",
             "gpu_device",
+            "engine",
             "score",
             "results",
             "notes",
@@ -90,6 +91,10 @@ class RunSerializer(serializers.ModelSerializer):
                 "help_text": "Covered model spend settled so far, in micro-dollars."
             },
             "gpu_type": {"help_text": "A GPU run's GPU type (its queue); blank for CPU runs."},
+            "engine": {
+                "help_text": "The worker host and Docker engine the run was claimed on "
+                "(`host unix:///var/run/docker.sock`); blank before it started."
+            },
             "gpu_device": {
                 "help_text": "The GPU device a GPU run got (worker host/device id), once started."
             },

@@ -45,7 +45,7 @@ from runs.sandbox.base import (
     SandboxSpec,
     tar_directory,
 )
-from runs.sandbox_config import get_backend, spec_from_settings
+from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 from runs.services import (
     run_claim,
     run_fine_tuned_env,
@@ -201,7 +201,10 @@ def execute_run(run_id: str) -> str:
 
 def _execute(run_id: str, device: GpuDevice | None) -> str:
     gpu_device = f"{device.host}/{device.device_id}" if device else ""
-    if not run_claim(run_id=run_id, worker=_worker_name(), gpu_device=gpu_device):
+    claimed = run_claim(
+        run_id=run_id, worker=_worker_name(), gpu_device=gpu_device, engine=engine_name()
+    )
+    if not claimed:
         return "not claimed"
     run = _load(run_id)
     execution = Execution(run, get_backend(), device=device)

@@ -11,7 +11,6 @@ again once its lease is older than BELVEDIR_HEARTBEAT_STALE, and the reaper clea
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,6 +19,7 @@ from django.utils import timezone
 
 from runs.db import reconnecting
 from runs.models import TERMINAL, GpuDevice
+from runs.sandbox_config import worker_host
 
 QUEUE_PREFIX = "gpu-"
 
@@ -53,10 +53,6 @@ def with_article(gpu_type: str) -> str:
 
 def waiting_for(gpu_type: str) -> str:
     return f"waiting for {with_article(gpu_type)} worker"
-
-
-def worker_host() -> str:
-    return settings.BELVEDIR_WORKER_HOST or socket.gethostname()
 
 
 def host_devices() -> dict[str, list[str]]:

@@ -89,6 +89,9 @@ class Run(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)
+    # The worker host and Docker engine the run was claimed on ("host unix:///…sock"): where
+    # its sandbox lives (runs.sandbox_config.engine_name).
+    engine = models.CharField(max_length=300, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
@@ -179,6 +182,23 @@ class GpuDevice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_type} {self.host}/{self.device_id}"
+
+
+class WorkerHost(models.Model):
+    """A worker host as its clusters last reported it (runs.hosts): its Docker engine, when it
+    was last seen, and what keeps its sandboxes from being isolated, if anything. A web host
+    with no engine of its own accepts launches while some worker host is fresh and isolated."""
+
+    name = models.CharField(max_length=120, unique=True)  # BELVEDIR_WORKER_HOST
+    engine = models.CharField(max_length=300)  # runs.sandbox_config.engine_name
+    seen_at = models.DateTimeField(default=timezone.now)
+    problems = models.JSONField(default=list, blank=True)  # isolation problems: none = ready
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.engine
 
 
 class OrganizationSpend(Organization):

@@ -1,5 +1,11 @@
 """No stuck runs: fail runs whose worker died, requeue lost queued runs, remove orphan sandboxes,
-free the GPU devices of runs whose worker died."""
+free the GPU devices of runs whose worker died.
+
+Every worker host runs it (the housekeeping cluster's schedule, and each runs or GPU cluster
+every BELVEDIR_REAP_SECONDS): the runs of any host whose heartbeats stopped are failed by
+whichever host sees it first, so a vanished host's runs end too, but a host only ever removes
+the sandboxes and volumes of its own engine (the one `get_backend()` talks to).
+"""
 
 import logging
 from datetime import timedelta
@@ -17,9 +23,14 @@ from runs.services import run_enqueue, run_finish
 
 log = logging.getLogger(__name__)
 LOST_NOTE = (
-    "belvedir: the worker running this run stopped responding (no heartbeat for {seconds} s); "
-    "the run was failed and its sandbox removed."
+    "belvedir: the worker running this run stopped responding (no heartbeat for {seconds} s"
+    "{where}); the run was failed and its sandbox removed."
 )
+
+
+def lost_note(run: Run, stale: int) -> str:
+    host = run.engine.split(" ")[0] if run.engine else ""
+    return LOST_NOTE.format(where=f" on {host}" if host else "", seconds=stale)
 
 
 def reap() -> dict:
@@ -31,7 +42,7 @@ def reap() -> dict:
 
     cutoff = now - timedelta(seconds=stale)
     for run in Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff):
-        note = LOST_NOTE.format(seconds=stale)
+        note = lost_note(run, stale)
         if run_finish(
             run_id=run.pk,
             status=Status.FAILED,

@@ -9,6 +9,8 @@ platform's sandboxes from another's on a shared engine, `image_config()` says wh
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,20 @@ def get_backend() -> SandboxBackend:
             reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
         )
     raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
+
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
+def worker_host() -> str:
+    """This worker host's name: BELVEDIR_WORKER_HOST, else the host name."""
+    return settings.BELVEDIR_WORKER_HOST or socket.gethostname()
+
+
+def engine_name() -> str:
+    """The worker host and the Docker engine its sandboxes run on, as a run records them:
+    `host unix:///var/run/docker.sock` (DOCKER_HOST, else the local socket)."""
+    return f"{worker_host()} {os.environ.get('DOCKER_HOST') or DEFAULT_DOCKER_HOST}"
 
 
 def spec_from_settings(**fields: Any) -> SandboxSpec:

@@ -21,7 +21,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git, gpu, task_sandboxes
+from runs import git, gpu, hosts, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import model_access_check
@@ -68,6 +68,17 @@ def sandbox_check() -> None:
             "Try again in a few minutes.",
             retry_after=60,
         ) from exc
+
+
+def launch_ready() -> None:
+    """Refuse a launch no worker can run: this host's engine must answer with isolation in
+    place, or (a web host with no engine of its own) some worker host must be ready."""
+    try:
+        sandbox_check()
+        isolation_require()
+    except Unavailable:
+        if not hosts.hosts_ready():
+            raise
 
 
 def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
@@ -146,8 +157,7 @@ def run_launch(
         judge_api_base=judge_api_base,
         judge_api_key=judge_api_key,
     )
-    sandbox_check()
-    isolation_require()
+    launch_ready()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=project.organization_id)
@@ -312,19 +322,23 @@ def run_enqueue(*, run_id: str) -> None:
     run_task_enqueue(run_id=run_id, cluster=gpu.queue_name(gpu_type) if gpu_type else None)
 
 
-def run_claim(*, run_id: str, worker: str, gpu_device: str = "") -> bool:
+def run_claim(*, run_id: str, worker: str, gpu_device: str = "", engine: str = "") -> bool:
     """Atomically move a queued run to running; False if someone else has it (or it was cancelled).
-    `gpu_device`: the GPU it runs on (host/device id), already held for it."""
-    return _claim(run_id=run_id, worker=worker, gpu_device=gpu_device, now=timezone.now())
+    `gpu_device`: the GPU it runs on (host/device id), already held for it; `engine`: the
+    worker host and Docker engine its sandbox will run on."""
+    return _claim(
+        run_id=run_id, worker=worker, gpu_device=gpu_device, engine=engine, now=timezone.now()
+    )
 
 
 @reconnecting
-def _claim(*, run_id: str, worker: str, gpu_device: str, now: datetime) -> bool:
+def _claim(*, run_id: str, worker: str, gpu_device: str, engine: str, now: datetime) -> bool:
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
         heartbeat_at=now,
         worker=worker,
+        engine=engine,
         gpu_device=gpu_device,
         stage=Stage.CLONING,
         stage_started_at=now,

@@ -36,8 +36,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 TAG = "belvedir-sandbox"
-IN_CHAIN = "BELVEDIR-SANDBOX-IN"
+IN_CHAIN = "BELVEDIR-SANDBOX-IN"  # the default network's chains (bridge br-belvedir)
 FWD_CHAIN = "BELVEDIR-SANDBOX-FWD"
+DEFAULT_BRIDGE = "br-belvedir"
 LINK_LOCAL = "169.254.0.0/16"
 # Private (RFC 1918) and carrier-grade NAT networks: the platform's and its neighbours'.
 PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
@@ -75,7 +76,7 @@ class NetworkConfig:
     name: str = "belvedir-sandbox"
     subnet: str = "172.30.0.0/24"
     gateway: str = "172.30.0.1"
-    bridge: str = "br-belvedir"
+    bridge: str = DEFAULT_BRIDGE
     ports: str = "18700:18799"
     allow_cidrs: tuple[str, ...] = ()  # forwarded traffic accepted before the drops
     dns_servers: tuple[str, ...] = field(default_factory=host_resolvers)  # port 53 accepted
@@ -136,6 +137,14 @@ class NetworkConfig:
             )
         return low, high
 
+    def chains(self) -> tuple[str, str]:
+        """Our (INPUT, forward) chains. Each bridge has its own, so a second sandbox network on
+        the same host (another engine's: BELVEDIR_SANDBOX_BRIDGE) never replaces the first's
+        rules; the default bridge keeps the chain names it always had."""
+        if self.bridge == DEFAULT_BRIDGE:
+            return IN_CHAIN, FWD_CHAIN
+        return f"BVD-IN-{self.bridge}", f"BVD-FWD-{self.bridge}"
+
     def gateway_url(self) -> str:
         """The URL sandboxes use to reach a gateway on the first port of the range."""
         return f"http://{self.gateway}:{self.port_range()[0]}"
@@ -154,24 +163,25 @@ def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
     """Our own chains' rules, exactly as `iptables -S <chain>` prints them."""
     low, high = config.port_range()
     ports = f"{low}:{high}" if high != low else str(low)
+    inbound, forward = config.chains()
     return {
-        IN_CHAIN: [
-            f"-A {IN_CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED {_tag()} -j ACCEPT",
-            f"-A {IN_CHAIN} -d {config.gateway}/32 -p tcp -m tcp --dport {ports} {_tag()} -j ACCEPT",
-            f"-A {IN_CHAIN} {_tag()} -j DROP",
+        inbound: [
+            f"-A {inbound} -m conntrack --ctstate RELATED,ESTABLISHED {_tag()} -j ACCEPT",
+            f"-A {inbound} -d {config.gateway}/32 -p tcp -m tcp --dport {ports} {_tag()} -j ACCEPT",
+            f"-A {inbound} {_tag()} -j DROP",
         ],
-        FWD_CHAIN: [
+        forward: [
             *(
-                f"-A {FWD_CHAIN} -d {server}/32 -p {proto} -m {proto} --dport 53 {_tag()} -j ACCEPT"
+                f"-A {forward} -d {server}/32 -p {proto} -m {proto} --dport 53 {_tag()} -j ACCEPT"
                 for server in config.dns_servers
                 for proto in ("udp", "tcp")
             ),
-            *(f"-A {FWD_CHAIN} -d {cidr} {_tag()} -j ACCEPT" for cidr in config.allowed_networks()),
-            f"-A {FWD_CHAIN} -d {LINK_LOCAL} {_tag()} -j DROP",
-            *(f"-A {FWD_CHAIN} -d {cidr} {_tag()} -j DROP" for cidr in PRIVATE_NETWORKS),
-            f"-A {FWD_CHAIN} -o br-+ {_tag()} -j DROP",
-            f"-A {FWD_CHAIN} -o docker0 {_tag()} -j DROP",
-            f"-A {FWD_CHAIN} {_tag()} -j RETURN",
+            *(f"-A {forward} -d {cidr} {_tag()} -j ACCEPT" for cidr in config.allowed_networks()),
+            f"-A {forward} -d {LINK_LOCAL} {_tag()} -j DROP",
+            *(f"-A {forward} -d {cidr} {_tag()} -j DROP" for cidr in PRIVATE_NETWORKS),
+            f"-A {forward} -o br-+ {_tag()} -j DROP",
+            f"-A {forward} -o docker0 {_tag()} -j DROP",
+            f"-A {forward} {_tag()} -j RETURN",
         ],
     }
 
@@ -179,9 +189,10 @@ def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
 def hook_rules(config: NetworkConfig) -> list[tuple[str, str, str]]:
     """(command, chain, rule) of the rules that send the bridge's traffic into our chains."""
     bridge = f"-i {config.bridge} {_tag()}"
+    inbound, forward = config.chains()
     return [
-        ("iptables", "INPUT", f"{bridge} -j {IN_CHAIN}"),
-        ("iptables", "DOCKER-USER", f"{bridge} -j {FWD_CHAIN}"),
+        ("iptables", "INPUT", f"{bridge} -j {inbound}"),
+        ("iptables", "DOCKER-USER", f"{bridge} -j {forward}"),
         ("ip6tables", "INPUT", f"{bridge} -j DROP"),
         ("ip6tables", "FORWARD", f"{bridge} -j DROP"),
     ]
@@ -348,14 +359,31 @@ def install(config: NetworkConfig, say: Callable[[str], None] = print) -> None:
         raise NetworkSetupError("; ".join(left))
 
 
+def uninstall_rules(config: NetworkConfig, say: Callable[[str], None] = print) -> None:
+    """Take the bridge's hooks and chains out of the firewall (a second engine's network that
+    is going away: scripts/second-engine.sh stop); the Docker network stays."""
+    for command, chain, rule in hook_rules(config):
+        while _run([command, "-C", chain, *rule.split()]).returncode == 0:
+            _run([command, "-D", chain, *rule.split()])
+            say(f"removed {command} -A {chain} {rule}")
+    for chain in config.chains():
+        if _run(["iptables", "-S", chain]).returncode == 0:
+            _run(["iptables", "-F", chain])
+            _run(["iptables", "-X", chain])
+            say(f"removed the chain {chain}")
+
+
 def main(argv: list[str]) -> int:
-    """`network.py install` (default) or `network.py check`; exit 1 with the reasons."""
+    """`network.py install` (default), `check` or `uninstall`; exit 1 with the reasons."""
     action = argv[0] if argv else "install"
-    if action not in ("install", "check"):
-        print("usage: network.py [install|check]", file=sys.stderr)
+    if action not in ("install", "check", "uninstall"):
+        print("usage: network.py [install|check|uninstall]", file=sys.stderr)
         return 2
     try:
         config = NetworkConfig.from_env()
+        if action == "uninstall":
+            uninstall_rules(config, say=lambda text: print(f"sandbox-network: {text}"))
+            return 0
         if action == "install":
             install(config, say=lambda text: print(f"sandbox-network: {text}"))
         left = problems(config)

@@ -8,7 +8,8 @@ asks for it), slowly when told to, or with an error.
 What it answers is set on the object: `words` (the reply's length, one token each), `prompt_tokens` (the usage it
 reports for the prompt), `delay`
 (seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
-answer instead). Every request's JSON body is kept in `requests`.
+answer instead), `usage_of` (a function of the request's body giving the usage to report). Every
+request's JSON body is kept in `requests`.
 """
 
 import json
@@ -34,6 +35,9 @@ class FakeUpstream:
     ):
         self.words, self.delay, self.chunk_delay = words, delay, chunk_delay
         self.prompt_tokens = PROMPT_TOKENS
+        # When set: the usage it reports for a request body (instead of `prompt_tokens` and
+        # the reply's words).
+        self.usage_of = None
         self.fail: tuple[int, bytes] | None = None
         self.requests: list[dict] = []
         self.disconnects = 0
@@ -81,7 +85,7 @@ class FakeUpstream:
                     if (body.get("stream_options") or {}).get("include_usage"):
                         event = fake.chunk(body, None, None)
                         event["choices"] = []
-                        event["usage"] = fake.usage(len(words))
+                        event["usage"] = fake.usage(len(words), body)
                         self._event(event)
                     self._write(b"data: [DONE]\n\n")
                     self.wfile.write(b"0\r\n\r\n")
@@ -115,7 +119,9 @@ class FakeUpstream:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def usage(self, completion: int) -> dict:
+    def usage(self, completion: int, body: dict) -> dict:
+        if self.usage_of is not None:
+            return self.usage_of(body)
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
@@ -136,7 +142,7 @@ class FakeUpstream:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": self.usage(len(words)),
+            "usage": self.usage(len(words), body),
         }
 
     def chunk(self, body: dict, delta: dict | None, finish: str | None) -> dict:

@@ -29,6 +29,7 @@ RUN_FIELDS = {
     "waiting_for",
     "gpu_type",
     "gpu_device",
+    "engine",
     "score",
     "results",
     "notes",

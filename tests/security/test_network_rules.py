@@ -25,6 +25,17 @@ def iptables(*args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+def leading_hooks(rules: list[str]) -> list[str]:
+    """The sandbox networks' hooks at the head of a chain (before any other rule): ours, and
+    another sandbox network's (a second engine's, tests/runs/test_two_engines.py) if any."""
+    hooks = []
+    for rule in rules[1:]:  # [0] is the chain's policy or -N
+        if "--comment belvedir-sandbox" not in rule:
+            break
+        hooks.append(rule)
+    return hooks
+
+
 def test_forwarded_traffic_from_sandboxes_to_link_local_addresses_is_dropped_by_rule():
     forward = iptables("-S", network.FWD_CHAIN)
     hooks = iptables("-S", "DOCKER-USER")
@@ -36,7 +47,7 @@ def test_forwarded_traffic_from_sandboxes_to_link_local_addresses_is_dropped_by_
     assert (
         "-A DOCKER-USER -i br-belvedir -m comment --comment belvedir-sandbox "
         "-j BELVEDIR-SANDBOX-FWD"
-    ) == hooks[1]
+    ) in leading_hooks(hooks)
 
 
 def test_forwarded_traffic_from_sandboxes_to_private_and_cgnat_networks_is_dropped_by_rule():
@@ -73,6 +84,20 @@ def test_operator_allowed_networks_are_accepted_before_the_private_drops():
     assert NetworkConfig.from_env(env).allow_cidrs == ("10.20.0.0/16", "192.168.5.7")
 
 
+def test_a_second_sandbox_network_has_chains_of_its_own():
+    second = NetworkConfig(
+        name="belvedir-sandbox2", subnet="172.31.0.0/24", gateway="172.31.0.1", bridge="br-b2"
+    )
+
+    assert CONFIG.chains() == (network.IN_CHAIN, network.FWD_CHAIN)  # the default's, as ever
+    assert second.chains() == ("BVD-IN-br-b2", "BVD-FWD-br-b2")
+    assert set(network.chain_rules(second)).isdisjoint(network.chain_rules(CONFIG))
+    assert [rule for _, _, rule in network.hook_rules(second)][:2] == [
+        "-i br-b2 -m comment --comment belvedir-sandbox -j BVD-IN-br-b2",
+        "-i br-b2 -m comment --comment belvedir-sandbox -j BVD-FWD-br-b2",
+    ]
+
+
 def test_the_host_resolvers_are_read_from_resolv_conf_without_loopback_ones(tmp_path):
     conf = tmp_path / "resolv.conf"
     conf.write_text("# x\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver ::1\n")
@@ -95,11 +120,11 @@ def test_traffic_from_sandboxes_to_other_bridges_is_dropped_and_the_internet_is_
 
 def test_traffic_from_sandboxes_to_the_host_is_dropped_but_for_the_gateway_ports():
     inbound = iptables("-S", network.IN_CHAIN)
-    first_input_rule = iptables("-S", "INPUT")[1]
+    first_input_rules = leading_hooks(iptables("-S", "INPUT"))
 
-    assert first_input_rule == (
+    assert (
         "-A INPUT -i br-belvedir -m comment --comment belvedir-sandbox -j BELVEDIR-SANDBOX-IN"
-    )
+    ) in first_input_rules
     assert inbound[1:] == [
         "-A BELVEDIR-SANDBOX-IN -m conntrack --ctstate RELATED,ESTABLISHED "
         "-m comment --comment belvedir-sandbox -j ACCEPT",
@@ -148,7 +173,9 @@ def test_installing_twice_changes_nothing():
 
     assert iptables("-S") == before
     dns_rules = 2 * len(network.host_resolvers())
-    assert sum("belvedir-sandbox" in rule for rule in before) == 13 + dns_rules
+    # Another sandbox network's rules (a second engine's, in its own BVD-* chains) aside.
+    ours = [rule for rule in before if "belvedir-sandbox" in rule and "BVD-" not in rule]
+    assert len(ours) == 13 + dns_rules
 
 
 def test_the_check_reports_what_is_missing_without_changing_anything():

@@ -7,6 +7,10 @@
   cluster is killed; a run that was in flight stops sending heartbeats, and the reaper (the
   housekeeping cluster) fails it with a `belvedir:` note and removes its sandbox.
 - When the main process exits, no process it started is left running.
+
+A runs or GPU cluster also reaps on its own host every BELVEDIR_REAP_SECONDS (`HostReaper`):
+each worker host's engine then has its orphan sandboxes removed by that host, and a vanished
+host's runs are failed by the hosts still there, whichever host runs the housekeeping cluster.
 """
 
 import logging
@@ -18,10 +22,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.db import close_old_connections, connection
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 
-from runs import gpu
+from runs import gpu, hosts, reaper
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,34 @@ class StoppableCluster(Cluster):
         kill_all(pids)
 
 
+class HostReaper(threading.Thread):
+    """Report this host (`hosts.host_beat`) and `reaper.reap()` every BELVEDIR_REAP_SECONDS, in
+    the cluster's main process."""
+
+    def __init__(self, every: float):
+        super().__init__(daemon=True, name="host-reaper")
+        self.every = every
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        self.beat()
+        while not self.stopped.wait(self.every):
+            try:
+                close_old_connections()
+                hosts.host_beat()
+                reaper.reap()
+            except Exception:  # a failed pass (a dropped connection) must not end them all
+                log.warning("the host reaper's pass failed; trying again", exc_info=True)
+                connection.close()
+        connection.close()
+
+    def beat(self) -> None:
+        try:
+            hosts.host_beat()
+        except Exception:
+            log.warning("could not report this worker host", exc_info=True)
+
+
 class Command(qcluster.Command):
     help = qcluster.Command.help + " Stops cleanly on SIGTERM (see runs/management/commands)."
 
@@ -99,10 +132,16 @@ class Command(qcluster.Command):
             self.serve_gpu(gpu_type)
         cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
         cluster.start()
+        host_reaper = None
+        if os.environ.get("Q_CLUSTER_NAME", "") != settings.Q_HOUSEKEEPING_CLUSTER:
+            host_reaper = HostReaper(settings.BELVEDIR_REAP_SECONDS)
+            host_reaper.start()
         if options.get("run_once", False):
             cluster.stop()
         while cluster.sentinel.is_alive():
             time.sleep(0.2)  # a stop signal runs its handler here
+        if host_reaper is not None:
+            host_reaper.stopped.set()
         signal.alarm(0)
         kill_all(descendants(cluster.pid))  # nothing of the cluster outlives it
 
