@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
         ('belvedir', '0005_project_chinese_models_allowed'),
         ('harnesses', '0004_generation_started_at'),
         ('models_registry', '0003_fine_tuned_models'),
-        ('runs', '0012_task_sandbox'),
+        ('runs', '0014_worker_host'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
