@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -90,10 +91,19 @@ def _reserve(*, run: Run, name: str) -> TaskSandbox:
     """A STARTING row, counted under a lock on the run so concurrent creates never pass
     HARBOR_CONCURRENCY."""
     cap = managed.concurrency(run_env(run))
+    lost = timezone.now() - timedelta(seconds=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 120)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status != Status.RUNNING:
             raise Forbidden(f"The run is {locked.status}, not running.", code="not_managed")
+        # A create whose process died while the image built never finishes: free its slot.
+        TaskSandbox.objects.filter(
+            run=locked, status=TaskSandbox.Status.STARTING, created_at__lt=lost
+        ).update(
+            status=TaskSandbox.Status.FAILED,
+            error="lost while starting (the platform process stopped during the build)",
+            stopped_at=timezone.now(),
+        )
         alive = TaskSandbox.objects.filter(run=locked, status__in=TaskSandbox.ALIVE).count()
         if alive >= cap:
             raise LimitReached(

@@ -3,9 +3,11 @@ the run's own key, the sandbox gateway, real Docker (gVisor, the isolated networ
 
 import io
 import tarfile
+from datetime import timedelta
 
 import docker
 import pytest
+from django.utils import timezone
 
 from runs.models import TaskSandbox
 from tests.helpers.task_sandboxes import (
@@ -212,3 +214,21 @@ def test_exec_runs_as_the_user_asked_and_force_build_skips_the_cache(managed, bu
     client.stop(TaskSandbox.objects.get(run=run, name="again").pk)
     rebuilt = client.create_forced("forced", context)
     assert rebuilt.status == 201 and rebuilt.json()["cached"] is False
+
+
+def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, built):
+    run, client = managed
+    TaskSandbox.objects.bulk_create(
+        [
+            TaskSandbox(run=run, name=f"lost-{i}", created_at=timezone.now() - timedelta(hours=2))
+            for i in range(4)
+        ]
+    )  # four STARTING rows, as a killed web process would leave them (the limit is 4)
+
+    created = client.create("fresh", context_tar(fresh_dockerfile()))
+
+    assert created.status == 201, created.body
+    built.add(created.json()["image"])
+    lost = TaskSandbox.objects.filter(run=run, name__startswith="lost-")
+    assert set(lost.values_list("status", flat=True)) == {"failed"}
+    assert "lost while starting" in lost.first().error
