@@ -126,6 +126,10 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["project", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # My Benchmarks (newest first), a harness's runs, the score charts (newest scored)
+            models.Index(fields=["project", "-created_at"], name="run_project_newest"),
+            models.Index(fields=["harness", "-created_at"], name="run_harness_newest"),
+            models.Index(fields=["project", "-finished_at", "-id"], name="run_project_finished"),
         ]
         constraints = [
             models.CheckConstraint(
