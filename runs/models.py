@@ -138,6 +138,11 @@ class Run(models.Model):
                 ),
                 name="run_status_valid",
             ),
+            # The router releases a reservation once per call: never more than was reserved.
+            models.CheckConstraint(
+                condition=models.Q(covered_reserved_micros__gte=0),
+                name="run_covered_reserved_not_negative",
+            ),
             models.CheckConstraint(
                 condition=models.Q(attempts__gte=1), name="run_attempts_positive"
             ),
