@@ -52,7 +52,11 @@ class LedgerEntry(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["organization", "-created_at"])]
+        indexes = [
+            models.Index(
+                fields=["organization", "-created_at", "-id"], name="ledger_organization_newest"
+            )
+        ]
         constraints = [
             # A run is charged once and refunded once, whatever retries happen.
             models.UniqueConstraint(

@@ -61,7 +61,7 @@ class HarnessAdmin(admin.ModelAdmin):
     ]
     list_filter = ["compute", "preset", "project__organization"]
     search_fields = ["name", "repo_url", "id", "project__name"]
-    readonly_fields = ["id", "created_at", "updated_at"]
+    readonly_fields = ["id", "environment", "environment_version", "created_at", "updated_at"]
     list_select_related = ["project__organization"]
     autocomplete_fields = ["project", "created_by"]
 

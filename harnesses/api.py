@@ -21,8 +21,19 @@ class HarnessSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Harness
-        fields = ["id", *services.FIELDS, "created_at", "updated_at"]
-        read_only_fields = ["id", "created_at", "updated_at"]
+        fields = [
+            "id",
+            *services.FIELDS,
+            "environment",
+            "environment_version",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "environment", "environment_version", "created_at", "updated_at"]
+        extra_kwargs = {
+            "environment": {"help_text": "The environment whose tasks this harness was made from."},
+            "environment_version": {"help_text": "That environment's version, at the time."},
+        }
 
     def get_env(self, harness: Harness) -> dict[str, str]:
         return services.harness_values(harness=harness)["env"]

@@ -213,7 +213,7 @@ def environment_harness_create(
     extra = {}
     if card.repo == HARBOR_REPO:  # the Harbor driver runs the environment's Harbor export
         extra["env"] = {**card.env, "HARBOR_DATASET": f"belvedir:{environment.pk}"}
-    return services.harness_create(
+    harness = services.harness_create(
         project=environment.project,
         created_by=created_by,
         preset=card.slug,
@@ -221,3 +221,6 @@ def environment_harness_create(
         tasks=tasks_format.dumps(tasks),
         **extra,
     )
+    harness.environment, harness.environment_version = environment, environment.version
+    harness.save(update_fields=["environment", "environment_version"])
+    return harness

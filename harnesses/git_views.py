@@ -18,8 +18,10 @@ def git_file(request, name: str, path: str):
         found = None
     if found is None:
         raise Http404(f"No file {path} in driver {name}.")
-    if path in _TEXT:
-        return HttpResponse(found.read_bytes(), content_type="text/plain; charset=utf-8")
+    if path in _TEXT:  # these change when drivers/ changes: never cached stale
+        response = HttpResponse(found.read_bytes(), content_type="text/plain; charset=utf-8")
+        response["Cache-Control"] = "no-cache"
+        return response
     response = FileResponse(found.open("rb"), content_type="application/octet-stream")
     immutable = path.startswith("objects/pack/")  # named by their content
     response["Cache-Control"] = "public, max-age=86400" if immutable else "no-cache"

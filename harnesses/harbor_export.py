@@ -44,6 +44,7 @@ JUDGE_SOURCE = (
     / "judge.py"
 )
 JUDGED_KINDS = ("judge", "rubric")
+_NO_ANSWER_NOTE = "belvedir: this task has no recorded answer; the oracle writes an empty one."
 
 
 class ExportError(ValueError):
@@ -221,7 +222,8 @@ def _task_files(task_id: str, task: dict, options: ExportOptions, judge_source: 
     if kind == "code":
         files.append(put("tests/verify.py", str(verifier.get("source") or "")))
     golden_paths = {_state_path(task_id, "golden", p): text for p, text in golden.items()}
-    files.append(put("solution/solve.sh", _solve_sh(task.get("answer"), golden_paths), True))
+    solve = _solve_sh(task.get("answer"), golden_paths, judged=kind in JUDGED_KINDS)
+    files.append(put("solution/solve.sh", solve, True))
     return files
 
 
@@ -296,13 +298,17 @@ def _heredoc(target: str, text: str) -> list[str]:
     ]
 
 
-def _solve_sh(answer: str | None, golden: dict[str, str]) -> str:
+def _solve_sh(answer: str | None, golden: dict[str, str], *, judged: bool = False) -> str:
     lines = [
         "#!/bin/bash",
         "# The oracle: writes the recorded answer (and a state_diff task's golden files), so",
         "# `harbor run -a oracle` checks the verifier before any model is paid for.",
         "set -euo pipefail",
     ]
+    if answer is None and judged:
+        # Nothing to write: the judge grades an empty answer (usually 0), so an oracle run's
+        # mean is 1.0 only when every judged task has a recorded answer.
+        lines.append(f"echo {_NO_ANSWER_NOTE!r} >&2")
     lines += _heredoc(ANSWER_PATH, answer or "")
     for path, text in sorted(golden.items()):
         lines += _heredoc(f"{STATE_DIR}/{path}", text)
@@ -316,6 +322,19 @@ def _readme_file(tasks: list[dict], options: ExportOptions) -> ExportFile:
 def _readme(tasks: list[dict], options: ExportOptions) -> str:
     name = options.metadata.get("environment_name") or "Belvedir environment"
     kinds = sorted({_kind(t) for t in tasks})
+    unanswered = [
+        str(t.get("id") or f"task-{n}")
+        for n, t in enumerate(tasks, start=1)
+        if t.get("answer") is None and _kind(t) in JUDGED_KINDS
+    ]
+    note = ""
+    if unanswered:
+        shown = ", ".join(unanswered[:20]) + (" …" if len(unanswered) > 20 else "")
+        note = (
+            f"\n{len(unanswered)} judged task(s) have no recorded answer ({shown}): their "
+            "solve.sh\nwrites an empty answer, which the judge scores low, so the oracle's mean "
+            "is below 1.0.\n"
+        )
     return f"""# {name}
 
 A Harbor dataset exported from Belvedir: {len(tasks)} task(s), verifier kinds {", ".join(kinds)}.
@@ -328,7 +347,7 @@ Each directory is one Harbor task (instruction.md, task.toml, environment/, test
 
 The agent writes its final answer to {ANSWER_PATH}; state_diff and code tasks also read the
 files under {STATE_DIR}/. The task images build FROM {options.base_image}.
-"""
+{note}"""
 
 
 TEST_SH = """#!/bin/bash

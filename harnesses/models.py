@@ -30,6 +30,16 @@ class Harness(models.Model):
     gpu_type = models.CharField(max_length=16, blank=True)
     tasks = models.TextField(blank=True)
     preset = models.CharField(max_length=64, blank=True)
+    # The environment (and its version) whose tasks a harness was made from; its Tasks field
+    # keeps that version's tasks when the environment changes or is deleted.
+    environment = models.ForeignKey(
+        "harnesses.Environment",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="harnesses",
+    )
+    environment_version = models.PositiveIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

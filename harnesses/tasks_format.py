@@ -1,8 +1,8 @@
 """The task format: what an environment holds, what `BELVEDIR_TASKS_FILE` carries, what the
 Harbor export reads (docs/tasks-format.md). The one parser and validator of task sets.
 
-A tasks file is a JSON list of tasks (or `{"tasks": [...]}`), JSONL (one task object a line),
-or plain text: each non-blank line is a judge task without a recorded answer. A task:
+A tasks file is a JSON list of tasks (or `{"tasks": [...]}`), or lines: JSONL (one task object
+a line) and plain text (each other non-blank line is a judge task without a recorded answer). A task:
 
     {"id": "refund-policy", "prompt": "...", "answer": "the recorded answer",
      "verifier": {"kind": "judge"}
@@ -11,7 +11,8 @@ or plain text: each non-blank line is a judge task without a recorded answer. A 
                | {"kind": "state_diff", "setup_state": {path: text}, "golden": {path: text}},
      "metadata": {...}}
 
-Only `prompt` is required; `id` defaults to `task-N`, `verifier` to the judge. Every error is
+Only `prompt` is required; `id` defaults to `task-N`, `verifier` to the judge; other top-level
+keys are kept under `metadata`. Every error is
 an `Invalid` whose message names the task (index and id) and the field, and whose `field` is
 the path to it (`tasks[2].verifier.kind`). A `code` task's source is parsed with `ast`, never
 run here: it runs only inside a Harbor task container.
@@ -57,14 +58,14 @@ def parse_tasks(text: str, *, field: str = "tasks") -> list[dict]:
         try:
             document = json.loads(stripped)
         except ValueError:
-            items = _jsonl(stripped, field)
+            items = _lines(text, field)
         else:
-            if isinstance(document, dict) and isinstance(document.get("tasks"), list):
-                items = document["tasks"]
+            if isinstance(document, dict) and "tasks" in document and "prompt" not in document:
+                items = document["tasks"]  # an environment object (validate_tasks: a list)
             else:
                 items = [document]
     else:
-        items = [line.strip() for line in stripped.splitlines() if line.strip()]
+        items = _lines(text, field)
     return validate_tasks(items, field=field)
 
 
@@ -82,10 +83,16 @@ def _json_reason(exc: ValueError) -> str:
     return str(exc)
 
 
-def _jsonl(text: str, field: str) -> list:
-    items = []
+def _lines(text: str, field: str) -> list:
+    """JSONL and plain text, line by line (as the Runner reads them): a line starting with `{`
+    is one task object, any other non-blank line a judge task whose prompt is the line."""
+    items: list = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+        line = line.strip()
+        if not line:
+            continue
+        if not line.startswith("{"):
+            items.append(line)
             continue
         try:
             items.append(json.loads(line))
@@ -145,13 +152,6 @@ def _task(item, index: int, field: str) -> dict:
         )
     raw_id = item.get("id")
     where = _Task(field, index, str(raw_id) if isinstance(raw_id, str | int) else None)
-    unknown = sorted(set(item) - set(TASK_KEYS))
-    if unknown:
-        raise where.error(
-            unknown[0],
-            f"is not a task field (fields: {', '.join(TASK_KEYS)}; put anything else under "
-            "metadata).",
-        )
     task: dict = {"id": _task_id(raw_id, index, where)}
     prompt = item.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -163,10 +163,14 @@ def _task(item, index: int, field: str) -> dict:
     if answer is not None:
         task["answer"] = str(answer)
     task["verifier"] = _verifier(item.get("verifier"), where)
-    if "metadata" in item:
-        if not isinstance(item["metadata"], dict):
-            raise where.error("metadata", "must be a JSON object.")
-        task["metadata"] = item["metadata"]
+    metadata = item.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise where.error("metadata", "must be a JSON object.")
+    # Keys the format does not define are optional metadata: kept under `metadata` (a key
+    # already there wins), as the Runner reads them.
+    extra = {key: value for key, value in item.items() if key not in TASK_KEYS}
+    if extra or metadata is not None:
+        task["metadata"] = {**extra, **(metadata or {})}
     return task
 
 

@@ -6,6 +6,8 @@ adapter_config.json, capped, is read).
 """
 
 import json
+import posixpath
+import stat
 import zipfile
 from typing import BinaryIO
 
@@ -22,6 +24,9 @@ CONFIG_MAX_BYTES = 1024 * 1024
 BOMB_RATIO = 200
 BOMB_MIN_BYTES = 16 * 1024 * 1024
 FIELD = "adapter"
+# A PEFT adapter is a handful of files; the count is read from the end record before
+# `zipfile` builds an object per member (a 2 GiB zip of empty members would be millions).
+MAX_MEMBERS = 10_000
 
 
 def max_bytes() -> int:
@@ -85,18 +90,40 @@ def validate_adapter_zip(file: BinaryIO, *, size: int) -> dict:
         raise Invalid(too_large_message(size), field=FIELD, code="adapter_too_large")
     if size == 0:
         raise Invalid("The adapter file is empty: upload a zip.", field=FIELD, code="adapter_empty")
+    not_zip = Invalid(
+        "The adapter is not a zip file: upload a .zip holding adapter_config.json and "
+        "adapter_model.safetensors (or adapter_model.bin).",
+        field=FIELD,
+        code="adapter_not_zip",
+    )
+    file.seek(0)
+    try:
+        end = zipfile._EndRecData(file)  # the end record only: 22 bytes (+ comment, zip64)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        end = None
+    if not end:
+        raise not_zip
+    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
+        raise Invalid(
+            f"The adapter zip holds {end[zipfile._ECD_ENTRIES_TOTAL]:,} files, over the "
+            f"{MAX_MEMBERS:,} an adapter may hold.",
+            field=FIELD,
+            code="adapter_too_many_files",
+        )
     file.seek(0)
     try:
         archive = zipfile.ZipFile(file)
     except (zipfile.BadZipFile, OSError, ValueError):
-        raise Invalid(
-            "The adapter is not a zip file: upload a .zip holding adapter_config.json and "
-            "adapter_model.safetensors (or adapter_model.bin).",
-            field=FIELD,
-            code="adapter_not_zip",
-        ) from None
+        raise not_zip from None
     with archive:
         infos = archive.infolist()
+        if len(infos) > MAX_MEMBERS:  # the end record undercounted
+            raise Invalid(
+                f"The adapter zip holds over the {MAX_MEMBERS:,} files an adapter may hold.",
+                field=FIELD,
+                code="adapter_too_many_files",
+            )
+        seen: set[str] = set()
         for info in infos:
             if _unsafe_name(info.filename):
                 raise Invalid(
@@ -105,6 +132,22 @@ def validate_adapter_zip(file: BinaryIO, *, size: int) -> dict:
                     field=FIELD,
                     code="adapter_unsafe_path",
                 )
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise Invalid(
+                    f"The adapter zip holds a symbolic link {info.filename!r}: an adapter "
+                    "holds plain files only (unpacked, a link could point anywhere).",
+                    field=FIELD,
+                    code="adapter_symlink",
+                )
+            key = posixpath.normpath(info.filename.replace("\\", "/"))
+            if key in seen:
+                raise Invalid(
+                    f"The adapter zip holds {info.filename!r} twice: which one a harness "
+                    "unpacks would depend on its unzip.",
+                    field=FIELD,
+                    code="adapter_duplicate_name",
+                )
+            seen.add(key)
         total = sum(info.file_size for info in infos)
         if total > max_bytes():
             raise Invalid(

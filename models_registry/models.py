@@ -1,7 +1,9 @@
 """The model catalog: the labs (and which are Chinese labs) and the models the platform covers."""
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from belvedir import ids
@@ -132,6 +134,15 @@ class FineTunedModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+@receiver(post_delete, sender=FineTunedModel, dispatch_uid="fine_tuned_model_adapter_file")
+def _adapter_file_delete(sender, instance: FineTunedModel, **kwargs) -> None:
+    """A deleted model's adapter zip leaves storage once the delete commits, however the row
+    went: fine_tuned_model_delete, or a cascade from its project or organization (admin)."""
+    storage, path = instance.adapter.storage, instance.adapter.name
+    if path:
+        transaction.on_commit(lambda: storage.delete(path))
 
 
 class HuggingFaceToken(models.Model):

@@ -85,8 +85,8 @@ def fine_tuned_model_create(
 
 
 def fine_tuned_model_delete(*, model: FineTunedModel) -> None:
-    """Delete the model and its adapter file (runs keep their results and the label)."""
-    storage, path = model.adapter.storage, model.adapter.name
+    """Delete the model; its adapter file goes on commit (models.py's post_delete receiver).
+    Runs keep their results and the label."""
     with transaction.atomic():
         audit.audit_record(
             action=audit.MODEL_DELETE,
@@ -95,8 +95,6 @@ def fine_tuned_model_delete(*, model: FineTunedModel) -> None:
             metadata={"name": model.name},
         )
         model.delete()
-        if path:
-            transaction.on_commit(lambda: storage.delete(path))
 
 
 def hf_token_set(*, organization: Organization, token: str, updated_by=None) -> None:

@@ -70,12 +70,29 @@ def _chat_operation() -> dict:
                     "text/event-stream": {"schema": {"type": "string"}},
                 },
             },
-            "400": _error("The body is not a chat completion request."),
+            "400": _error(
+                "The body is not a chat completion request, or asks for more than 8 choices "
+                "(`n`, param n)."
+            ),
             "401": _error("No key, or an unknown or revoked one."),
             "402": _error("The run's covered spend cap is reached (code spend_cap_reached)."),
-            "403": _error("Not a run key, or the run is not running or not covered."),
+            "403": _error(
+                "Not a run key (run_key_required), the run is not running (run_not_running) or "
+                "not covered (run_not_covered), or the model's lab is a Chinese lab and the "
+                "project does not allow Chinese models (model_not_allowed)."
+            ),
             "404": _error("The model is not one the platform covers."),
-            "502": _error("The upstream could not be reached."),
+            "405": _error("Not a POST (method_not_allowed)."),
+            "413": _error("The body is over 8 MB (body_too_large)."),
+            "500": _error("Something went wrong on the platform's side (server_error)."),
+            "501": _error(
+                "A streamed call to a router served by WSGI (streaming_needs_asgi): streams "
+                "need the ASGI server."
+            ),
+            "502": _error(
+                "The upstream could not be reached, its stream broke, or it refused the "
+                "platform's own account (upstream_refused: its 401, 402 or 403)."
+            ),
             "503": _error("The platform has no upstream configured."),
             "504": _error("The upstream did not answer in time."),
         },
@@ -90,11 +107,17 @@ def _models_operation() -> dict:
         "security": [{"RunKey": []}],
         "responses": {
             "200": {
-                "description": "The covered models, with their prices per million tokens.",
+                "description": (
+                    "The covered models this run may call, with their prices per million "
+                    "tokens: none when the run's usage is not covered, no Chinese lab's model "
+                    "when its project does not allow them."
+                ),
                 "content": {"application/json": {"schema": OPENAI_OBJECT}},
             },
             "401": _error("No key, or an unknown or revoked one."),
             "403": _error("Not a run key."),
+            "405": _error("Neither a GET nor an upload's POST (method_not_allowed)."),
+            "500": _error("Something went wrong on the platform's side (server_error)."),
         },
     }
 

@@ -40,9 +40,19 @@ _refusals: dict[tuple[str, str], tuple[float, str | None]] = {}
 class RouterRefusal(Exception):
     """A call refused before forwarding, answered as an OpenAI-style error."""
 
-    def __init__(self, status: int, message: str, *, type: str, code: str | None, run=None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str,
+        code: str | None,
+        run=None,
+        param: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.code = status, message, type, code
+        self.param = param  # the body's field at fault, if one is
         # (key, run id) once the caller is known: the refusal is then traced in its run too
         self.caller: tuple[ApiKey, str] | None = run
 

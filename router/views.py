@@ -19,6 +19,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from belvedir.errors import Invalid
 from models_registry.api import FineTunedModelUploadView
 from models_registry.selectors import covered_models
 from router import reserve, upstream
@@ -40,6 +41,7 @@ from router.services import (
 )
 from router.settlement import settler
 from router.sse import StreamReader
+from runs.model_access import covered_model_check
 
 MAX_BODY_BYTES = 8 * 2**20
 
@@ -59,11 +61,34 @@ def error_response(
 
 
 def _refused(exc: RouterRefusal) -> JsonResponse:
-    return error_response(exc.status, exc.message, type=exc.type, code=exc.code)
+    return error_response(exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
 
 
-def _upstream_error(status: int, content: bytes) -> JsonResponse:
-    """The upstream's error, OpenAI-style, with the upstream's status."""
+async def _refused_traced(request, started: int, refusal: RouterRefusal, body=None):
+    """A call refused before it could be admitted (its body): answered after its key, and
+    traced in the key's run when it is a run key."""
+    try:
+        key, run = await _authenticate(token=bearer_token(request) or "")
+    except RouterRefusal as exc:
+        return _refused(exc)
+    body = body if isinstance(body, dict) else {}
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    call = CallRecord(model=model, messages=messages, started_ns=started)
+    call.http_status, call.error, call.ended_ns = refusal.status, refusal.message, time.time_ns()
+    await settler().settle(Settlement(key, run.pk, call))
+    return _refused(refusal)
+
+
+# The upstream refusing the platform's own account (its key, its credits): not the caller's
+# doing, so not answered as if it were (the upstream's text goes to the span only).
+UPSTREAM_ACCOUNT_STATUSES = frozenset({401, 402, 403})
+
+
+def _upstream_error(status: int, content: bytes) -> tuple[JsonResponse, int, str]:
+    """The upstream's error as the router answers it, OpenAI-style: its status and message,
+    or a 502 for a refusal of the platform's account; with the status and the upstream's own
+    message, for the span."""
     try:
         document = json.loads(content)
     except ValueError:
@@ -71,13 +96,19 @@ def _upstream_error(status: int, content: bytes) -> JsonResponse:
     if isinstance(document, dict) and isinstance(document.get("error"), dict):
         error = document["error"]
         message = str(error.get("message") or f"The upstream answered {status}.")
-        return error_response(
-            status, message, type=str(error.get("type") or "upstream_error"), code=error.get("code")
+        kind, code = str(error.get("type") or "upstream_error"), error.get("code")
+    else:
+        text = content.decode("utf-8", "replace")[:500]
+        message, kind, code = f"The upstream answered {status}: {text}", "upstream_error", None
+    if status in UPSTREAM_ACCOUNT_STATUSES:
+        answer = error_response(
+            502,
+            "The platform's model upstream refused the call.",
+            type="upstream_error",
+            code="upstream_refused",
         )
-    text = content.decode("utf-8", "replace")[:500]
-    return error_response(
-        status, f"The upstream answered {status}: {text}", type="upstream_error", code=None
-    )
+        return answer, 502, f"The upstream answered {status}: {message}"
+    return error_response(status, message, type=kind, code=code), status, message
 
 
 def _forwarded_body(admission: Admission, body: dict) -> dict:
@@ -240,18 +271,20 @@ async def chat_completions(request):
     raw = _body_bytes(request)
     if raw is None:
         message = f"The request body is over {MAX_BODY_BYTES // 2**20} MB."
-        return error_response(413, message, type="invalid_request_error", code="body_too_large")
+        refusal = RouterRefusal(413, message, type="invalid_request_error", code="body_too_large")
+        return await _refused_traced(request, started, refusal)
     try:
         body = json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError):
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        return error_response(
-            400, "The body must be a JSON object with messages.", type="invalid_request_error"
-        )
+        message = "The body must be a JSON object with messages."
+        refusal = RouterRefusal(400, message, type="invalid_request_error", code=None)
+        return await _refused_traced(request, started, refusal, body)
     problem = choices_problem(body)
     if problem is not None:
-        return error_response(400, problem, type="invalid_request_error", param="n")
+        refusal = RouterRefusal(400, problem, type="invalid_request_error", code=None, param="n")
+        return await _refused_traced(request, started, refusal, body)
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     call = CallRecord(model=model, messages=body["messages"], started_ns=started)
     call.streamed = bool(body.get("stream"))
@@ -267,6 +300,7 @@ async def chat_completions(request):
                 "The platform has no model upstream configured.",
                 type="server_error",
                 code=None,
+                run=(key, run.pk),
             )
         admission = await _admit_or_flush(
             bearer_token(request) or "", model, body, call, asgi=served_by_asgi
@@ -334,9 +368,8 @@ async def _complete(
     if isinstance(response, JsonResponse):
         return response
     if response.status_code >= 400:
-        reply = _upstream_error(response.status_code, response.content)
-        message = json.loads(reply.content)["error"]["message"]
-        return await _failed(admission, call, response.status_code, message, reply)
+        reply, status, message = _upstream_error(response.status_code, response.content)
+        return await _failed(admission, call, status, message, reply)
     try:
         document = response.json()
     except ValueError:
@@ -398,9 +431,8 @@ async def _stream(admission: Admission, call: CallRecord, forwarded: dict):
     if response.status_code >= 400:
         content = await response.aread()
         await response.aclose()
-        reply = _upstream_error(response.status_code, content)
-        message = json.loads(reply.content)["error"]["message"]
-        return await _failed(admission, call, response.status_code, message, reply)
+        reply, status, message = _upstream_error(response.status_code, content)
+        return await _failed(admission, call, status, message, reply)
     streamed = StreamingHttpResponse(
         _relay(admission, call, response, forwarded), content_type="text/event-stream"
     )
@@ -463,14 +495,26 @@ async def models(request):
             405, "Use GET.", type="invalid_request_error", code="method_not_allowed"
         )
     try:
-        await _authenticate(token=bearer_token(request) or "")
+        key, run = await _authenticate(token=bearer_token(request) or "")
     except RouterRefusal as exc:
         return _refused(exc)
-    data = await sync_to_async(_model_list, thread_sensitive=False)()
+    data = await sync_to_async(_model_list, thread_sensitive=False)(run)
     return JsonResponse({"object": "list", "data": data})
 
 
-def _model_list() -> list[dict]:
+def _allowed(run, model: str) -> bool:
+    try:
+        covered_model_check(project=run.project, model=model)
+    except Invalid:
+        return False
+    return True
+
+
+def _model_list(run) -> list[dict]:
+    """The covered models this run may call: none for a run whose usage is not covered, no
+    Chinese lab's for a project without the permission."""
+    if not run.covered:
+        return []
     return [
         {
             "id": entry.model_id,
@@ -485,4 +529,5 @@ def _model_list() -> list[dict]:
             "max_output_tokens": entry.max_output_tokens,
         }
         for entry in covered_models()
+        if _allowed(run, entry.model_id)
     ]

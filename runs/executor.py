@@ -196,7 +196,7 @@ def execute_run(run_id: str) -> str:
     try:
         return _execute(run_id, device)
     finally:
-        gpu.device_release(run_id=run_id)
+        gpu.device_release(run_id=run_id, device_pk=device.pk)
 
 
 def _execute(run_id: str, device: GpuDevice | None) -> str:

@@ -121,6 +121,11 @@ def clone(repo_url: str, ref: str, dest: Path, *, timeout: float, max_bytes: int
     without its .git; GitError past `timeout` s per step or `max_bytes` of files."""
     dest.mkdir(parents=True)
     try:
+        # The usual case, a branch, a tag or the default branch, in one git process; a commit
+        # or another kind of ref takes the steps below.
+        if not is_commit(ref) and _clone_shallow(repo_url, ref, dest, timeout):
+            _check_size(dest, max_bytes)
+            return
         _git(["init", "-q"], dest, timeout)
         _git(["remote", "add", "origin", repo_url], dest, timeout)
         try:
@@ -136,6 +141,27 @@ def clone(repo_url: str, ref: str, dest: Path, *, timeout: float, max_bytes: int
         raise GitError(
             f"cloning {without_credentials(repo_url)} took longer than {timeout:g} s"
         ) from None
+    _check_size(dest, max_bytes)
+
+
+def _clone_shallow(repo_url: str, ref: str, dest: Path, timeout: float) -> bool:
+    """`git clone --depth 1 [--branch ref]` into the empty `dest`; False (and `dest` empty
+    again) if git refused, so the caller can fetch the ref by itself."""
+    branch = ["--branch", ref] if ref else []
+    try:
+        _git(
+            ["clone", "-q", "--depth", "1", "--no-tags", *branch, "--", repo_url, "."],
+            dest,
+            timeout,
+        )
+    except GitError:
+        for entry in dest.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        return False
+    return True
+
+
+def _check_size(dest: Path, max_bytes: int) -> None:
     shutil.rmtree(dest / ".git", ignore_errors=True)
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file() and not f.is_symlink())
     if size > max_bytes:

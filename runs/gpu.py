@@ -91,10 +91,13 @@ def device_claim(*, run_id: str, gpu_type: str) -> GpuDevice | None:
     """One free device of `gpu_type` on this host, now held by the run; None if all are busy.
 
     Each candidate is taken with a conditional update, so two workers (processes or hosts)
-    never hold one device; a run that already holds one gets it back."""
-    held = GpuDevice.objects.filter(run_id=run_id, gpu_type=gpu_type).first()
-    if held is not None:
-        return held
+    never hold one device. A run whose device another worker holds (its task delivered twice)
+    gets none: that worker is starting it. A lapsed hold of the run's (its worker was killed)
+    is dropped first, so a run holds one device at most."""
+    held = GpuDevice.objects.filter(run_id=run_id)
+    if held.filter(held_at__gte=_lease_cutoff()).exists():
+        return None
+    held.update(run=None, held_at=None)
     host = worker_host()
     ids = host_devices().get(gpu_type, [])
     if not ids:
@@ -114,14 +117,21 @@ def device_claim(*, run_id: str, gpu_type: str) -> GpuDevice | None:
     return None
 
 
-@reconnecting
-def device_renew(*, run_id: str) -> None:
-    GpuDevice.objects.filter(run_id=run_id).update(held_at=timezone.now())
+def _held(run_id: str, device_pk: int | None):
+    held = GpuDevice.objects.filter(run_id=run_id)
+    return held if device_pk is None else held.filter(pk=device_pk)
 
 
 @reconnecting
-def device_release(*, run_id: str) -> None:
-    GpuDevice.objects.filter(run_id=run_id).update(run=None, held_at=None)
+def device_renew(*, run_id: str, device_pk: int | None = None) -> None:
+    _held(run_id, device_pk).update(held_at=timezone.now())
+
+
+@reconnecting
+def device_release(*, run_id: str, device_pk: int | None = None) -> None:
+    """Free the run's device. A worker passes the one it claimed (`device_pk`), so a worker
+    whose claim came to nothing never frees the device another worker runs the run on."""
+    _held(run_id, device_pk).update(run=None, held_at=None)
 
 
 def devices_release_stale() -> list[str]:

@@ -9,7 +9,10 @@ Running under runc instead of gVisor, or on host networking, is a warning, not a
 
 A process that cannot read the firewall (not root) trusts the status the workers write to
 `<BELVEDIR_SANDBOX_DATA_DIR>/../isolation-status.json` while it is fresh. Results are cached
-for a few seconds per process.
+for CACHE_SECONDS per process; a check takes 0.05-0.25 s (the firewall rules, the engine), so
+after that a status that was fine is still answered for up to STALE_SECONDS while a new check
+runs behind it, rather than holding up a launch or a run's start. A status with problems, or
+one older than that, is checked again at once.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from runs.sandbox.network import NetworkConfig, NetworkSetupError, problems
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 15.0
+STALE_SECONDS = 30.0
 STATUS_FRESH_SECONDS = 300.0
 RUNC_WARNING = (
     "sandboxes run under runc, not gVisor (BELVEDIR_SANDBOX_RUNTIME=runc): a kernel exploit in "
@@ -57,6 +61,7 @@ class IsolationStatus:
 
 _lock = threading.Lock()
 _cached: tuple[float, tuple, IsolationStatus] | None = None
+_refreshing = False  # a check behind a stale answer is under way
 _SETTINGS = (
     "BELVEDIR_SANDBOX_HOST_NETWORK",
     "BELVEDIR_SANDBOX_NETWORK",
@@ -166,22 +171,53 @@ def _read_status() -> IsolationStatus:
 
 
 def isolation_status(*, refresh: bool = False) -> IsolationStatus:
-    """The current status (cached for CACHE_SECONDS); problems and warnings are logged."""
-    global _cached
+    """The current status (cached for CACHE_SECONDS, a fine one answered up to STALE_SECONDS
+    while it is checked again behind the answer); problems and warnings are logged."""
+    global _refreshing
     key = tuple(getattr(settings, name) for name in _SETTINGS)
     with _lock:
-        now = time.monotonic()
         if _cached is not None and not refresh:
             at, cached_key, cached = _cached
-            if cached_key == key and now - at < CACHE_SECONDS:
+            age = time.monotonic() - at
+            if cached_key == key and age < CACHE_SECONDS:
                 return cached
-        if os.geteuid() == 0:
-            status = _check()
-            _write_status(status)
-        else:
-            status = _read_status()
-        previous = _cached[2] if _cached else None
-        _cached = (now, key, status)
+            if cached_key == key and age < STALE_SECONDS and cached.ok:
+                if not _refreshing:
+                    _refreshing = True
+                    threading.Thread(
+                        target=_check_behind, args=(key,), daemon=True, name="isolation check"
+                    ).start()
+                return cached
+        status = _store(key, _current())  # under the lock: one check at a time
+    return status
+
+
+def _check_behind(key: tuple) -> None:
+    global _refreshing
+    try:
+        status = _current()
+        with _lock:
+            _store(key, status)
+    except Exception:  # the next call checks again, in the foreground if need be
+        log.exception("the sandbox isolation check failed")
+    finally:
+        with _lock:
+            _refreshing = False
+
+
+def _current() -> IsolationStatus:
+    if os.geteuid() == 0:
+        status = _check()
+        _write_status(status)
+        return status
+    return _read_status()
+
+
+def _store(key: tuple, status: IsolationStatus) -> IsolationStatus:
+    """Cache `status` (the caller holds the lock) and log what changed since the last one."""
+    global _cached
+    previous = _cached[2] if _cached else None
+    _cached = (time.monotonic(), key, status)
     if previous is None or (previous.problems, previous.warnings) != (
         status.problems,
         status.warnings,

@@ -126,6 +126,10 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["project", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # My Benchmarks (newest first), a harness's runs, the score charts (newest scored)
+            models.Index(fields=["project", "-created_at"], name="run_project_newest"),
+            models.Index(fields=["harness", "-created_at"], name="run_harness_newest"),
+            models.Index(fields=["project", "-finished_at", "-id"], name="run_project_finished"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -133,6 +137,11 @@ class Run(models.Model):
                     status__in=["queued", "running", "succeeded", "failed", "cancelled"]
                 ),
                 name="run_status_valid",
+            ),
+            # The router releases a reservation once per call: never more than was reserved.
+            models.CheckConstraint(
+                condition=models.Q(covered_reserved_micros__gte=0),
+                name="run_covered_reserved_not_negative",
             ),
             models.CheckConstraint(
                 condition=models.Q(attempts__gte=1), name="run_attempts_positive"

@@ -1,6 +1,6 @@
 """Run reads. Lists take the project (views pass `access.project`)."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Q, QuerySet, Value
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
@@ -54,15 +54,25 @@ def runs_of_fine_tuned_model(fine_tuned: FineTunedModel) -> QuerySet[Run]:
 
 
 def latest_scores_by_model(*, project: Project, models) -> dict[str, list[Run]]:
-    """Each fine-tuned model's latest scored run per harness (newest first), by model id."""
-    latest: dict[str, list[Run]] = {}
-    for fine_tuned in models:
-        seen: dict[str, Run] = {}
-        scored = runs_of_fine_tuned_model(fine_tuned).filter(score__isnull=False)
-        for run in scored.exclude(finished_at=None).order_by("-finished_at")[:200]:
-            seen.setdefault(run.harness_name, run)
-        latest[fine_tuned.pk] = list(seen.values())
-    return latest
+    """Each fine-tuned model's latest scored run per harness (newest first), by model id.
+
+    One query for all the models: a UNION ALL of each model's newest 200 scored runs.
+    """
+    models = list(models)
+    parts = [
+        runs_of_fine_tuned_model(fine_tuned)
+        .filter(score__isnull=False)
+        .exclude(finished_at=None)
+        .annotate(for_model=Value(fine_tuned.pk, output_field=CharField()))
+        .order_by("-finished_at")[:200]
+        for fine_tuned in models
+    ]
+    rows = list(parts[0].union(*parts[1:], all=True)) if parts else []
+    rows.sort(key=lambda run: run.finished_at, reverse=True)  # a union keeps no order
+    seen: dict[str, dict[str, Run]] = {fine_tuned.pk: {} for fine_tuned in models}
+    for run in rows:
+        seen[run.for_model].setdefault(run.harness_name, run)
+    return {pk: list(by_harness.values()) for pk, by_harness in seen.items()}
 
 
 def log_since(run: Run, offset: int) -> dict:

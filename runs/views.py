@@ -14,7 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from belvedir import onboarding
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError, Invalid
+from belvedir.errors import DomainError, Invalid, NotFound
 from belvedir.http import see_other
 from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
@@ -82,7 +82,9 @@ def _harness_runs(request, access):
 def _model_benchmarks(request, access):
     """A fine-tuned model's View benchmarks panel, the partial its Models page pulls in: its
     runs (launched against it, or reporting its name as results.model) and their chart."""
-    model = access.get(FineTunedModel, pk=request.GET.get("model") or "")
+    model = access.get(
+        FineTunedModel.objects.select_related("project"), pk=request.GET.get("model") or ""
+    )
     runs = selectors.runs_of_fine_tuned_model(model).select_related("harness")
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
     context = {
@@ -158,7 +160,10 @@ def run_compare(request):
     ids = list(dict.fromkeys(request.GET.getlist("run")))
     if not 2 <= len(ids) <= COMPARE_MAX:
         raise Invalid(f"Pick between 2 and {COMPARE_MAX} runs to compare.", field="run")
-    runs = [access.get(Run, pk=run_id) for run_id in ids]
+    found = access.scope(Run).in_bulk(ids)  # one query, whatever the number of runs
+    if len(found) != len(ids):
+        raise NotFound("Not found.")
+    runs = [found[run_id] for run_id in ids]
     tasks = [task_results(run.results) for run in runs]
     names = list(dict.fromkeys(name for per_run in tasks for name in per_run))
     # Each cell: whether the run has the task, and its result.

@@ -102,3 +102,12 @@ def cli(live_server, owner, monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def seeded(owner):
+    """The owner's project with 30 runs over three harnesses, their sessions, spans and tasks,
+    a session of 120 spans, ledger entries and keys (tests/helpers/seed.py)."""
+    from tests.helpers.seed import seed
+
+    return seed(owner)

@@ -23,6 +23,9 @@ class Session(models.Model):
     outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
     outcome_at = models.DateTimeField(null=True, blank=True)
     model = models.CharField(max_length=200, blank=True)
+    model_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the LLM span the model was read from started"
+    )
     span_count = models.PositiveIntegerField(default=0)
     llm_call_count = models.PositiveIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
@@ -51,14 +54,31 @@ class Session(models.Model):
 
 
 class Span(models.Model):
-    """One stored span. An LLM call's parsed fields live on its span (is_llm)."""
+    """One stored span. An LLM call's parsed fields live on its span (is_llm).
 
-    project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="spans")
+    Every index costs each ingested span an insert, so the table keeps four: the key, the
+    unique (project, trace id, span id) (which serves project and trace lookups too),
+    (session, start time) (which serves session lookups) and run.
+    """
+
+    project = models.ForeignKey(
+        "belvedir.Project", on_delete=models.CASCADE, related_name="spans", db_index=False
+    )
     session = models.ForeignKey(
-        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="spans",
+        db_index=False,
     )
     run = models.ForeignKey(
-        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="spans"
+        "runs.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="spans",
+        db_index=False,
     )
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
@@ -94,7 +114,7 @@ class Span(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "start_time"]),
-            models.Index(fields=["project", "trace_id"]),
+            models.Index(fields=["run"], name="traces_span_run"),
         ]
 
     def __str__(self) -> str:
@@ -119,6 +139,7 @@ class TaskGroup(models.Model):
 
     class Meta:
         ordering = ["-last_seen_at"]
+        indexes = [models.Index(fields=["project", "-last_seen_at"], name="taskgroup_project_seen")]
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "normalized_name"], name="task_group_unique_name"
@@ -153,6 +174,9 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["started_at"]
+        indexes = [  # the task lists, newest first (a group's filters these)
+            models.Index(fields=["project", "-started_at"], name="task_project_newest"),
+        ]
 
     def __str__(self) -> str:
         return self.name

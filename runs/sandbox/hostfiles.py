@@ -52,7 +52,7 @@ def unpack_workspace(archive: bytes | Path, dest: Path) -> bool:
             paths = [name]
             if member.islnk():
                 target = _relative(member.linkname)
-                if target is None:
+                if target is None or target in symlinks:  # os.link would follow a symlink
                     return False
                 paths.append(target)
             if any(

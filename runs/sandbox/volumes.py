@@ -64,10 +64,15 @@ def volume_name(container_name: str) -> str:
     return container_name[:100]
 
 
-def _seed(client: docker.DockerClient, image: str, data_dir: Path, target: str) -> Path | None:
-    """The image's folder `target`, extracted once (owners kept); None if the image lacks it."""
+def _image_id(client: docker.DockerClient, image: str) -> str:
     with _errors(f"inspect the image {image}"):
-        image_id = client.images.get(image).id.split(":")[-1][:16]
+        return client.images.get(image).id.split(":")[-1][:16]
+
+
+def _seed(
+    client: docker.DockerClient, image: str, image_id: str, data_dir: Path, target: str
+) -> Path | None:
+    """The image's folder `target`, extracted once (owners kept); None if the image lacks it."""
     folder = data_dir / SEEDS / image_id / target.strip("/").replace("/", "_")
     if folder.is_dir():
         return folder
@@ -113,10 +118,11 @@ def allocate(
     except diskquota.DiskQuotaError as exc:
         raise SandboxError(str(exc)) from exc
     wanted = places(workdir)
+    image_id = _image_id(client, image)  # one look-up for every seeded place
     folders = {
         place.name: diskquota.Folder(
             mode=place.mode,
-            seed=_seed(client, image, data_dir, place.target) if place.seeded else None,
+            seed=_seed(client, image, image_id, data_dir, place.target) if place.seeded else None,
         )
         for place in wanted
     }

@@ -151,6 +151,8 @@ def test_a_fine_tuned_model_is_uploaded_benchmarked_on_a_gpu_harness_and_shown_i
         assert HF.encode() not in body and token.encode() not in body
     for note in run.notes:
         assert HF not in note and token not in note
+    worker_log = gpu_cluster.read_text()  # the worker cluster's (and its gateway's) log
+    assert HF not in worker_log and token not in worker_log
 
     # The Models page: the latest score in the list, the run in the View benchmarks panel.
     page = signed_in_page

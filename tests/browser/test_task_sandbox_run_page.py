@@ -12,7 +12,10 @@ from tests.helpers.task_sandboxes import (
     remove_task_images,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("task_sandboxes_removed"),
+]
 
 
 def test_task_sandboxes_show_up_and_stop_live_on_the_run_page(

@@ -2,6 +2,7 @@
 protocol) at {BELVEDIR_BASE_URL}/git/<name>.git, prefilled by the catalog cards, and cloned by
 the worker from its own bare copy even where internal repo hosts are refused."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -74,6 +75,19 @@ def test_the_same_files_give_the_same_commit_on_every_host(settings, tmp_path):
         bare = drivers.bare_repo("belvedir-runner")
         commits.append((bare / "info" / "refs").read_text().split()[0])
     assert commits[0] == commits[1] and len(commits[0]) == 40
+
+
+def test_a_change_under_drivers_is_served_as_a_new_commit(served, tmp_path, monkeypatch):
+    copy = tmp_path / "drivers"
+    shutil.copytree(drivers.DRIVERS_DIR / "belvedir-runner", copy / "belvedir-runner")
+    monkeypatch.setattr(drivers, "DRIVERS_DIR", copy)
+    client = Client()
+    before = client.get("/git/belvedir-runner.git/info/refs")
+    assert before["Cache-Control"] == "no-cache"
+    (copy / "belvedir-runner" / "README.md").write_text("changed\n")
+    after = client.get("/git/belvedir-runner.git/info/refs")
+    assert before.content.split()[0] != after.content.split()[0]
+    assert after.content.split()[1] == b"refs/heads/main"
 
 
 @pytest.mark.parametrize(

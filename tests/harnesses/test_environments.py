@@ -105,6 +105,23 @@ def test_a_runner_on_harbor_harness_gets_the_cards_fields_and_the_environments_t
     assert again.name == "Support · Belvedir Runner on Harbor (2)"
 
 
+def test_a_harness_records_the_environment_and_version_it_was_made_from(owner, environment):
+    harness = environments.environment_harness_create(
+        environment=environment, preset="harbor-runner"
+    )
+    environments.environment_update(environment=environment, description="changed")
+    environment.refresh_from_db()
+    harness.refresh_from_db()
+    assert (harness.environment_id, harness.environment_version) == (environment.pk, 1)
+    assert environment.version == 2
+    page = owner.web.get(f"/harnesses/{harness.pk}/").content.decode()
+    assert f"/environments/{environment.pk}" in page and "v1" in page
+    assert owner.api.get(f"/api/v1/harnesses/{harness.pk}").json()["environment_version"] == 1
+    environments.environment_delete(environment=environment)
+    harness.refresh_from_db()
+    assert (harness.environment_id, harness.environment_version) == (None, 1)
+
+
 @pytest.mark.parametrize(
     ("preset", "words"),
     [

@@ -130,6 +130,18 @@ def test_solve_writes_the_recorded_answer_byte_for_byte(answer, tmp_path, monkey
     assert (tmp_path / "app/answer.md").read_text() == answer
 
 
+def test_a_judge_task_without_a_recorded_answer_says_the_oracle_has_none(tmp_path):
+    files = files_of([{"id": "open", "prompt": "Write a haiku."}, {"id": "t", "prompt": "p"}])
+    script = text(files, "open/solution/solve.sh").replace("/app/", f"{tmp_path}/app/")
+    done = subprocess.run(["bash", "-c", script], check=True, capture_output=True, text=True)
+    assert (tmp_path / "app/answer.md").read_text() == ""
+    assert "no recorded answer" in done.stderr
+    assert "2 judged task(s) have no recorded answer (open, t)" in text(files, "README.md")
+    answered = files_of([{"id": "t", "prompt": "p", "answer": "a"}])
+    assert "no recorded answer" not in text(answered, "t/solution/solve.sh")
+    assert "no recorded answer" not in text(answered, "README.md")
+
+
 def test_solve_writes_the_golden_state(tmp_path, monkeypatch):
     files = files_of()
     run_solve(files, "todo", tmp_path, monkeypatch)

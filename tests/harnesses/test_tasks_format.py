@@ -146,7 +146,7 @@ def test_a_task_list_whose_json_passes_512_kb_is_refused():
         ({"id": "a"}, "prompt", "required"),
         ({"id": "a", "prompt": "p", "answer": ["x"]}, "answer", "must be text"),
         ({"id": "a b", "prompt": "p"}, "id", "letters, digits"),
-        ({"id": "a", "prompt": "p", "difficulty": 3}, "difficulty", "metadata"),
+        ({"id": "a", "prompt": "p", "metadata": [3]}, "metadata", "object"),
         ({"id": "a", "prompt": "p", "metadata": "x"}, "metadata", "JSON object"),
     ],
 )
@@ -206,3 +206,50 @@ def test_an_empty_file_or_list_holds_no_tasks():
     assert "no tasks" in refusal("  \n").message
     assert "no tasks" in refusal([]).message
     assert refusal({"prompt": "x"}).message == "tasks must be a list of tasks."
+
+
+def _runner():
+    """The Runner's own reader (drivers/belvedir-runner), to check the two agree."""
+    import importlib  # noqa: PLC0415
+
+    import tests.drivers.helpers  # noqa: F401, PLC0415 (puts the drivers on sys.path)
+
+    return importlib.import_module("belvedir_runner.tasks")
+
+
+def test_keys_the_format_does_not_define_are_kept_as_metadata_like_the_runner():
+    runner_parse = _runner().parse_text
+    text = json.dumps(
+        [{"id": "a", "prompt": "P", "difficulty": "hard", "metadata": {"topic": "t"}}]
+    )
+    (task,) = parse_tasks(text)
+    assert task["metadata"] == {"difficulty": "hard", "topic": "t"}
+    assert runner_parse(text)[0]["metadata"] == task["metadata"]
+
+
+def test_jsonl_and_plain_text_lines_mix_line_by_line_like_the_runner():
+    runner_parse = _runner().parse_text
+    text = '{"id": "a", "prompt": "P", "answer": "A"}\n\nWrite a haiku.\n'
+    tasks = parse_tasks(text)
+    assert [(t["id"], t["prompt"]) for t in tasks] == [("a", "P"), ("task-2", "Write a haiku.")]
+    assert "answer" not in tasks[1] and tasks[1]["verifier"] == {"kind": "judge"}
+    assert [t["id"] for t in runner_parse(text)] == [t["id"] for t in tasks]
+
+
+def test_an_unknown_verifier_key_is_refused_by_the_platform_and_the_runner():
+    runner = _runner()
+    text = json.dumps([{"id": "x", "prompt": "P", "verifier": {"kind": "judge", "rubric": 1}}])
+    with pytest.raises(Invalid) as caught:
+        parse_tasks(text)
+    assert caught.value.field == "tasks[0].verifier.rubric"
+    with pytest.raises(runner.TasksError, match="task x: verifier.rubric is not a field"):
+        runner.parse_text(text)
+
+
+def test_one_object_with_a_prompt_is_a_task_even_with_a_tasks_key_like_the_runner():
+    text = json.dumps({"id": "one", "prompt": "P", "tasks": ["x"]})
+    (task,) = parse_tasks(text)
+    assert task["id"] == "one" and task["metadata"] == {"tasks": ["x"]}
+    assert [t["id"] for t in _runner().parse_text(text)] == ["one"]
+    with pytest.raises(Invalid, match="must be a list of tasks"):
+        parse_tasks(json.dumps({"name": "env", "tasks": "nope"}))

@@ -157,3 +157,24 @@ def make_fine_tuned(owner, media_root):
         )
 
     return make
+
+
+@pytest.fixture
+def task_sandboxes_removed(db):
+    """Every task sandbox container this test session started, removed when the test ends
+    (passing or not): a test's run may still be "running" when it ends."""
+    yield
+    import docker
+
+    from runs.sandbox.base import LABEL_INSTANCE, LABEL_TASK_SANDBOX
+    from runs.sandbox_config import instance_id
+
+    client = docker.from_env()
+    try:
+        labels = [LABEL_TASK_SANDBOX, f"{LABEL_INSTANCE}={instance_id()}"]
+        for container in client.containers.list(
+            all=True, filters={"label": labels}, ignore_removed=True
+        ):
+            container.remove(force=True)
+    finally:
+        client.close()

@@ -2,6 +2,8 @@
 
 import io
 import json
+import stat
+import warnings
 import zipfile
 
 import pytest
@@ -34,6 +36,38 @@ def traversal(name: str) -> bytes:
     return buffer.getvalue()
 
 
+def symlink(name: str, target: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("adapter_config.json", CONFIG_BYTES)
+        link = zipfile.ZipInfo(name)
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, target)
+        if name != "adapter_model.safetensors":
+            archive.writestr("adapter_model.safetensors", WEIGHTS)
+    return buffer.getvalue()
+
+
+def duplicated(first: str, second: str) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w") as archive:
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+        archive.writestr(first, CONFIG_BYTES)
+        archive.writestr("adapter_model.safetensors", WEIGHTS)
+        archive.writestr(second, b'{"evil": true}')
+    return buffer.getvalue()
+
+
+def many_files(count: int) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("adapter_config.json", CONFIG_BYTES)
+        archive.writestr("adapter_model.safetensors", WEIGHTS)
+        for index in range(count):
+            archive.writestr(f"f/{index}", b"")
+    return buffer.getvalue()
+
+
 CASES = [
     ("not a zip", b"PK but not really a zip file" * 10, "adapter_not_zip", "not a zip file"),
     ("empty", b"", "adapter_empty", "empty"),
@@ -60,6 +94,26 @@ CASES = [
     ("absolute path", traversal("/etc/passwd"), "adapter_unsafe_path", "unsafe path"),
     ("windows drive", traversal("C:\\evil.dll"), "adapter_unsafe_path", "unsafe path"),
     ("backslash ..", traversal("a\\..\\..\\evil"), "adapter_unsafe_path", "unsafe path"),
+    (
+        "symlinked weights",
+        symlink("adapter_model.safetensors", "/etc/shadow"),
+        "adapter_symlink",
+        "symbolic link 'adapter_model.safetensors'",
+    ),
+    ("symlink to a folder", symlink("up", "../../.."), "adapter_symlink", "symbolic link"),
+    (
+        "duplicate config",
+        duplicated("adapter_config.json", "adapter_config.json"),
+        "adapter_duplicate_name",
+        "twice",
+    ),
+    (
+        "duplicate via ./",
+        duplicated("adapter_config.json", "./adapter_config.json"),
+        "adapter_duplicate_name",
+        "twice",
+    ),
+    ("too many files", many_files(10_001), "adapter_too_many_files", "10,000"),
 ]
 
 

@@ -35,6 +35,17 @@ def test_an_uploaded_adapter_is_stored_through_the_storage_and_listed(owner, med
     assert owner.api.get(f"/api/v1/models/{body['id']}").json()["name"] == "llama-lora-v1"
 
 
+def test_deleting_the_organization_removes_its_models_adapter_files(
+    owner, django_capture_on_commit_callbacks
+):
+    model_id = upload(owner.api).json()["id"]
+    path = Path(FineTunedModel.objects.get(pk=model_id).adapter.path)
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.org.delete()  # the project and its models go by cascade (as from the admin)
+    assert not FineTunedModel.objects.filter(pk=model_id).exists()
+    assert not path.exists()
+
+
 def test_deleting_a_model_removes_its_adapter_file(owner, django_capture_on_commit_callbacks):
     model_id = upload(owner.api).json()["id"]
     path = Path(FineTunedModel.objects.get(pk=model_id).adapter.path)

@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 
 from router.pricing import Price, worst_case_micros
 from runs.models import Run
@@ -145,3 +145,8 @@ def test_a_call_hands_over_its_settlement_once():
     call = CallRecord(model=MODEL, messages=[], started_ns=1)
     assert _settlement(admission, call).reserved_micros == 5
     assert _settlement(admission, call) is None  # a second path to settle finds it done
+
+
+def test_the_database_refuses_a_reservation_released_twice(covered_run):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Run.objects.filter(pk=covered_run.pk).update(covered_reserved_micros=-1)

@@ -7,7 +7,14 @@ import pytest
 from belvedir.models import ApiKey, Project
 from belvedir.services import api_key_create
 from models_registry.models import CoveredModel, Lab
-from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run
+from tests.router.helpers import (
+    INPUT_PRICE,
+    MAX_OUTPUT,
+    MODEL,
+    OUTPUT_PRICE,
+    make_run,
+    settled,
+)
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,11 +71,16 @@ def test_a_model_the_platform_does_not_cover_gets_404_naming_it(covered_run, rou
     assert Span.objects.get(run=covered_run).model == "acme/secret-model"
 
 
-def test_a_body_that_is_not_a_chat_request_gets_400(covered_run, router_url):
+def test_a_body_that_is_not_a_chat_request_gets_400_traced_in_the_run(covered_run, router_url):
     for body in ({"model": MODEL}, [1, 2]):
         response = _post(router_url, covered_run.plain_key, body)
         assert response.status_code == 400
         assert response.json()["error"]["type"] == "invalid_request_error"
+    assert _post(router_url, None, [1, 2]).status_code == 401  # the key is checked first
+
+    spans = Span.objects.filter(run=covered_run)
+    assert [s.attributes["http.response.status_code"] for s in spans] == [400, 400]
+    assert {s.status_message for s in spans} == {"The body must be a JSON object with messages."}
 
 
 def test_with_no_upstream_key_configured_the_router_answers_503(covered_run, serve_router):
@@ -78,6 +90,33 @@ def test_with_no_upstream_key_configured_the_router_answers_503(covered_run, ser
 
     assert response.status_code == 503
     assert "no model upstream" in response.json()["error"]["message"]
+    settled(covered_run, spans=1)
+    span = Span.objects.get(run=covered_run)
+    assert span.attributes["http.response.status_code"] == 503
+
+
+@pytest.mark.parametrize("status", [401, 402, 403])
+def test_the_upstream_refusing_the_platforms_account_is_a_502_not_the_callers_error(
+    covered_run, router_url, upstream, status
+):
+    text = b'{"error": {"message": "Insufficient credits: can afford 1234 tokens", "code": 402}}'
+    upstream.fail = (status, text)
+
+    response = _post(router_url, covered_run.plain_key)
+
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error == {
+        "message": "The platform's model upstream refused the call.",
+        "type": "upstream_error",
+        "param": None,
+        "code": "upstream_refused",
+    }
+    span = Span.objects.get(run=covered_run)
+    assert span.status_message == (
+        f"The upstream answered {status}: Insufficient credits: can afford 1234 tokens"
+    )
+    assert settled(covered_run, spans=1).covered_spent_micros == 0
 
 
 def test_the_models_list_shows_the_covered_models_to_a_run_key_only(covered_run, router_url):
@@ -121,3 +160,14 @@ def test_a_chinese_lab_model_is_refused_unless_the_runs_project_allows_chinese_m
     assert "Fake CN Lab" in error["message"] and "chinese_models_allowed" in error["message"]
     assert served.status_code == 200
     assert len(upstream.requests) == 1
+    assert "fakecn/model-1" not in _listed(router_url, covered_run)
+    assert "fakecn/model-1" in _listed(router_url, allowed_run)
+    assert MODEL in _listed(router_url, covered_run)
+    uncovered = make_run(owner.project, harness, cap_micros=10**6, covered=False)
+    assert _listed(router_url, uncovered) == []
+
+
+def _listed(router_url: str, run) -> list[str]:
+    headers = {"Authorization": f"Bearer {run.plain_key}"}
+    listed = httpx.get(f"{router_url}/models", headers=headers)
+    return [m["id"] for m in listed.json()["data"]]

@@ -102,7 +102,9 @@ def test_fifty_concurrent_calls_using_all_they_may_never_take_a_run_past_its_cap
     with ThreadPoolExecutor(50) as pool:
         statuses = list(pool.map(call, range(50)))
 
-    assert statuses.count(200) == 8 and statuses.count(402) == 42, statuses
+    # Eight fit at once; a call costing less than it reserved leaves room for one more later.
+    served = statuses.count(200)
+    assert served >= 8 and statuses.count(402) == 50 - served, statuses
     run = settled(run, spans=50)
     costs = [s.attributes["belvedir.router.cost_micros"] for s in Span.objects.filter(run=run)]
     assert run.covered_spent_micros == sum(costs) <= run.covered_cap_micros

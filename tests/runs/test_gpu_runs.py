@@ -249,3 +249,29 @@ def test_a_gpu_type_no_harness_can_ask_for_fails_the_system_check(settings):
     assert len(errors) == 1 and "BELVEDIR_GPU_TYPES names T4" in errors[0].msg
     settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
     assert not [m for m in run_checks() if m.id == "runs.E001"]
+
+
+@pytest.mark.django_db
+def test_a_run_delivered_twice_holds_one_device_which_the_second_delivery_never_frees(
+    owner, make_run, gpu_settings
+):
+    from runs import executor
+
+    gpu_settings.BELVEDIR_GPU_TYPES = {"A10G": 2}
+    run = make_run(status="queued", gpu_type="A10G")
+    first = gpu.device_claim(run_id=run.pk, gpu_type="A10G")
+    assert first is not None
+    # The same task delivered again (the reaper requeued it): that worker gets no device
+    # (it used to get the first worker's back, and free it when its own claim failed).
+    assert gpu.device_claim(run_id=run.pk, gpu_type="A10G") is None
+    Run.objects.filter(pk=run.pk).update(status="running", started_at=timezone.now())
+    assert executor.execute_run(run.pk) == "not claimed"
+    gpu.device_release(run_id=run.pk, device_pk=first.pk + 1000)  # not the one it holds
+    assert GpuDevice.objects.get(pk=first.pk).run_id == run.pk
+    assert GpuDevice.objects.filter(run_id=run.pk).count() == 1
+    # A hold whose lease lapsed (its worker was killed) is dropped when the run claims again.
+    Run.objects.filter(pk=run.pk).update(status="queued")
+    GpuDevice.objects.filter(pk=first.pk).update(held_at=timezone.now() - timedelta(hours=1))
+    again = gpu.device_claim(run_id=run.pk, gpu_type="A10G")
+    assert again is not None
+    assert list(GpuDevice.objects.filter(run_id=run.pk).values_list("pk", flat=True)) == [again.pk]

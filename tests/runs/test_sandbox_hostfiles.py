@@ -89,13 +89,15 @@ def test_a_workspace_unpacks_with_its_owners_and_links_kept(tmp_path):
 
 
 def archive_of(*members: tuple[str, bytes | str]) -> bytes:
-    """A tar of (name, file bytes) and (name, "-> target") symlink entries."""
+    """A tar of (name, file bytes), (name, "-> target") symlink and (name, "=> target") hard
+    link entries."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, body in members:
             info = tarfile.TarInfo(name)
             if isinstance(body, str):
-                info.type, info.linkname = tarfile.SYMTYPE, body.removeprefix("-> ")
+                kind = tarfile.SYMTYPE if body.startswith("-> ") else tarfile.LNKTYPE
+                info.type, info.linkname = kind, body[3:]
                 tar.addfile(info)
             else:
                 info.size = len(body)
@@ -109,8 +111,9 @@ def archive_of(*members: tuple[str, bytes | str]) -> bytes:
         archive_of(("out", "-> /tmp"), ("out/planted", b"x")),
         archive_of(("../planted", b"x")),
         archive_of(("/planted", b"x")),
+        archive_of(("out", "-> /etc/passwd"), ("hard", "=> out")),
     ],
-    ids=["beneath a symlink", "climbing out", "absolute"],
+    ids=["beneath a symlink", "climbing out", "absolute", "hard link to a symlink"],
 )
 def test_an_archive_that_could_write_outside_is_left_to_the_engine(tmp_path, archive):
     dest = tmp_path / "dest"

@@ -20,7 +20,10 @@ from tests.helpers.task_sandboxes import (
     task_containers,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("task_sandboxes_removed"),
+]
 
 
 @pytest.fixture

@@ -26,7 +26,11 @@ from tests.helpers.run_fixtures import worker_env
 from tests.helpers.task_sandboxes import fresh_dockerfile, remove_task_images, task_containers
 from tests.runs.helpers import Background, git, subprocess_database_url, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("task_sandboxes_removed"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 HARNESS = r"""
@@ -77,7 +81,7 @@ else:
 
 
 @pytest.fixture
-def loop_repo(tmp_path):
+def loop_repo(tmp_path, transactional_db):
     """The harness repo: the loop above and a task environment of its own."""
     repo = tmp_path / "loop"
     (repo / "environment").mkdir(parents=True)

@@ -27,7 +27,10 @@ from tests.helpers.task_sandboxes import (
 )
 from tests.runs.helpers import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("task_sandboxes_removed"),
+]
 
 
 @pytest.fixture

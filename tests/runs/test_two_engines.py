@@ -201,6 +201,13 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         assert _names(engine_b, lost.pk)
         cluster_b = start_qcluster("runs", log_b, **host_b)
         wait_for(lambda: containers_on(engine_b, lost.pk) == [], 60, "B's reaper", on_timeout=logs)
+        volumes_b = Path(host_b["BELVEDIR_SANDBOX_DATA_DIR"])
+        wait_for(
+            lambda: not any(p.is_mount() for p in volumes_b.iterdir()),
+            60,
+            "B's reaper to release the lost run's disk volume",
+            on_timeout=logs,
+        )
     finally:
         for run_id in launched:
             owner.api.post(f"/api/v1/runs/{run_id}/cancel")

@@ -73,6 +73,30 @@ def test_concurrent_batches_of_one_session_lose_no_counts(owner):
     assert (session.llm_call_count, session.input_tokens, session.output_tokens) == (100, 1200, 300)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_over_the_same_sessions_in_any_order_neither_deadlock_nor_miscount(
+    owner,
+):
+    names = ["s-a", "s-b", "s-c", "s-d"]
+    bodies = []
+    for b in range(6):  # each batch touches every session, in its own order
+        order = names[b % 4 :] + names[: b % 4]
+        order = order[::-1] if b % 2 else order
+        spans = [
+            span(f"b{b}{name}{i}", attributes=llm_attributes(name, model=f"m{b}"), start=b)
+            for name in order
+            for i in range(5)
+        ]
+        bodies.append((owner.key, json.dumps(body_of(*spans)).encode()))
+
+    assert post_concurrently(bodies + bodies[:2]) == [200] * 8  # two of them sent twice
+
+    for session in Session.objects.filter(external_id__in=names):
+        assert session.span_count == 30 == Span.objects.filter(session=session).count()
+        assert (session.llm_call_count, session.input_tokens) == (30, 360)
+        assert session.model == "m5"  # the latest call's, whichever batch committed last
+
+
 def test_a_nul_inside_llm_message_json_is_stored_as_a_replacement_character(owner):
     messages = '[{"role": "user", "parts": [{"type": "text", "content": "a\\u0000b"}]}]'
     document = body_of(

@@ -103,6 +103,22 @@ def test_a_session_spanning_many_traces_is_one_session(owner):
     assert Session.objects.count() == 1
 
 
+def test_a_sessions_model_is_its_latest_llm_calls_whatever_order_the_batches_come_in(owner):
+    def call(model: str, start: int) -> dict:
+        return span("chat", attributes=llm_attributes("models", model=model), start=start)
+
+    post_traces(owner.key, body_of(call("second", 2000), call("first", 1000)))
+    assert Session.objects.get(external_id="models").model == "second"
+
+    post_traces(owner.key, body_of(call("earliest", 0)))  # late, but older: the model stays
+    post_traces(owner.key, body_of(span("tool", attributes={"session.id": "models"}, start=9000)))
+    session = Session.objects.get(external_id="models")
+    assert (session.model, session.span_count, session.llm_call_count) == ("second", 4, 3)
+
+    post_traces(owner.key, body_of(call("third", 3000)))
+    assert Session.objects.get(external_id="models").model == "third"
+
+
 # --- what is read from the spans ----------------------------------------------------------------
 
 

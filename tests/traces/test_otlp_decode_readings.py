@@ -381,3 +381,53 @@ def test_span_kind_and_entity_name_come_from_traceloop_attributes():
     assert span_kind_of({"traceloop.span.kind": "unknown"}) is None
     assert entity_name_of({"traceloop.span.kind": "task"}, "fetch.task") == "fetch"
     assert entity_name_of({}, "openai.chat") == "openai.chat"
+
+
+# -- Where orjson and the standard library read JSON differently, the latter's reading stands --
+
+
+def test_a_byte_order_mark_before_the_json_is_skipped():
+    body = encode_json(request_doc(span_doc()))
+
+    (plain,) = decode_request(b"\xef\xbb\xbf" + body, JSON, None).spans
+
+    assert plain.attributes == {"gen_ai.request.model": "gpt-4o"}
+
+
+@pytest.mark.parametrize(
+    ("number", "stored"),
+    [
+        (b"-9223372036854775808", -(2**63)),  # int64's least: kept
+        (b"18446744073709551615", None),  # past int64: rejected
+        (b"-9223372036854775809", None),  # orjson alone would round this to int64's least
+        (b"-99999999999999999999999", None),
+    ],
+)
+def test_int_values_sent_as_json_numbers_are_read_exactly(number, stored):
+    body = encode_json(request_doc(span_doc(attributes=[]))).replace(
+        b'"attributes": []', b'"attributes": [{"key": "n", "value": {"intValue": ' + number + b"}}]"
+    )
+
+    batch = decode_request(body, JSON, None)
+
+    if stored is None:
+        assert (batch.spans, batch.rejected) == ([], 1)
+        assert "out of range" in batch.errors[0]
+    else:
+        assert batch.spans[0].attributes == {"n": stored}
+
+
+def test_message_json_that_only_the_standard_library_reads_still_gives_the_messages():
+    call = parse_llm_call(
+        {
+            "gen_ai.request.model": "m",
+            # NaN and a 20-digit integer: orjson refuses the one and makes a float of the other
+            "gen_ai.input.messages": '[{"role": "user", "content": {"x": NaN}}]',
+            "gen_ai.output.messages": '[{"role": "assistant", "content": {"n": 123456789012345678901}}]',
+        }
+    )
+
+    assert call.input_messages == [{"role": "user", "content": '{"x": NaN}'}]
+    assert call.output_messages == [
+        {"role": "assistant", "content": '{"n": 123456789012345678901}'}
+    ]

@@ -1,9 +1,12 @@
 """Storing a decoded OTLP batch: sessions found or made, spans inserted once, counters grown."""
 
+import contextlib
 import dataclasses
 import json
 from datetime import UTC, datetime
 
+import orjson
+import psycopg
 from django.db import connection, transaction
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
@@ -60,11 +63,27 @@ def _resolve_session_ids(project, spans: list[otlp.SpanIn]) -> list[str]:
     ]
 
 
-def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str, Session]:
-    sessions = {
-        s.external_id: s
-        for s in Session.objects.filter(project=project, external_id__in=external_ids)
-    }
+def _sessions_for(project, external_ids: set[str]) -> tuple[dict, bool]:
+    """Each external id's session as ``{external id: (session id, run id)}``, and whether
+    sessions had to be made or claimed (then the caller holds a transaction around this)."""
+    if not external_ids:
+        return {}, False
+    with connection.cursor() as cursor:  # every batch asks: plain SQL, not the ORM's build-up
+        cursor.execute(
+            f"SELECT id, external_id, run_id FROM {_SESSION_TABLE} WHERE project_id = %s "
+            f"AND external_id IN ({', '.join(['%s'] * len(external_ids))})",
+            [project.pk, *external_ids],
+        )
+        sessions = {e: (pk, run_id) for pk, e, run_id in cursor.fetchall()}
+    missing = sorted(external_ids - sessions.keys())
+    # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
+    named = {e for e in external_ids if e.startswith(RUN_SESSION_PREFIX)}
+    unclaimed = {e for e in named if sessions.get(e, (None, None))[1] is None}
+    return sessions, bool(missing or unclaimed)
+
+
+def _sessions_make(project, sessions: dict, external_ids: set[str], run: Run | None) -> None:
+    """Make the missing sessions and hand the ones named after a run to that run (in place)."""
     missing = sorted(external_ids - sessions.keys())
     if missing:  # sorted, like every row lock below, so concurrent batches never deadlock
         now = timezone.now()
@@ -77,23 +96,21 @@ def _sessions_for(project, external_ids: set[str], run: Run | None) -> dict[str,
             ],
             ignore_conflicts=True,
         )
+        made = Session.objects.filter(project=project, external_id__in=missing)
         sessions.update(
-            (s.external_id, s)
-            for s in Session.objects.filter(project=project, external_id__in=missing)
+            (e, (pk, run_id)) for pk, e, run_id in made.values_list("pk", "external_id", "run")
         )
-    # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
-    run_ids = {e for e in external_ids if e.startswith("run_")}
+    run_ids = {e for e in external_ids if e.startswith(RUN_SESSION_PREFIX)}
     runs_by_id = (
         {r.pk: r for r in Run.objects.filter(project=project, pk__in=run_ids)} if run_ids else {}
     )
-    for external_id, session in sorted(sessions.items(), key=lambda item: item[1].pk):
+    for external_id, (pk, run_id) in sorted(sessions.items(), key=lambda item: item[1][0]):
         # A run key's own new sessions were created with its run above; an existing session
         # is claimed only by the run it is named after, never by whichever key writes to it.
         owner = runs_by_id.get(external_id)
-        if session.run_id is None and owner is not None:
-            session.run = owner
-            Session.objects.filter(pk=session.pk, run__isnull=True).update(run=owner)
-    return sessions
+        if run_id is None and owner is not None:
+            Session.objects.filter(pk=pk, run__isnull=True).update(run=owner)
+            sessions[external_id] = (pk, owner.pk)
 
 
 def _redacted(span: otlp.SpanIn, secrets: list[str]) -> otlp.SpanIn:
@@ -114,11 +131,12 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     its run): spans for another run's or the project's sessions are refused (counted as
     rejected), and the run's secrets are redacted from the spans it sends.
 
-    On PostgreSQL the batch goes in as one `INSERT … SELECT FROM jsonb_populate_recordset`
-    whose RETURNING says which spans were new, and each session's counters grow by exactly
-    those (under row locks taken in id order): no per-row model objects, no client-side
-    array quoting, and no recount of the whole session per batch. Elsewhere (SQLite in
-    development) bulk_create and a recount do the same.
+    On PostgreSQL, once the sessions exist, the batch is ONE statement (see _STORE_SQL): an
+    `INSERT … SELECT FROM jsonb_populate_recordset` of the rows as one orjson-encoded
+    parameter, whose RETURNING says which spans were new, and each session's counters grow
+    by exactly those under row locks taken in id order: no per-row model objects, no recount
+    of the whole session, three round trips per request (key, sessions, statement).
+    Elsewhere (SQLite in development) bulk_create and a recount do the same.
     """
     if not spans:
         return IngestOutcome(0)
@@ -138,33 +156,40 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
         spans = [_redacted(s, secrets) for s, ok in zip(spans, own, strict=True) if ok]
         external_ids = [e for e, ok in zip(external_ids, own, strict=True) if ok]
     now = timezone.now()
-    with transaction.atomic():
-        sessions = _sessions_for(project, set(external_ids), run)
+    sessions, writes = _sessions_for(project, set(external_ids))
+    # One statement stores the spans and grows the counters when the sessions all exist;
+    # making or claiming sessions first goes in one transaction with it.
+    with transaction.atomic() if writes else contextlib.nullcontext():
+        if writes:
+            _sessions_make(project, sessions, set(external_ids), run)
         rows = []
+        project_id = project.pk
         for span, external_id in zip(spans, external_ids, strict=True):
-            session = sessions[external_id]
-            if run is not None and session.run_id != run.pk:
+            session_id, session_run_id = sessions[external_id]
+            if run is not None and session_run_id != run.pk:
                 refused += 1  # another run's or the project's session
                 continue
-            call = otlp.parse_llm_call(span.attributes)
+            attributes = span.attributes
+            call = otlp.parse_llm_call(attributes)
+            kind = otlp.span_kind_of(attributes)
             rows.append(
                 {
-                    "project_id": project.pk,
-                    "session_id": session.pk,
-                    "run_id": session.run_id,
+                    "project_id": project_id,
+                    "session_id": session_id,
+                    "run_id": session_run_id,
                     "trace_id": span.trace_id,
                     "span_id": span.span_id,
                     "parent_span_id": span.parent_span_id,
                     "name": span.name[:500],
                     "kind": span.kind[:12],
-                    "span_kind": (otlp.span_kind_of(span.attributes) or "")[:12],
-                    "entity_name": otlp.entity_name_of(span.attributes, span.name)[:500],
+                    "span_kind": (kind or "")[:12],
+                    "entity_name": otlp.entity_name_of(attributes, span.name)[:500],
                     "start_time": _dt(span.start_ns),
                     "end_time": _dt(span.end_ns),
                     "duration_ms": (span.end_ns - span.start_ns) / 1e6,
                     "status_code": span.status_code,
                     "status_message": span.status_message,
-                    "attributes": span.attributes,
+                    "attributes": attributes,
                     "events": span.events,
                     "resource": span.resource_attributes,
                     "scope_name": span.scope_name[:200],
@@ -180,7 +205,7 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
             )
         session_ids = sorted({row["session_id"] for row in rows})  # refused ones untouched
         if rows and connection.vendor == "postgresql":
-            _add_to_sessions(session_ids, _insert_spans(rows), now)
+            _store(rows, session_ids, now)
         elif rows:
             Span.objects.bulk_create(
                 [Span(**row) for row in rows], ignore_conflicts=True, batch_size=500
@@ -200,69 +225,73 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _insert_spans(rows: list[dict]) -> list[tuple]:
-    """Insert the rows, skipping stored (project, trace id, span id); per session, what was new:
-    (session id, spans, LLM spans, input tokens, output tokens, first start, last end,
-    whether an LLM span with a model came).
+def _json(rows: list[dict]) -> str:
+    """The rows as JSON text: orjson (datetimes as ISO 8601), else the standard library,
+    which writes what orjson refuses (a lone surrogate) for PostgreSQL to refuse as before."""
+    try:
+        return orjson.dumps(rows).decode()
+    except TypeError:
+        return json.dumps(rows, default=_json_default)
+
+
+_SPAN_TABLE = Span._meta.db_table
+_SESSION_TABLE = Session._meta.db_table
+# The spans go in from one JSON parameter (skipping a stored (project, trace id, span id));
+# what was new is summed per session; then the batch's sessions are locked in id order
+# (the Sort below the row locks needs the whole insert first, so every batch takes span
+# locks before session locks, and session locks in one order: no deadlocks) and their
+# counters grow by exactly that (a retried batch adds nothing), in the same statement.
+# A session's model is its latest LLM span's: a new one wins when it started no earlier
+# than the one the model came from (model_started_at, re-read under the row lock).
+_STORE_SQL = f"""
+WITH new AS (
+    INSERT INTO {_SPAN_TABLE} ({{columns}})
+    SELECT {{columns}} FROM jsonb_populate_recordset(NULL::{_SPAN_TABLE}, %s::jsonb)
+    ON CONFLICT DO NOTHING
+    RETURNING session_id, is_llm, input_tokens, output_tokens, start_time, end_time, model
+), added AS (
+    SELECT session_id, count(*) AS spans, count(*) FILTER (WHERE is_llm) AS llm,
+        coalesce(sum(input_tokens), 0) AS tokens_in, coalesce(sum(output_tokens), 0) AS tokens_out,
+        min(start_time) AS started_at, max(end_time) AS ended_at,
+        max(start_time) FILTER (WHERE is_llm AND model <> '') AS model_at,
+        (array_agg(model ORDER BY start_time DESC) FILTER (WHERE is_llm AND model <> ''))[1]
+            AS model
+    FROM new GROUP BY session_id
+), locked AS MATERIALIZED (
+    SELECT s.id, a.spans, a.llm, a.tokens_in, a.tokens_out, a.started_at, a.ended_at,
+        a.model_at, a.model
+    FROM {_SESSION_TABLE} AS s LEFT JOIN added AS a ON a.session_id = s.id
+    WHERE s.id = ANY(%s) ORDER BY s.id FOR NO KEY UPDATE OF s
+)
+UPDATE {_SESSION_TABLE} AS s SET
+    span_count = s.span_count + coalesce(d.spans, 0),
+    llm_call_count = s.llm_call_count + coalesce(d.llm, 0),
+    input_tokens = s.input_tokens + coalesce(d.tokens_in, 0),
+    output_tokens = s.output_tokens + coalesce(d.tokens_out, 0),
+    started_at = LEAST(s.started_at, d.started_at),
+    ended_at = GREATEST(s.ended_at, d.ended_at),
+    model = CASE WHEN d.model_at >= coalesce(s.model_started_at, '-infinity')
+        THEN d.model ELSE s.model END,
+    model_started_at = GREATEST(s.model_started_at, d.model_at),
+    last_received_at = %s
+FROM locked AS d WHERE s.id = d.id
+"""
+
+
+def _store(rows: list[dict], session_ids: list[str], now) -> None:
+    """Insert the rows and grow their sessions' counters by what was new: one statement.
 
     The rows' keys are the columns filled (a Span field added later needs its key there:
     no model defaults apply on this path).
     """
     qn = connection.ops.quote_name
-    table = qn(Span._meta.db_table)
-    columns = ", ".join(qn(c) for c in rows[0])
-    sql = (
-        f"WITH new AS (INSERT INTO {table} ({columns}) "
-        f"SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
-        "ON CONFLICT DO NOTHING "
-        "RETURNING session_id, is_llm, input_tokens, output_tokens, start_time, end_time, model) "
-        "SELECT session_id, count(*), count(*) FILTER (WHERE is_llm), "
-        "coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-        "min(start_time), max(end_time), coalesce(bool_or(is_llm AND model <> ''), false) "
-        "FROM new GROUP BY session_id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [json.dumps(rows, default=_json_default)])
-        return cursor.fetchall()
-
-
-_SESSIONS_ADD_SQL = f"""
-UPDATE {Session._meta.db_table} AS s SET
-    span_count = s.span_count + d.spans,
-    llm_call_count = s.llm_call_count + d.llm,
-    input_tokens = s.input_tokens + d.tokens_in,
-    output_tokens = s.output_tokens + d.tokens_out,
-    started_at = LEAST(s.started_at, d.started_at),
-    ended_at = GREATEST(s.ended_at, d.ended_at),
-    model = CASE WHEN d.new_model THEN COALESCE(
-        (SELECT x.model FROM {Span._meta.db_table} AS x
-         WHERE x.session_id = s.id AND x.is_llm AND x.model <> ''
-         ORDER BY x.start_time DESC LIMIT 1),
-        s.model) ELSE s.model END,
-    last_received_at = %s
-FROM jsonb_to_recordset(%s::jsonb) AS d(
-    id text, spans integer, llm integer, tokens_in bigint, tokens_out bigint,
-    started_at timestamptz, ended_at timestamptz, new_model boolean)
-WHERE s.id = d.id
-"""
-
-
-def _add_to_sessions(session_ids: list[str], new: list[tuple], now) -> None:
-    """Grow each session's counters by what this batch inserted (a retry adds nothing).
-
-    The rows are locked in id order first, so concurrent batches neither deadlock nor lose
-    each other's counts; the last model is read again once a session has a new LLM span.
-    """
-    keys = ("spans", "llm", "tokens_in", "tokens_out", "started_at", "ended_at", "new_model")
-    added = {row[0]: dict(zip(keys, row[1:], strict=True)) for row in new}
-    nothing = dict.fromkeys(keys, 0) | {"started_at": None, "ended_at": None, "new_model": False}
-    deltas = [{"id": pk, **added.get(pk, nothing)} for pk in session_ids]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {Session._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-            [session_ids],
-        )
-        cursor.execute(_SESSIONS_ADD_SQL, [now, json.dumps(deltas, default=_json_default)])
+    sql = _STORE_SQL.format(columns=", ".join(qn(c) for c in rows[0]))
+    connection.ensure_connection()
+    # A server-side binding cursor on Django's connection (same transaction): the JSON goes
+    # as a parameter, not quoted into the SQL text for PostgreSQL to lex, and psycopg
+    # prepares the statement once it repeats. Errors come out as Django's, as elsewhere.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [_json(rows), session_ids, now])
 
 
 def _refresh_sessions(session_ids: list[str], now) -> None:
@@ -280,13 +309,13 @@ def _refresh_sessions(session_ids: list[str], now) -> None:
         )
     )
     for row in stats:
-        last_model = (
+        last_model, model_started_at = (
             Span.objects.filter(session_id=row["session_id"], is_llm=True)
             .exclude(model="")
             .order_by("-start_time")
-            .values_list("model", flat=True)
+            .values_list("model", "start_time")
             .first()
-        )
+        ) or ("", None)
         Session.objects.filter(pk=row["session_id"]).update(
             span_count=row["spans"],
             llm_call_count=row["llm"],
@@ -294,6 +323,7 @@ def _refresh_sessions(session_ids: list[str], now) -> None:
             output_tokens=row["tout"] or 0,
             started_at=row["start"],
             ended_at=row["end"],
-            model=(last_model or "")[:200],
+            model=last_model[:200],
+            model_started_at=model_started_at,
             last_received_at=now,
         )

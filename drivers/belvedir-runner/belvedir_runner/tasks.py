@@ -10,6 +10,13 @@ import re
 MAX_BYTES = 512 * 1024
 KINDS = ("judge", "rubric", "code", "state_diff")
 HARBOR_ONLY = ("code", "state_diff")
+TASK_KEYS = ("id", "prompt", "answer", "verifier", "metadata")
+VERIFIER_KEYS = {
+    "judge": {"kind"},
+    "rubric": {"kind", "criteria"},
+    "code": {"kind", "source"},
+    "state_diff": {"kind", "setup_state", "golden"},
+}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -109,7 +116,11 @@ def _task(item, position: int) -> dict:
         "prompt": prompt,
         "answer": answer,
         "verifier": _verifier(verifier, name),
-        "metadata": metadata or {},
+        # Keys the format does not define are optional metadata (a key in `metadata` wins).
+        "metadata": {
+            **{key: value for key, value in item.items() if key not in TASK_KEYS},
+            **(metadata or {}),
+        },
     }
 
 
@@ -117,6 +128,12 @@ def _verifier(verifier: dict, name: str) -> dict:
     kind = verifier.get("kind")
     if kind not in KINDS:
         raise TasksError(f"{name}: verifier.kind {kind!r} is not one of {', '.join(KINDS)}.")
+    unknown = sorted(set(verifier) - VERIFIER_KEYS[kind])
+    if unknown:
+        raise TasksError(
+            f"{name}: verifier.{unknown[0]} is not a field of a {kind} verifier "
+            f"(fields: {', '.join(sorted(VERIFIER_KEYS[kind]))})."
+        )
     if kind == "rubric":
         criteria = verifier.get("criteria")
         if (

@@ -1,0 +1,70 @@
+"""The signed adapter link never reaches a log: the web server's access log and Django's
+4xx warnings print the request path, and the token in it is redacted (the run id stays)."""
+
+import logging
+import sys
+
+import pytest
+import requests
+from django.utils import timezone
+
+from belvedir.logfilters import RedactSignedPaths
+from runs import services
+from runs.models import Run, Status
+
+pytestmark = pytest.mark.usefixtures("gpu_settings")
+
+
+def test_the_filter_redacts_the_token_in_messages_and_arguments():
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", "/api/v1/adapters/run_abc/eyJyIjoi.Zm9v.c2ln?x=1", "1.1", 200),
+        None,
+    )  # fmt: skip
+    assert RedactSignedPaths().filter(record)
+    assert record.getMessage() == (
+        '127.0.0.1:5 - "GET /api/v1/adapters/run_abc/[redacted]?x=1 HTTP/1.1" 200'
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_asgi_servers_logs_never_show_the_adapter_token(
+    owner, make_fine_tuned, make_harness, tmp_path, media_root
+):
+    from django.db import connection
+
+    from tests.router.helpers import free_port, start_uvicorn
+
+    model = make_fine_tuned()
+    harness = make_harness(name="vllm-eval", compute="gpu", gpu_type="A10G")
+    run = services.run_launch_fine_tuned(fine_tuned_model=model, harness=harness)
+    Run.objects.filter(pk=run.pk).update(status=Status.RUNNING, started_at=timezone.now())
+    run.refresh_from_db()
+    path = services.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
+    token = path.rsplit("/", 1)[1]
+
+    port = free_port()
+    log_path = tmp_path / "uvicorn.log"
+    process = start_uvicorn(
+        upstream_base="http://127.0.0.1:9",
+        database_name=connection.settings_dict["NAME"],
+        port=port,
+        log_path=log_path,
+        command=[sys.executable, "-m", "uvicorn", "belvedir.asgi:application"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "info"],
+        BELVEDIR_MEDIA_ROOT=str(media_root),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert requests.get(base + path, timeout=30).status_code == 200
+        assert requests.get(base + path[:-2] + "xx", timeout=30).status_code == 403
+        Run.objects.filter(pk=run.pk).update(status=Status.SUCCEEDED, finished_at=timezone.now())
+        assert requests.get(base + path, timeout=30).status_code == 403
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    logged = log_path.read_text()
+    assert f"/api/v1/adapters/{run.pk}/[redacted]" in logged  # the access log is on
+    assert "Forbidden" in logged  # and Django's 403 warning was written
+    assert token not in logged and token[:20] not in logged

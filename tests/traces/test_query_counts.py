@@ -1,0 +1,45 @@
+"""Query counts pinned on the trace lists, the session page and the trace APIs, with a session
+per run (30), tasks and task groups, and a session of 120 spans: an N+1 would add a query per
+row and blow the bound."""
+
+import pytest
+
+from tests.helpers.seed import assert_bounded
+from traces.models import TaskGroup
+
+pytestmark = pytest.mark.django_db
+
+
+def test_sessions_tasks_and_task_groups_pages_take_a_fixed_number_of_queries(
+    owner, seeded, django_assert_max_num_queries
+):
+    run = seeded.runs[0].pk
+    group = TaskGroup.objects.filter(project=owner.project).order_by("pk").first().pk
+    pages = [
+        ("/traces/", 7),
+        (f"/traces/?run={run}", 7),
+        ("/traces/?outcome=none", 7),
+        ("/traces/?model=openai/gpt-4.1-mini", 7),
+        ("/traces/?since=2000-01-01&until=2999-01-01", 7),
+        (f"/traces/sessions/{seeded.big_session.pk}/", 8),  # 120 spans, 30 tasks
+        (f"/traces/sessions/{seeded.sessions[0].pk}/", 8),
+        ("/traces/tasks/", 7),
+        ("/traces/task-groups/", 7),
+        (f"/traces/task-groups/{group}/", 9),
+    ]
+    assert_bounded(owner.web, pages, django_assert_max_num_queries)
+    assert "big-session" in owner.web.get("/traces/").content.decode()
+
+
+def test_the_trace_apis_take_a_fixed_number_of_queries(
+    owner, seeded, django_assert_max_num_queries
+):
+    owner.api.get("/api/v1/project")  # the key's first use of the day records it: not counted
+    endpoints = [
+        ("/api/v1/sessions", 3),
+        (f"/api/v1/sessions?run={seeded.runs[0].pk}", 3),
+        (f"/api/v1/sessions/{seeded.big_session.pk}", 4),
+        ("/api/v1/task-groups", 3),
+    ]
+    assert_bounded(owner.api, endpoints, django_assert_max_num_queries)
+    assert len(owner.api.get(f"/api/v1/sessions/{seeded.big_session.pk}").json()["spans"]) == 120
