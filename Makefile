@@ -48,6 +48,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/qcluster_stop.py
 	$(PY) bench/install_step.py
 	$(PY) bench/router.py
+	$(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -289,6 +289,10 @@ Q_CLUSTER = {
         },
     },
     "workers": envint("Q_WORKERS", 8, minimum=1),
+    # Tasks a cluster takes off the shared queue beyond its busy workers (one more is in its
+    # pusher's hand). django-q2's default, workers², lets a busy host hold 64 runs another
+    # host could start; 1 keeps the rest in the queue for whichever host frees up first.
+    "queue_limit": envint("Q_QUEUE_LIMIT", 1, minimum=1),
     "timeout": envint("Q_TIMEOUT", 5400, minimum=10),
     "retry": envint("Q_RETRY", 5700, minimum=20),
     "max_attempts": 1,

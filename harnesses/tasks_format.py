@@ -60,8 +60,8 @@ def parse_tasks(text: str, *, field: str = "tasks") -> list[dict]:
         except ValueError:
             items = _lines(text, field)
         else:
-            if isinstance(document, dict) and isinstance(document.get("tasks"), list):
-                items = document["tasks"]
+            if isinstance(document, dict) and "tasks" in document and "prompt" not in document:
+                items = document["tasks"]  # an environment object (validate_tasks: a list)
             else:
                 items = [document]
     else:

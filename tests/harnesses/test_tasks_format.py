@@ -244,3 +244,12 @@ def test_an_unknown_verifier_key_is_refused_by_the_platform_and_the_runner():
     assert caught.value.field == "tasks[0].verifier.rubric"
     with pytest.raises(runner.TasksError, match="task x: verifier.rubric is not a field"):
         runner.parse_text(text)
+
+
+def test_one_object_with_a_prompt_is_a_task_even_with_a_tasks_key_like_the_runner():
+    text = json.dumps({"id": "one", "prompt": "P", "tasks": ["x"]})
+    (task,) = parse_tasks(text)
+    assert task["id"] == "one" and task["metadata"] == {"tasks": ["x"]}
+    assert [t["id"] for t in _runner().parse_text(text)] == ["one"]
+    with pytest.raises(Invalid, match="must be a list of tasks"):
+        parse_tasks(json.dumps({"name": "env", "tasks": "nope"}))

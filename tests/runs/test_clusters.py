@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
+from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
 from runs import services
@@ -108,3 +109,20 @@ def test_runs_go_to_the_runs_queue_and_schedules_to_housekeeping(owner, make_run
     call_command("setup_schedules", stdout=open("/dev/null", "w"))
     clusters = set(Schedule.objects.values_list("cluster", flat=True))
     assert clusters == {"housekeeping"}
+
+
+def test_a_busy_cluster_leaves_the_tasks_it_cannot_start_in_the_queue_for_other_hosts(tmp_path):
+    log = tmp_path / "runs.log"
+    cluster = start_qcluster("runs", log, Q_WORKERS="2")
+    broker = get_broker("runs")
+    try:
+        for _ in range(8):
+            async_task("time.sleep", 600, cluster="runs")
+        wait_for(lambda: log.read_bytes().count(b"processing") >= 2, 30, "both workers to be busy")
+        wait_for(lambda: broker.lock_size() >= 4, 10, "the cluster to take what it may")
+        # Two running, one in the cluster's queue (Q_QUEUE_LIMIT=1), one in its pusher's hand:
+        # django-q2's default (workers², 4 here) would have taken all but one.
+        assert (broker.lock_size(), broker.queue_size()) == (4, 4)
+    finally:
+        stop_qcluster(cluster, grace=1)
+        broker.purge_queue()

@@ -1,0 +1,217 @@
+"""Pages and list APIs at scale: p50/p95 per page over 100k runs and 1M spans.
+
+    .venv/bin/python bench/scale.py [--samples 40] [--keep-db] [--explain-all]
+
+* Data (bench/_scale_data.py, bulk `INSERT ... SELECT generate_series`): 50 organizations,
+  100,000 runs (20,000 in the measured project, 2,000 of one harness), 20,000 sessions,
+  1,000,000 spans with one session of 10,000 spans, 5 fine-tuned models. Database
+  `belvedir_bench_scale` (created by migrating, dropped at the end unless --keep-db).
+* Server: a real `gunicorn belvedir.wsgi` process (one worker, DEBUG off) on 127.0.0.1, as in
+  bench/ingest.py; pages with the owner's session cookie, APIs with a project key, HTMX
+  partials with `HX-Request: true` as the browser sends them.
+* Per page: 3 warm-up requests, then --samples timed ones (one client, sequential); p50 and
+  p95 of the wall time of the whole answer; PASS/MISS against p95 <= 100 ms. For each MISS
+  (every page with --explain-all) the EXPLAIN (ANALYZE, BUFFERS) of the page's main query.
+
+Exits 0 unless something errored (a page answering other than 200, the server not starting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common
+from _common import table
+from ingest import Server
+
+# The app's packages before bench/'s scripts (bench/router.py would shadow the router app).
+sys.path.insert(0, str(_common.ROOT))
+
+DB_NAME = "belvedir_bench_scale"
+TARGET_MS = 100
+WARMUP = 3
+
+
+def pages(ids: dict) -> list[tuple[str, str, bool]]:
+    """(label, path, is_htmx) per measured page."""
+    harness, run, ftm, big = ids["harness"], ids["run"], ids["fine_tuned"], ids["big_session"]
+    return [
+        ("My Benchmarks, first page", "/runs/", False),
+        ("My Benchmarks, page 400", "/runs/?page=400", False),
+        ("My Benchmarks ?harness", f"/runs/?harness={harness}", False),
+        ("My Benchmarks ?status=failed", "/runs/?status=failed", False),
+        ("My Benchmarks ?model", "/runs/?model=qwen2.5-7b", False),
+        ("My Benchmarks ?model=fine-tuned", f"/runs/?model={ftm}", False),
+        (
+            "My Benchmarks, all filters",
+            f"/runs/?harness={harness}&status=succeeded&model=gpt-4o-mini",
+            False,
+        ),
+        ("Harness page (2,000 runs)", f"/harnesses/{harness}/", False),
+        ("Harness runs + chart (partial)", f"/runs/?harness={harness}&fragment=harness-runs", True),
+        ("Run page", f"/runs/{run}/", False),
+        ("Run trace summary (partial)", f"/traces/?fragment=run-summary&run={run}", True),
+        ("Sessions list", "/traces/", False),
+        ("Sessions list, page 100", "/traces/?page=100", False),
+        ("Sessions ?outcome=fail", "/traces/?outcome=fail", False),
+        ("Sessions ?model&since", "/traces/?model=llama-3.1-8b&since=2020-01-01T00:00:00Z", False),
+        ("Session page (10,000 spans)", f"/traces/sessions/{big}/", False),
+        ("Models page", "/models/", False),
+        ("Model View benchmarks (partial)", f"/runs/?fragment=model-benchmarks&model={ftm}", True),
+        ("API runs", "/api/v1/runs", False),
+        ("API runs ?offset=19000", "/api/v1/runs?offset=19000", False),
+        ("API runs ?harness&status", f"/api/v1/runs?harness={harness}&status=failed", False),
+        ("API sessions", "/api/v1/sessions", False),
+        ("API sessions ?outcome", "/api/v1/sessions?outcome=success", False),
+        ("API session (10,000 spans)", f"/api/v1/sessions/{big}", False),
+        ("API harnesses", "/api/v1/harnesses", False),
+        ("API fine-tuned models", "/api/v1/models/fine-tuned", False),
+        ("API task groups", "/api/v1/task-groups", False),
+    ]
+
+
+def explain_slowest(client, key: str, path: str, htmx: bool) -> None:
+    """The page once more in this process (Django test client): its query count, time in SQL,
+    and the EXPLAIN (ANALYZE, BUFFERS) of its slowest query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    headers = {"HX-Request": "true"} if htmx else {}
+    if path.startswith("/api/"):
+        headers["Authorization"] = f"Bearer {key}"
+    with CaptureQueriesContext(connection) as captured:
+        t0 = time.perf_counter()
+        client.get(path, headers=headers)
+        total = (time.perf_counter() - t0) * 1000
+    queries = captured.captured_queries
+    in_sql = sum(float(q["time"]) for q in queries) * 1000
+    print(f"{len(queries)} queries, {in_sql:.1f} ms in SQL of {total:.1f} ms (in-process)")
+    slowest = max(queries, key=lambda q: float(q["time"]), default=None)
+    if slowest is None or not slowest["sql"].lstrip().upper().startswith("SELECT"):
+        return
+    print(f"slowest ({float(slowest['time']) * 1000:.1f} ms): {slowest['sql'][:400]}")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + slowest["sql"].replace("%", "%%"))
+        print("\n".join(row[0] for row in cursor.fetchall()))
+
+
+def wait_ready(server: Server, timeout: float = 120) -> None:
+    """Until the server answers (its first request imports the app: slow on a busy machine)."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited: {server.log_path.read_text()[-2000:]}")
+        try:
+            requests.get(f"{server.url}/api/v1/traces", timeout=30)
+            return
+        except requests.RequestException:
+            time.sleep(0.5)
+    raise RuntimeError(f"gunicorn did not answer within {timeout} s")
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def measure(http, url: str, path: str, htmx: bool, samples: int) -> tuple[list[float], int]:
+    headers = {"HX-Request": "true"} if htmx else {}
+    times = []
+    size = 0
+    for i in range(WARMUP + samples):
+        t0 = time.perf_counter()
+        response = http.get(url + path, headers=headers, timeout=60, allow_redirects=False)
+        elapsed = time.perf_counter() - t0
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {path}: {response.status_code} {response.text[:300]}")
+        size = len(response.content)
+        if i >= WARMUP:
+            times.append(elapsed * 1000)
+    return times, size
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--explain-all", action="store_true")
+    parser.add_argument(
+        "--reuse-db", action="store_true", help="measure a database kept by --keep-db again"
+    )
+    args = parser.parse_args()
+
+    import requests
+
+    if args.reuse_db:
+        url = f"{_common.PG_URL}/{DB_NAME}"
+    else:
+        url = _common.database_recreate(DB_NAME)
+    server = None
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    try:
+        t0 = time.perf_counter()
+        _common.django_setup(url)
+        print(f"migrated in {time.perf_counter() - t0:.1f} s", flush=True)
+        import _scale_data
+        from django.db import connection
+        from django.test import Client
+
+        from belvedir import services
+
+        t0 = time.perf_counter()
+        ids = _scale_data.existing() if args.reuse_db else _scale_data.seed()
+        for step, seconds in ids["timings"].items():
+            print(f"  seeded {step:24s} {seconds:6.1f} s", flush=True)
+        print(f"seeded in {time.perf_counter() - t0:.1f} s", flush=True)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")
+            print(f"database size {cursor.fetchone()[0]}")
+
+        client = Client()
+        client.force_login(ids["user"])
+        _, key = services.api_key_create(project=ids["project"], name="scale bench")
+
+        server = Server(url, threads=4, log_path=tmp / "gunicorn.log")
+        wait_ready(server)
+        web = requests.Session()
+        web.cookies.set("sessionid", client.cookies["sessionid"].value)
+        api = requests.Session()
+        api.headers["Authorization"] = f"Bearer {key}"
+
+        rows, misses = [], []
+        for label, path, htmx in pages(ids):
+            http = api if path.startswith("/api/") else web
+            times, size = measure(http, server.url, path, htmx, args.samples)
+            p50, p95 = statistics.median(times), percentile(times, 95)
+            verdict = "PASS" if p95 <= TARGET_MS else "MISS"
+            rows.append([label, f"{p50:.1f}", f"{p95:.1f}", f"{size // 1024}", verdict])
+            print(f"{verdict} {label}: p50 {p50:.1f} ms, p95 {p95:.1f} ms", flush=True)
+            if verdict == "MISS" or args.explain_all:
+                misses.append((label, path, htmx))
+        print()
+        print(f"p50/p95 over {args.samples} sequential requests each, after {WARMUP} warm-up:")
+        print(table(rows, ["page", "p50 ms", "p95 ms", "KB", f"p95<={TARGET_MS}"]))
+        for label, path, htmx in misses:
+            print(f"\n--- {label} ({path}):")
+            explain_slowest(client, key, path, htmx)
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        print(f"\nload average at the end: {' '.join(load)} (2 cores, shared machine)")
+        print(f"{sum(r[4] == 'PASS' for r in rows)}/{len(rows)} pages PASS")
+        return 0
+    finally:
+        if server is not None:
+            server.stop()
+        if args.keep_db or args.reuse_db:
+            print(f"kept database {DB_NAME}")
+        else:
+            _common.database_drop(DB_NAME)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
