@@ -2,9 +2,10 @@
 `git clone {BELVEDIR_BASE_URL}/git/belvedir-runner.git`. Public, GET and HEAD only; the
 files are those of the bare repository `harnesses.drivers` builds."""
 
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_safe
 
+from belvedir.files import StreamedFileResponse
 from harnesses import drivers
 
 _TEXT = ("HEAD", "info/refs", "objects/info/packs", "objects/info/alternates")
@@ -22,7 +23,7 @@ def git_file(request, name: str, path: str):
         response = HttpResponse(found.read_bytes(), content_type="text/plain; charset=utf-8")
         response["Cache-Control"] = "no-cache"
         return response
-    response = FileResponse(found.open("rb"), content_type="application/octet-stream")
+    response = StreamedFileResponse(found.open("rb"), content_type="application/octet-stream")
     immutable = path.startswith("objects/pack/")  # named by their content
     response["Cache-Control"] = "public, max-age=86400" if immutable else "no-cache"
     return response

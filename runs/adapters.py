@@ -7,13 +7,13 @@ cap, or once the run is no longer running. The zip is streamed from storage.
 
 import time
 
-from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
 from belvedir.errors import Forbidden, NotFound
+from belvedir.files import StreamedFileResponse
 from belvedir.schema import errors
 from models_registry.signing import adapter_grant
 from runs.models import Run, Status
@@ -54,6 +54,6 @@ class AdapterDownloadView(APIView):
             handle = model.adapter.open("rb")
         except FileNotFoundError:
             raise NotFound("The adapter file is missing from storage.") from None
-        return FileResponse(
+        return StreamedFileResponse(
             handle, as_attachment=True, filename=f"{model.pk}.zip", content_type="application/zip"
         )

@@ -1,0 +1,26 @@
+"""File downloads that stream under ASGI too.
+
+Django's FileResponse reads its file through a sync iterator; served by the ASGI handler
+(uvicorn, `make up`), StreamingHttpResponse.__aiter__ consumes a sync iterator whole
+(`sync_to_async(list)`) before sending a byte, so a 2 GiB adapter zip would be held in memory.
+This response reads the file a block at a time in a thread when iterated asynchronously, and
+behaves as FileResponse does under WSGI and the test client.
+"""
+
+from asgiref.sync import sync_to_async
+from django.http import FileResponse
+
+READ_BYTES = 1024 * 1024  # per thread hop
+
+
+class StreamedFileResponse(FileResponse):
+    async def __aiter__(self):
+        handle = self.file_to_stream
+        if handle is None:  # content replaced by something that is not a file
+            async for part in super().__aiter__():
+                yield part
+            return
+        read = sync_to_async(handle.read, thread_sensitive=False)
+        size = max(self.block_size, READ_BYTES)  # the handler cuts it into its own chunks
+        while chunk := await read(size):
+            yield chunk
