@@ -7,11 +7,12 @@ from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
+from django.utils.html import format_html_join
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from belvedir import onboarding
+from belvedir import onboarding, text
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError, Invalid, NotFound
@@ -147,7 +148,33 @@ def _score_chart(**filters) -> dict:
     """The context `runs/_score_chart.html` draws: series with best/latest, the chart's data."""
     series = selectors.score_series(**filters)
     chart = selectors.score_chart_data(series)
-    return {"series": series, "chart": chart, "per_model": bool(filters.get("harness"))}
+    return {
+        "series": series,
+        "chart": chart,
+        "chart_rows": _chart_rows(series),
+        "per_model": bool(filters.get("harness")),
+    }
+
+
+def _chart_rows(series: list[dict]) -> str:
+    """The chart's points as the rows of its accessible table, built here in one pass: as
+    template tags (a date, a link and a score filter per row, up to SERIES_RUNS rows) they
+    were about half of My Benchmarks' rendering time at 100k runs."""
+    return format_html_join(
+        "\n",
+        '<tr><td>{}</td><td>{}</td><td><a class="mono" href="{}">{}</a></td><td>{}</td></tr>',
+        (
+            (
+                dateformat.format(timezone.localtime(run.finished_at), "Y-m-d H:i"),
+                entry["label"],
+                run.detail_url,
+                run.pk,
+                text.score_text(run.score),
+            )
+            for entry in series
+            for run in entry["runs"]
+        ),
+    )
 
 
 COMPARE_MAX = 8

@@ -94,6 +94,18 @@ def test_my_benchmarks_charts_every_harness_and_follows_the_filters(owner, score
     assert labels == ["alpha · m/two"]
 
 
+def test_the_chart_table_lists_every_point_with_its_date_series_link_and_score(owner, scored):
+    _, _, runs = scored
+    html = owner.web.get("/runs/").content.decode()
+    table = html.split('<details class="chart-data" open>')[1].split("</details>")[0]
+    rows = re.findall(r'<tr><td>([^<]+)</td><td>([^<]+)</td><td><a class="mono" href="([^"]+)">'
+                      r"([^<]+)</a></td><td>([^<]+)</td></tr>", table)  # fmt: skip
+    a2 = runs["a2"]
+    local = timezone.localtime(a2.finished_at).strftime("%Y-%m-%d %H:%M")
+    assert (local, "alpha · m/one", f"/runs/{a2.pk}/", a2.pk, "0.750") in rows
+    assert len(rows) == 4  # the four scored runs, not the failed one
+
+
 def test_the_harness_page_loads_the_vendored_chart_library_not_a_cdn(owner, make_harness):
     html = owner.web.get(f"/harnesses/{make_harness(name='h').pk}/").content.decode()
     scripts = re.findall(r'<script src="([^"]+)"', html)
