@@ -206,8 +206,14 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
     )
     if not claimed:
         return "not claimed"
-    run = _load(run_id)
-    execution = Execution(run, get_backend(), device=device)
+    try:
+        run = _load(run_id)
+        execution = Execution(run, get_backend(), device=device)
+    except Exception as exc:  # claimed: it must not stay "running" until the reaper
+        log.exception("run %s could not be prepared", run_id)
+        note = f"belvedir: internal error while preparing the run ({exc.__class__.__name__})."
+        run_finish(run_id=run_id, status=Status.FAILED, notes=[note])
+        return Status.FAILED
     heartbeat = Heartbeat(run_id, execution.tail, gpu_device=device is not None)
     heartbeat.start()
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))

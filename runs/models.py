@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from belvedir import ids
@@ -130,6 +131,11 @@ class Run(models.Model):
             models.Index(fields=["project", "-created_at"], name="run_project_newest"),
             models.Index(fields=["harness", "-created_at"], name="run_harness_newest"),
             models.Index(fields=["project", "-finished_at", "-id"], name="run_project_finished"),
+            # A fine-tuned model's runs are also those reporting its name as results.model:
+            # without this, that arm of the OR scans every run of the project's JSON.
+            models.Index(
+                models.F("project"), KeyTransform("model", "results"), name="run_results_model"
+            ),
         ]
         constraints = [
             models.CheckConstraint(

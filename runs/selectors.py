@@ -106,21 +106,28 @@ def waiting_for(run: Run) -> str:
 
 
 SERIES_RUNS = 300  # the newest scored runs a chart draws
+SERIES_FIELDS = ("id", "harness_name", "model", "score", "finished_at")
 
 
 def score_series(
     *, project: Project, harness: str | None = None, model: str | None = None
 ) -> list[dict]:
     """Scored runs over time, one series per model (per harness and model when `harness` is
-    not given), oldest point first, each series with its run count, best run and latest run."""
+    not given), oldest point first, each series with its run count, best run and latest run;
+    each run with its page's link as `detail_url`."""
     runs = Run.objects.filter(project=project, score__isnull=False).exclude(finished_at=None)
     if harness:
         runs = runs.filter(harness_id=harness)
     if model:
         runs = _of_model(runs, project=project, model=model)
-    newest = runs.order_by("-finished_at", "-pk")[:SERIES_RUNS]
+    # Only what the chart draws: not each run's results, log tail and harness snapshot.
+    newest = runs.order_by("-finished_at", "-pk").only(*SERIES_FIELDS)[:SERIES_RUNS]
     series: dict[tuple, dict] = {}
+    # One reverse() for all the points (their links differ only in the run id): the chart's
+    # table links each of them, which with {% url %} per row was most of the page's time.
+    url = reverse("runs:detail", kwargs={"run_id": "RUN_ID"})
     for run in reversed(newest):
+        run.detail_url = url.replace("RUN_ID", run.pk)
         key = (run.model,) if harness else (run.harness_name, run.model)
         label = " · ".join(part or "(no model)" for part in key)
         entry = series.setdefault(key, {"label": label, "runs": [], "best": run})
@@ -143,7 +150,7 @@ def score_chart_data(series: list[dict]) -> dict:
                         "x": int(run.finished_at.timestamp() * 1000),
                         "y": run.score,
                         "run": run.pk,
-                        "url": reverse("runs:detail", kwargs={"run_id": run.pk}),
+                        "url": run.detail_url,
                     }
                     for run in entry["runs"]
                 ],

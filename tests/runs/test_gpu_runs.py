@@ -275,3 +275,21 @@ def test_a_run_delivered_twice_holds_one_device_which_the_second_delivery_never_
     again = gpu.device_claim(run_id=run.pk, gpu_type="A10G")
     assert again is not None
     assert list(GpuDevice.objects.filter(run_id=run.pk).values_list("pk", flat=True)) == [again.pk]
+
+
+@pytest.mark.django_db
+def test_a_gpu_run_whose_preparation_fails_ends_failed_and_frees_its_device(
+    owner, make_run, gpu_settings, monkeypatch
+):
+    from runs import executor
+
+    run = make_run(status="queued", gpu_type="A10G")
+
+    def broken(run):
+        raise RuntimeError("the Hugging Face token cannot be decrypted")
+
+    monkeypatch.setattr(executor, "run_secret_values", broken)
+    assert executor.execute_run(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.status == "failed" and "internal error while preparing" in run.notes[0]
+    assert not GpuDevice.objects.filter(run_id=run.pk).exists()
