@@ -6,8 +6,10 @@
 #                                    # its data root (images, network) stays for next time
 #
 # Its own socket, data root, exec root, pid file and configuration (the same runsc runtime
-# as the main engine), no default bridge and no iptables changes of its own (the main
-# engine's rules stay untouched), and the sandbox image copied over from the main engine
+# as the main engine), its own default bridge (BELVEDIR_ENGINE2_DEFAULT_BRIDGE, made here: a
+# dockerd started with `--bridge none` deletes `docker0`, and both engines share this host's
+# network namespace, so that would take the main engine's default bridge away) and no
+# iptables changes of its own (the main engine's rules stay untouched), and the sandbox image copied over from the main engine
 # (once; kept in the data root). Its sandbox network is a separate bridge and subnet
 # (BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE} below), installed with its firewall
 # rules by scripts/sandbox-network.sh against this engine. The main engine
@@ -33,6 +35,8 @@ export BELVEDIR_SANDBOX_NETWORK=${BELVEDIR_ENGINE2_NETWORK:-belvedir-sandbox2}
 export BELVEDIR_SANDBOX_SUBNET=${BELVEDIR_ENGINE2_SUBNET:-172.31.0.0/24}
 export BELVEDIR_SANDBOX_GATEWAY=${BELVEDIR_ENGINE2_GATEWAY:-172.31.0.1}
 export BELVEDIR_SANDBOX_BRIDGE=${BELVEDIR_ENGINE2_BRIDGE:-br-belvedir2}
+DEFAULT_BRIDGE=${BELVEDIR_ENGINE2_DEFAULT_BRIDGE:-belvedir2-dflt}
+DEFAULT_BRIDGE_CIDR=${BELVEDIR_ENGINE2_DEFAULT_BRIDGE_CIDR:-172.29.255.1/24}
 
 say() { echo "second-engine: $*"; }
 die() {
@@ -59,9 +63,14 @@ with open(path, "w") as f:
     json.dump(config, f, indent=2)
 PY
         rm -f "$PIDFILE" "$SOCK"
+        if ! ip link show "$DEFAULT_BRIDGE" >/dev/null 2>&1; then
+            ip link add "$DEFAULT_BRIDGE" type bridge
+            ip addr add "$DEFAULT_BRIDGE_CIDR" dev "$DEFAULT_BRIDGE"
+            ip link set "$DEFAULT_BRIDGE" up
+        fi
         say "starting dockerd on $SOCK (data $DATA, log $LOG)"
         setsid nohup dockerd --host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC" \
-            --pidfile "$PIDFILE" --config-file "$CONFIG" --bridge none --iptables=false \
+            --pidfile "$PIDFILE" --config-file "$CONFIG" --bridge "$DEFAULT_BRIDGE" --iptables=false \
             --ip6tables=false --ip-forward=false --ip-masq=false \
             >>"$LOG" 2>&1 </dev/null &
         disown || true

@@ -59,12 +59,24 @@ def _engine(command: str) -> str:
 
 @pytest.fixture
 def engine_b():
-    """The second engine's DOCKER_HOST; stopped afterwards (its data root stays, cached)."""
+    """The second engine's DOCKER_HOST; stopped afterwards (its data root stays, cached).
+
+    The main engine's default bridge must outlive it: a second dockerd started with
+    `--bridge none` deletes `docker0` from the shared network namespace, after which every
+    `docker build` on the main engine fails ("could not find bridge docker0").
+    """
+    assert _has_link("docker0"), "the main engine's docker0 is missing before the test"
     url = _engine("start")
     try:
+        assert _has_link("docker0"), "starting the second engine removed docker0"
         yield url
     finally:
         _engine("stop")
+    assert _has_link("docker0"), "the second engine removed docker0"
+
+
+def _has_link(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
 
 
 def containers_on(url: str, run_id: str) -> list:
