@@ -3,6 +3,7 @@
 
 import logging
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -103,7 +104,10 @@ def test_the_adapter_download_streams_under_asgi_without_reading_the_file_whole(
 
     monkeypatch.setattr("belvedir.files.READ_BYTES", 0)  # blocks of block_size: several here
     response.block_size = 64
-    first, position, content = asyncio.run(first_then_rest())
+    # In a thread of its own: a browser test earlier in the suite leaves Playwright's event
+    # loop set in the main thread, where asyncio.run() refuses to start another.
+    with ThreadPoolExecutor(1) as pool:
+        first, position, content = pool.submit(asyncio.run, first_then_rest()).result(60)
     response.close()
     assert len(whole) > 4 * 64
     assert len(first) == 64 and position == 64  # only the first block read when it is sent
