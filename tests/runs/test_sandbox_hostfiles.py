@@ -130,8 +130,6 @@ def test_an_archive_that_could_write_outside_is_left_to_the_engine(tmp_path, arc
 @pytest.fixture
 def quota_sandbox(tmp_path, monkeypatch):
     """Launch quota sandboxes whose engine archive calls fail the test, unless `engine_ok`."""
-    if os.geteuid() != 0:
-        pytest.skip("quota volumes need root")
     client = docker.from_env()
     data_dir = tmp_path / "sandboxes"
     data_dir.mkdir()
