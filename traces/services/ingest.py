@@ -131,11 +131,11 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     its run): spans for another run's or the project's sessions are refused (counted as
     rejected), and the run's secrets are redacted from the spans it sends.
 
-    On PostgreSQL the rows (tuples, JSON columns as orjson text) are COPYed into a
-    temporary stage table, then ONE statement (see _STORE_SQL) moves them with `INSERT …
-    SELECT … ON CONFLICT DO NOTHING`, whose RETURNING says which spans were new, and each
-    session's counters grow by exactly those under row locks taken in id order: no per-row
-    model objects, no recount of the whole session.
+    On PostgreSQL, once the sessions exist, the batch is ONE statement (see _STORE_SQL): an
+    `INSERT … SELECT FROM jsonb_populate_recordset` of the rows as one orjson-encoded
+    parameter, whose RETURNING says which spans were new, and each session's counters grow
+    by exactly those under row locks taken in id order: no per-row model objects, no recount
+    of the whole session, three round trips per request (key, sessions, statement).
     Elsewhere (SQLite in development) bulk_create and a recount do the same.
     """
     if not spans:
@@ -162,62 +162,53 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     with transaction.atomic() if writes else contextlib.nullcontext():
         if writes:
             _sessions_make(project, sessions, set(external_ids), run)
-        postgres = connection.vendor == "postgresql"
-        dump = _jsonb_text if postgres else _same  # COPY takes the JSON columns as text
-        no_messages = dump([])
         rows = []
-        session_ids = set()
         project_id = project.pk
-        own_run_id = run.pk if run is not None else None
         for span, external_id in zip(spans, external_ids, strict=True):
             session_id, session_run_id = sessions[external_id]
-            if run is not None and session_run_id != own_run_id:
+            if run is not None and session_run_id != run.pk:
                 refused += 1  # another run's or the project's session
                 continue
-            session_ids.add(session_id)
             attributes = span.attributes
-            name = span.name
             call = otlp.parse_llm_call(attributes)
-            start_ns, end_ns = span.start_ns, span.end_ns
-            rows.append(  # in _COLUMNS order
-                (
-                    project_id,
-                    session_id,
-                    session_run_id,
-                    span.trace_id,
-                    span.span_id,
-                    span.parent_span_id,
-                    name[:500],
-                    span.kind[:12],
-                    (otlp.span_kind_of(attributes) or "")[:12],
-                    otlp.entity_name_of(attributes, name)[:500],
-                    _dt(start_ns),
-                    _dt(end_ns),
-                    (end_ns - start_ns) / 1e6,
-                    span.status_code,
-                    span.status_message,
-                    dump(attributes),
-                    dump(span.events),
-                    dump(span.resource_attributes),
-                    span.scope_name[:200],
-                    call is not None,
-                    call.model[:200] if call else "",
-                    dump(call.input_messages) if call else no_messages,
-                    dump(call.output_messages) if call else no_messages,
-                    call.input_tokens if call else None,
-                    call.output_tokens if call else None,
-                    call.total_tokens if call else None,
-                    now,
-                )
+            kind = otlp.span_kind_of(attributes)
+            rows.append(
+                {
+                    "project_id": project_id,
+                    "session_id": session_id,
+                    "run_id": session_run_id,
+                    "trace_id": span.trace_id,
+                    "span_id": span.span_id,
+                    "parent_span_id": span.parent_span_id,
+                    "name": span.name[:500],
+                    "kind": span.kind[:12],
+                    "span_kind": (kind or "")[:12],
+                    "entity_name": otlp.entity_name_of(attributes, span.name)[:500],
+                    "start_time": _dt(span.start_ns),
+                    "end_time": _dt(span.end_ns),
+                    "duration_ms": (span.end_ns - span.start_ns) / 1e6,
+                    "status_code": span.status_code,
+                    "status_message": span.status_message,
+                    "attributes": attributes,
+                    "events": span.events,
+                    "resource": span.resource_attributes,
+                    "scope_name": span.scope_name[:200],
+                    "is_llm": call is not None,
+                    "model": (call.model if call else "")[:200],
+                    "input_messages": call.input_messages if call else [],
+                    "output_messages": call.output_messages if call else [],
+                    "input_tokens": call.input_tokens if call else None,
+                    "output_tokens": call.output_tokens if call else None,
+                    "total_tokens": call.total_tokens if call else None,
+                    "received_at": now,
+                }
             )
-        session_ids = sorted(session_ids)  # refused ones untouched
-        if rows and postgres:
+        session_ids = sorted({row["session_id"] for row in rows})  # refused ones untouched
+        if rows and connection.vendor == "postgresql":
             _store(rows, session_ids, now)
         elif rows:
             Span.objects.bulk_create(
-                [Span(**dict(zip(_COLUMNS, row, strict=True))) for row in rows],
-                ignore_conflicts=True,
-                batch_size=500,
+                [Span(**row) for row in rows], ignore_conflicts=True, batch_size=500
             )
             _refresh_sessions(session_ids, now)
     errors = []
@@ -228,53 +219,34 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     return IngestOutcome(len(rows), refused, errors)
 
 
-def _same(value):
-    return value
+def _json_default(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _jsonb_text(value) -> str:
-    """A JSON column's text for COPY: orjson, else the standard library, which writes what
-    orjson refuses (a lone surrogate) for PostgreSQL to refuse (DataError) as before."""
+def _json(rows: list[dict]) -> str:
+    """The rows as JSON text: orjson (datetimes as ISO 8601), else the standard library,
+    which writes what orjson refuses (a lone surrogate) for PostgreSQL to refuse as before."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(rows).decode()
     except TypeError:
-        return json.dumps(value)
+        return json.dumps(rows, default=_json_default)
 
 
 _SPAN_TABLE = Span._meta.db_table
 _SESSION_TABLE = Session._meta.db_table
-# The columns spans_ingest fills, in the order of its row tuples (a Span field added later
-# needs its place there: no model defaults apply on the PostgreSQL path).
-_COLUMNS = (
-    "project_id", "session_id", "run_id", "trace_id", "span_id", "parent_span_id", "name",
-    "kind", "span_kind", "entity_name", "start_time", "end_time", "duration_ms",
-    "status_code", "status_message", "attributes", "events", "resource", "scope_name",
-    "is_llm", "model", "input_messages", "output_messages", "input_tokens", "output_tokens",
-    "total_tokens", "received_at",
-)  # fmt: skip
-_QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in _COLUMNS)
-# A batch is COPYed into this connection's temporary table (emptied at every commit), then
-# moved from there by one statement. The table has the span table's column types and no
-# constraints or indexes: COPY cannot skip a stored span, the statement below does.
-_STAGE_TABLE = "belvedir_span_stage"
-_STAGE_SQL = (
-    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE_TABLE} ON COMMIT DELETE ROWS AS "
-    f"SELECT {_QUOTED_COLUMNS} FROM {_SPAN_TABLE} WITH NO DATA"
-)
-_COPY_SQL = f"COPY {_STAGE_TABLE} ({_QUOTED_COLUMNS}) FROM STDIN"
-_STAGED_FLAG = "_belvedir_span_stage"
-# The staged spans go in (skipping a stored (project, trace id, span id), and a repeat
-# within the batch); what was new is summed per session; then the batch's sessions are
-# locked in id order (the Sort below the row locks needs the whole insert first, so every
-# batch takes span locks before session locks, and session locks in one order: no
-# deadlocks) and their counters grow by exactly that (a retried batch adds nothing), in
-# the same statement. A session's model is its latest LLM span's: a new one wins when it
-# started no earlier than the one the model came from (model_started_at, re-read under
-# the row lock).
+# The spans go in from one JSON parameter (skipping a stored (project, trace id, span id));
+# what was new is summed per session; then the batch's sessions are locked in id order
+# (the Sort below the row locks needs the whole insert first, so every batch takes span
+# locks before session locks, and session locks in one order: no deadlocks) and their
+# counters grow by exactly that (a retried batch adds nothing), in the same statement.
+# A session's model is its latest LLM span's: a new one wins when it started no earlier
+# than the one the model came from (model_started_at, re-read under the row lock).
 _STORE_SQL = f"""
 WITH new AS (
-    INSERT INTO {_SPAN_TABLE} ({_QUOTED_COLUMNS})
-    SELECT {_QUOTED_COLUMNS} FROM {_STAGE_TABLE}
+    INSERT INTO {_SPAN_TABLE} ({{columns}})
+    SELECT {{columns}} FROM jsonb_populate_recordset(NULL::{_SPAN_TABLE}, %s::jsonb)
     ON CONFLICT DO NOTHING
     RETURNING session_id, is_llm, input_tokens, output_tokens, start_time, end_time, model
 ), added AS (
@@ -306,29 +278,20 @@ FROM locked AS d WHERE s.id = d.id
 """
 
 
-def _store(rows: list[tuple], session_ids: list[str], now) -> None:
-    """COPY the rows (tuples in _COLUMNS order, JSON as text) into the stage table, then
-    insert the new ones and grow their sessions' counters by them: one statement."""
+def _store(rows: list[dict], session_ids: list[str], now) -> None:
+    """Insert the rows and grow their sessions' counters by what was new: one statement.
+
+    The rows' keys are the columns filled (a Span field added later needs its key there:
+    no model defaults apply on this path).
+    """
+    qn = connection.ops.quote_name
+    sql = _STORE_SQL.format(columns=", ".join(qn(c) for c in rows[0]))
     connection.ensure_connection()
-    raw = connection.connection
-    # A cursor of psycopg's own on Django's connection (same transaction): server-side
-    # binding, and psycopg prepares the statement once it repeats. Errors come out as
-    # Django's, as elsewhere; a string PostgreSQL cannot take fails the COPY like a DataError.
-    with (
-        transaction.atomic(savepoint=False),
-        connection.wrap_database_errors,
-        psycopg.Cursor(raw) as cursor,
-    ):
-        if not getattr(raw, _STAGED_FLAG, False):  # once per connection, once committed
-            cursor.execute(_STAGE_SQL)
-            transaction.on_commit(lambda: setattr(raw, _STAGED_FLAG, True))
-        try:
-            with cursor.copy(_COPY_SQL) as copy:
-                for row in rows:
-                    copy.write_row(row)
-        except UnicodeEncodeError as exc:
-            raise psycopg.DataError(f"A value cannot be stored: {exc}") from None
-        cursor.execute(_STORE_SQL, [session_ids, now])
+    # A server-side binding cursor on Django's connection (same transaction): the JSON goes
+    # as a parameter, not quoted into the SQL text for PostgreSQL to lex, and psycopg
+    # prepares the statement once it repeats. Errors come out as Django's, as elsewhere.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [_json(rows), session_ids, now])
 
 
 def _refresh_sessions(session_ids: list[str], now) -> None:

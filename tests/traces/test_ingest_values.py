@@ -1,13 +1,12 @@
-"""The COPY path of ingest: text COPY must escape, the stage table between batches, a refused
-value. Batches go through the real endpoint unless the case cannot be sent over HTTP.
+"""Values stored exactly through the one-statement path: text that JSON and COPY give a
+meaning to (backslashes, separators, the NULL marker), text outside ASCII, huge values, and
+the columns a span without an LLM call leaves empty. Through the real endpoint.
 """
 
 import json
 
 import pytest
-from django.db import DataError, connection
 
-from belvedir.services import api_key_authenticate
 from tests.traces.helpers import (
     JSON,
     body_of,
@@ -16,13 +15,13 @@ from tests.traces.helpers import (
     span,
 )
 from traces import otlp
-from traces.models import Session, Span
+from traces.models import Span
 from traces.services import ingest as ingest_service
 
 pytestmark = pytest.mark.django_db
 
-# What COPY's text format gives a meaning to (backslash escapes, the column and row
-# separators, the NULL marker, the end-of-data line), and text outside ASCII.
+# What JSON or PostgreSQL's COPY text format give a meaning to (backslash escapes, quotes,
+# the column and row separators, the NULL marker, the end-of-data line), and non-ASCII.
 TRICKY = [
     "back\\slash",
     "tab\there",
@@ -38,14 +37,8 @@ TRICKY = [
 ]
 
 
-def stage_rows() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {ingest_service._STAGE_TABLE}")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.parametrize("text", TRICKY)
-def test_text_copy_gives_a_meaning_to_is_stored_exactly(owner, text):
+def test_text_with_a_meaning_in_json_or_copy_is_stored_exactly(owner, text):
     messages = [{"role": "user", "parts": [{"type": "text", "content": text}]}]
     attributes = {
         **llm_attributes("copy"),
@@ -99,35 +92,3 @@ def test_spans_without_a_session_attribute_or_llm_call_store_their_empty_columns
     )
     assert stored.input_tokens is None and stored.run_id is None
     assert stored.session.external_id == f"{ingest_service.TRACE_SESSION_PREFIX}{stored.trace_id}"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_stage_is_empty_after_each_batch_and_a_retry_counts_once(owner):
-    first = body_of(*(span(f"s{i}", attributes={"session.id": "one"}) for i in range(3)))
-    second = body_of(*(span(f"t{i}", attributes={"session.id": "one"}) for i in range(2)))
-
-    assert post_traces(owner.key, first).status_code == 200
-    assert stage_rows() == 0  # emptied at commit: the next batch cannot insert these again
-    assert post_traces(owner.key, second).status_code == 200
-    assert post_traces(owner.key, first).status_code == 200  # a retried batch
-
-    assert Span.objects.count() == 5
-    assert Session.objects.get().span_count == 5
-    assert stage_rows() == 0
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_value_postgresql_refuses_fails_as_a_database_error_and_leaves_nothing(owner):
-    bad = otlp.decode_request(json.dumps(body_of(span("bad"))).encode(), JSON).spans[0]
-    bad.name = "lone \ud800 surrogate"  # the decoders never let one through: sent directly
-
-    with pytest.raises(DataError):
-        ingest_service.spans_ingest(key=api_key_authenticate(owner.key), spans=[bad])
-
-    assert (Span.objects.count(), Session.objects.count()) == (0, 0)
-    # The same connection stores the next batch, its own spans only.
-    good = body_of(span("good", attributes={"session.id": "after"}))
-    assert post_traces(owner.key, good).status_code == 200
-    assert list(Span.objects.values_list("name", flat=True)) == ["good"]
-    assert Session.objects.get(external_id="after").span_count == 1
-    assert stage_rows() == 0
