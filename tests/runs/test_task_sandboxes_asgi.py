@@ -76,3 +76,38 @@ def test_exec_output_and_downloads_stream_under_the_asgi_server(owner, asgi_url)
     finally:
         client.stop(sandbox["id"])
         remove_task_images({sandbox["image"]})
+
+
+def test_under_the_asgi_server_an_oversized_or_unsized_upload_is_refused_before_it_is_read(
+    owner, asgi_url
+):
+    """Django's ASGI handler spools a whole body to disk before any view runs: a task
+    sandbox's upload must say its length, and one past the limit is refused at once."""
+    import http.client
+
+    run, key = make_managed_run(owner)
+    host, port = asgi_url.removeprefix("http://").split(":")
+
+    def send(method: str, path: str, headers: dict[str, str], body: bytes = b""):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.putrequest(method, path)
+            for name, value in {"Authorization": f"Bearer {key}", **headers}.items():
+                connection.putheader(name, value)
+            connection.endheaders(body or None)
+            answer = connection.getresponse()
+            return answer.status, json.loads(answer.read() or b"{}")
+        finally:
+            connection.close()
+
+    files = "/api/v1/task-sandboxes/tsb_x/files?path=/app"
+    status, body = send("PUT", files, {"Content-Length": str(2**30 + 1)})  # no body sent
+    assert (status, body["code"]) == (413, "too_large")
+    status, body = send(
+        "POST",
+        "/api/v1/task-sandboxes",
+        {"Content-Type": "multipart/form-data; boundary=b", "Content-Length": str(2**29)},
+    )
+    assert (status, body["code"]) == (413, "too_large")
+    status, body = send("PUT", files, {"Transfer-Encoding": "chunked"}, b"5\r\nhello\r\n0\r\n\r\n")
+    assert (status, body["code"]) == (411, "length_required")
