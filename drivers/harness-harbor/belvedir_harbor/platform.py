@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-CREATE_TIMEOUT = 1800  # a build can take minutes
+CREATE_TIMEOUT = 3600  # a build can take minutes (the platform caps it, 1800 s by default)
 READ_TIMEOUT = 120  # per socket read; exec streams a heartbeat every 15 s
 CHUNK = 1 << 20
 
