@@ -133,11 +133,13 @@ def _upload_limit(scope) -> UploadLimit | None:
     if (method == "POST" and path == TASK_SANDBOX_CONTEXT) or (
         method == "PUT" and TASK_SANDBOX_FILES.match(path)
     ):
-        from runs.task_sandbox_api import CONTEXT_MAX_BYTES, UPLOAD_MAX_BYTES
+        from django.conf import settings
 
         if method == "POST":
-            return UploadLimit(CONTEXT_MAX_BYTES, "build contexts", "", "too_large")
-        return UploadLimit(UPLOAD_MAX_BYTES, "task-sandbox files", "", "too_large", room=0)
+            context = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
+            return UploadLimit(context, "build contexts", "", "too_large")
+        files = settings.BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES
+        return UploadLimit(files, "task-sandbox files", "", "too_large", room=0)
     return None
 
 
