@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from belvedir.access import access_for_request
 from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
+from belvedir.files import ThreadedStreamingResponse
 from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.schema import errors
@@ -211,7 +212,7 @@ class TaskSandboxExecView(APIView):
             user=user,
         )
         lines = (json.dumps(event).encode() + b"\n" for event in events)
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response = ThreadedStreamingResponse(lines, content_type="application/x-ndjson")
         response["X-Accel-Buffering"] = "no"
         response["Cache-Control"] = "no-cache"
         return response
@@ -272,7 +273,7 @@ class TaskSandboxFilesView(APIView):
             )
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
-        return StreamingHttpResponse(chunks, content_type="application/x-tar")
+        return ThreadedStreamingResponse(chunks, content_type="application/x-tar")
 
 
 def _too_large(what: str, limit: int) -> HttpResponse:

@@ -30,10 +30,12 @@ BUILD_LOG_TAIL = 3000
 TASK_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
 TASK_CAPABILITIES += ("SETPCAP", "NET_BIND_SERVICE")
 # `timeout` (coreutils) kills the command's whole process group at the deadline; images
-# without it still get the platform's own deadline.
+# without it still get the platform's own deadline. `bash -c` as Harbor's own Docker and Modal
+# environments run it: a login shell would read /etc/profile, which resets PATH on Debian
+# (the image's ENV PATH and the PATH a caller passes would be lost).
 _RUN = (
-    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -lc "$1"; '
-    'else exec bash -lc "$1"; fi'
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -c "$1"; '
+    'else exec bash -c "$1"; fi'
 )
 
 
@@ -177,7 +179,7 @@ def exec_events(
     timeout: float,
     user: str = "",
 ) -> Iterator[dict]:
-    """Run `command` under `bash -lc` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
+    """Run `command` under `bash -c` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
     {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
     "timed_out"} (or {"error"} when the engine lost it)."""
     try:
