@@ -93,7 +93,8 @@ def _sandbox_of(request, sandbox_id: str) -> TaskSandbox:
 
 def _running(sandbox: TaskSandbox) -> None:
     if sandbox.status != TaskSandbox.Status.RUNNING:
-        raise Invalid(f"The task sandbox is {sandbox.status}.", field="id", code="not_running")
+        why = f": {sandbox.error}" if sandbox.error else "."
+        raise Invalid(f"The task sandbox is {sandbox.status}{why}", field="id", code="not_running")
 
 
 def _path(request) -> str:

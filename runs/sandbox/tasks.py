@@ -122,7 +122,7 @@ def ensure_image(
                 pull=False,
                 nocache=force,
                 network_mode=network,
-                container_limits={"memory": _bytes(memory), "memswap": -1},
+                container_limits={"memory": _bytes(memory), "memswap": _bytes(memory)},
                 labels={LABEL_TASK_IMAGE: "1"},
                 decode=True,
                 timeout=timeout,
@@ -158,6 +158,19 @@ def image_workdir(client: docker.DockerClient, image: str) -> str:
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not inspect the task image: {exc}") from exc
     return config.get("WorkingDir") or "/"
+
+
+def written_bytes(client: docker.DockerClient, container_ids: list[str]) -> dict[str, int]:
+    """What each of these running containers wrote to its root filesystem: the size of its
+    writable layer (Docker's SizeRw; not tmpfs mounts, not gVisor's in-memory /tmp). The
+    engine walks each layer to answer: 10-30 ms for a few thousand files."""
+    if not container_ids:
+        return {}
+    try:
+        found = client.api.containers(size=True, filters={"id": list(container_ids)})
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not measure the task sandboxes' disks: {exc}") from exc
+    return {item["Id"]: int(item.get("SizeRw") or 0) for item in found}
 
 
 def exec_events(
