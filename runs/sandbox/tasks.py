@@ -96,8 +96,8 @@ def ensure_image(
     force: bool = False,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
-    again, without the build cache); True when it was cached. Never pulls: offline, FROM must
-    name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
+    again, without the build cache); True when it was cached. Never refreshes a base image the
+    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
     try:
         if not force:
             client.images.get(tag)
