@@ -64,6 +64,12 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ("Sessions ?outcome=fail", "/traces/?outcome=fail", False),
         ("Sessions ?model&since", "/traces/?model=llama-3.1-8b&since=2020-01-01T00:00:00Z", False),
         ("Session page (10,000 spans)", f"/traces/sessions/{big}/", False),
+        (
+            "Session page, Load more at span 9,800 (partial)",
+            f"/traces/sessions/{big}/?after={ids['span_cursor']}&shown=9800&fragment=spans",
+            True,
+        ),
+        ("Session page, a span's details (partial)", ids["span_details"], True),
         ("Models page", "/models/", False),
         ("Model View benchmarks (partial)", f"/runs/?fragment=model-benchmarks&model={ftm}", True),
         ("API runs", "/api/v1/runs", False),
@@ -76,6 +82,23 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ("API fine-tuned models", "/api/v1/models/fine-tuned", False),
         ("API task groups", "/api/v1/task-groups", False),
     ]
+
+
+def session_page_ids(session_id: str) -> dict:
+    """A "Load more" cursor deep into the big session (its 9,800th span) and an LLM span's
+    details URL there."""
+    from django.urls import reverse
+
+    from traces.models import Span
+    from traces.selectors import SpanCursor
+
+    spans = Span.objects.filter(session_id=session_id).order_by("start_time", "id")
+    deep = spans[9799]
+    llm = spans.filter(is_llm=True).first()
+    return {
+        "span_cursor": str(SpanCursor.of(deep)),
+        "span_details": reverse("traces:span", args=[session_id, llm.pk]),
+    }
 
 
 def explain_slowest(client, key: str, path: str, htmx: bool) -> None:
@@ -179,6 +202,7 @@ def main() -> int:
 
         t0 = time.perf_counter()
         ids = _scale_data.existing() if reuse else _scale_data.seed()
+        ids |= session_page_ids(ids["big_session"])
         for step, seconds in ids["timings"].items():
             print(f"  seeded {step:24s} {seconds:6.1f} s", flush=True)
         print(f"seeded in {time.perf_counter() - t0:.1f} s", flush=True)
