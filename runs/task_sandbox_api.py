@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from belvedir.access import access_for_request
 from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
+from belvedir.files import ThreadedStreamingResponse
 from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.schema import errors
@@ -32,8 +33,8 @@ from runs.sandbox.base import SandboxError
 from runs.sandbox_config import get_backend
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
-CONTEXT_MAX_BYTES = 256 * 2**20
-UPLOAD_MAX_BYTES = 2**30
+CONTEXT_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
+UPLOAD_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES
 DOWNLOAD_MAX_BYTES = 256 * 2**20
 
 
@@ -92,7 +93,8 @@ def _sandbox_of(request, sandbox_id: str) -> TaskSandbox:
 
 def _running(sandbox: TaskSandbox) -> None:
     if sandbox.status != TaskSandbox.Status.RUNNING:
-        raise Invalid(f"The task sandbox is {sandbox.status}.", field="id", code="not_running")
+        why = f": {sandbox.error}" if sandbox.error else "."
+        raise Invalid(f"The task sandbox is {sandbox.status}{why}", field="id", code="not_running")
 
 
 def _path(request) -> str:
@@ -210,7 +212,7 @@ class TaskSandboxExecView(APIView):
             user=user,
         )
         lines = (json.dumps(event).encode() + b"\n" for event in events)
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response = ThreadedStreamingResponse(lines, content_type="application/x-ndjson")
         response["X-Accel-Buffering"] = "no"
         response["Cache-Control"] = "no-cache"
         return response
@@ -271,7 +273,7 @@ class TaskSandboxFilesView(APIView):
             )
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
-        return StreamingHttpResponse(chunks, content_type="application/x-tar")
+        return ThreadedStreamingResponse(chunks, content_type="application/x-tar")
 
 
 def _too_large(what: str, limit: int) -> HttpResponse:
