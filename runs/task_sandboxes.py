@@ -34,6 +34,7 @@ from runs.sandbox_config import get_backend, spec_from_settings
 log = logging.getLogger(__name__)
 NAME_MAX = 200
 RETRY_AFTER = 2
+SETTLE_GRACE = 60  # seconds a stopped task sandbox may wait for its charge before the reaper
 OUT_OF_CREDITS = (
     "belvedir: the organization ran out of credits for task sandboxes (balance {balance}, pay "
     "as you go off or at its monthly limit), so the run was ended; add credits or turn on pay "
@@ -311,6 +312,12 @@ def task_sandboxes_reap() -> int:
     run_ids = set(stale.values_list("run_id", flat=True))
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
+    # Stopped but never settled: the process that stopped it died before charging it.
+    unsettled = TaskSandbox.objects.filter(
+        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
+    ).exclude(status__in=TaskSandbox.ALIVE)
+    for sandbox_id in unsettled.values_list("pk", flat=True):
+        task_sandbox_settle(sandbox_id=sandbox_id)
     return len(run_ids)
 
 
