@@ -412,6 +412,10 @@ BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = envfloat(
 if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
     raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD must be 0 to 100 (USD)")
 BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
+# Task image builds: their RUN steps run in containers made like task sandboxes (the sandbox
+# runtime, gVisor), the rest of the Dockerfile by the engine's builder; 0: all of it by the
+# engine's builder, RUN steps under its default runtime (runc).
+BELVEDIR_TASK_BUILD_IN_SANDBOX = envbool("BELVEDIR_TASK_BUILD_IN_SANDBOX", True)
 # What one task sandbox may write to its filesystem (its writable layer, watched by the run's
 # worker); 0: the run sandboxes' disk quota.
 BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)
