@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import docker
 import docker.errors
 import requests
+from docker.utils import parse_repository_tag
 
 from runs.sandbox.base import SandboxError
 
@@ -234,16 +235,28 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
         base = job.stages[base]
     elif base != "scratch":
         try:
-            config = job.client.api.inspect_image(base).get("Config") or {}
-        except docker.errors.ImageNotFound:
+            config = _base_config(job.client, base)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             raise StepFailed(
-                f"{where}: the base image {base} is not on the engine (task builds never pull)"
+                f"{where}: the base image {base} is not on the engine and could not be pulled "
+                f"({str(exc)[:200]})"
             ) from None
         if config.get("OnBuild"):
             raise StepFailed(f"{where}: the base image {base} has ONBUILD triggers")
     names = [str(job.stage_count), *([alias] if alias else [])]
     job.stage_count += 1
     return _Stage(from_line=f"FROM {base}", names=names)
+
+
+def _base_config(client: docker.DockerClient, image: str) -> dict:
+    """The image's config; pulled first when the engine lacks it (one it holds is never
+    refreshed), as the engine's builder does."""
+    try:
+        return client.api.inspect_image(image).get("Config") or {}
+    except docker.errors.ImageNotFound:
+        repository, version = parse_repository_tag(image)
+        client.api.pull(repository, tag=version or "latest")
+        return client.api.inspect_image(image).get("Config") or {}
 
 
 def _end_stage(job: _Build, stage: _Stage) -> None:

@@ -123,7 +123,7 @@ def test_a_failing_step_names_itself_its_exit_code_and_its_output(client):
     [
         (
             "FROM belvedir-no-such-image:1\nRUN true\n",
-            "is not on the engine (task builds never pull)",
+            "is not on the engine and could not be pulled",
         ),
         (f"FROM {BASE_IMAGE}\nONBUILD RUN true\n", "ONBUILD is not supported"),
         (f"FROM {BASE_IMAGE}\nRUN --mount=type=cache,target=/c true\n", "RUN flags"),
