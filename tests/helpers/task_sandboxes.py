@@ -24,6 +24,7 @@ from billing.services import ledger_operator_entry
 from harnesses.services import FIELDS, harness_create
 from runs.models import Run, Status
 from runs.sandbox.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
+from runs.sandbox_config import engine_name
 
 BASE_IMAGE = "belvedir-sandbox:latest"
 
@@ -49,9 +50,16 @@ def fresh_dockerfile() -> str:
     )
 
 
-def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: float = 5.0):
+def make_managed_run(
+    owner,
+    *,
+    env: dict[str, str] | None = None,
+    credits_usd: float = 5.0,
+    engine: str | None = None,
+):
     """A running run of a managed Harbor harness (the Runner-on-Harbor card as shipped) with
-    its own run key, as the worker leaves it once its sandbox started; (run, run key)."""
+    its own run key, as the worker leaves it once its sandbox started; (run, run key). Its
+    engine is this process's, unless `engine` names another worker host's."""
     card_env = {"HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": "5", **(env or {})}
     harness = harness_create(
         project=owner.project,
@@ -78,6 +86,7 @@ def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: f
         started_at=now,
         heartbeat_at=now,
         container_id="c-of-the-run",
+        engine=engine_name() if engine is None else engine,
     )
     run.ingest_key, key = api_key_create(
         project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN

@@ -34,9 +34,23 @@ class Command(BaseCommand):
             help="the platform's server (default BELVEDIR_SANDBOX_GATEWAY_UPSTREAM, "
             "http://127.0.0.1:8000)",
         )
+        parser.add_argument(
+            "--task-upstream",
+            default=None,
+            help="where the task-sandbox paths go (default BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM, "
+            "blank: the upstream); on a worker host, a platform process on this host's engine",
+        )
         parser.add_argument("--timeout", type=float, default=600.0, help="idle seconds")
 
-    def handle(self, *args, listen: str | None, upstream: str | None, timeout: float, **options):
+    def handle(
+        self,
+        *args,
+        listen: str | None,
+        upstream: str | None,
+        task_upstream: str | None,
+        timeout: float,
+        **options,
+    ):
         host, sep, port = (listen or default_listen()).rpartition(":")
         if not sep or not host or not port.isdigit():
             raise CommandError(f"--listen must be host:port, not {listen!r}")
@@ -46,6 +60,7 @@ class Command(BaseCommand):
                 host=host,
                 port=int(port),
                 upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
+                task_upstream=task_upstream or settings.BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM,
                 timeout=timeout,
             )
         except ValueError as exc:
