@@ -415,6 +415,11 @@ BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = envfloat(
 if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
     raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD must be 0 to 100 (USD)")
 BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
+# What one task sandbox may write to its filesystem (its writable layer, watched by the run's
+# worker); 0: the run sandboxes' disk quota.
+BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)
+if 0 < BELVEDIR_TASK_SANDBOX_DISK < 16 * 2**20:
+    raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_DISK must be 0 or at least 16M")
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:

@@ -29,7 +29,7 @@ from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
 from harnesses import drivers, managed, policy
-from runs import contract, git, gpu, task_sandboxes
+from runs import contract, git, gpu, task_sandbox_disk, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
@@ -77,12 +77,23 @@ HIDDEN_KINDS = {
 class Heartbeat:
     """Beats (with the log tail when it changed) from the claim until the run is finished,
     so the reaper sees the worker alive through a long clone or copy too; renews the lease on
-    the run's GPU device, if it holds one."""
+    the run's GPU device, if it holds one; with a `backend`, stops the run's task sandboxes
+    on its engine that wrote past their disk limit (`runs.task_sandbox_disk`), noting it in
+    the log."""
 
-    def __init__(self, run_id: str, tail: LogTail, *, gpu_device: bool = False):
+    def __init__(
+        self,
+        run_id: str,
+        tail: LogTail,
+        *,
+        gpu_device: bool = False,
+        backend: SandboxBackend | None = None,
+    ):
         self.run_id = run_id
         self.tail = tail
         self.gpu_device = gpu_device
+        self.backend = backend
+        self._disk_checked = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
 
@@ -111,11 +122,27 @@ class Heartbeat:
                         run_heartbeat(run_id=self.run_id)
                     if self.gpu_device:
                         gpu.device_renew(run_id=self.run_id)
+                    self._check_task_disks()  # its note goes out with the next beat
                 except Exception:  # one failed beat (a dropped connection) must not end them all
                     log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
                     connection.close()
         finally:
             connection.close()  # this thread's own connection; it would leak otherwise
+
+    def _check_task_disks(self) -> None:
+        if (
+            self.backend is None
+            or time.monotonic() - self._disk_checked < task_sandbox_disk.CHECK_SECONDS
+        ):
+            return
+        self._disk_checked = time.monotonic()
+        try:
+            notes = task_sandbox_disk.check_run(run_id=self.run_id, backend=self.backend)
+        except SandboxError as exc:  # the engine did not answer: the next check tries again
+            log.warning("could not check the task sandboxes of %s: %s", self.run_id, exc)
+            return
+        for note in notes:
+            self.tail.write(f"\n{note}\n")
 
 
 @reconnecting
@@ -214,7 +241,9 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
         note = f"belvedir: internal error while preparing the run ({exc.__class__.__name__})."
         run_finish(run_id=run_id, status=Status.FAILED, notes=[note])
         return Status.FAILED
-    heartbeat = Heartbeat(run_id, execution.tail, gpu_device=device is not None)
+    heartbeat = Heartbeat(
+        run_id, execution.tail, gpu_device=device is not None, backend=execution.backend
+    )
     heartbeat.start()
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
     try:

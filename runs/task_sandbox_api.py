@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from belvedir.access import access_for_request
 from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
+from belvedir.files import ThreadedStreamingResponse
 from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.schema import errors
@@ -100,7 +101,8 @@ def _sandbox_of(request, sandbox_id: str, *, on_engine: bool = False) -> TaskSan
 
 def _running(sandbox: TaskSandbox) -> None:
     if sandbox.status != TaskSandbox.Status.RUNNING:
-        raise Invalid(f"The task sandbox is {sandbox.status}.", field="id", code="not_running")
+        why = f": {sandbox.error}" if sandbox.error else "."
+        raise Invalid(f"The task sandbox is {sandbox.status}{why}", field="id", code="not_running")
 
 
 def _path(request) -> str:
@@ -219,7 +221,7 @@ class TaskSandboxExecView(APIView):
             user=user,
         )
         lines = (json.dumps(event).encode() + b"\n" for event in events)
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response = ThreadedStreamingResponse(lines, content_type="application/x-ndjson")
         response["X-Accel-Buffering"] = "no"
         response["Cache-Control"] = "no-cache"
         return response
@@ -280,7 +282,7 @@ class TaskSandboxFilesView(APIView):
             )
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
-        return StreamingHttpResponse(chunks, content_type="application/x-tar")
+        return ThreadedStreamingResponse(chunks, content_type="application/x-tar")
 
 
 def _too_large(what: str, limit: int) -> HttpResponse:

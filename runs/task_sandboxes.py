@@ -236,14 +236,15 @@ def _remove(handle: SandboxHandle) -> None:
         log.warning("could not remove task sandbox container %s: %s", handle.id, exc)
 
 
-def task_sandbox_stop(*, sandbox: TaskSandbox) -> TaskSandbox:
-    """Kill and remove its container, mark it stopped, settle its time (each once). On another
-    engine than its run's, only the row: the run's host removes the container (its worker at the
-    run's end, its reaper's next pass)."""
+def task_sandbox_stop(*, sandbox: TaskSandbox, error: str = "") -> TaskSandbox:
+    """Kill and remove its container, mark it stopped (`error`: failed, saying why), settle
+    its time (each once). On another engine than its run's, only the row: the run's host
+    removes the container (its worker at the run's end, its reaper's next pass)."""
     if sandbox.container_id and on_this_engine(sandbox.run):
         _remove(SandboxHandle(id=sandbox.container_id, run_id=sandbox.run_id))
+    ended = {"status": TaskSandbox.Status.FAILED, "error": error} if error else {}
     TaskSandbox.objects.filter(pk=sandbox.pk, status__in=TaskSandbox.ALIVE).update(
-        status=TaskSandbox.Status.STOPPED, stopped_at=timezone.now()
+        **{"status": TaskSandbox.Status.STOPPED, "stopped_at": timezone.now(), **ended}
     )
     task_sandbox_settle(sandbox_id=sandbox.pk)
     sandbox.refresh_from_db()

@@ -121,7 +121,15 @@ def make_managed_run(
 ):
     """A running run of a managed Harbor harness (the Runner-on-Harbor card as shipped) with
     its own run key, as the worker leaves it once its sandbox started; (run, run key). Its
-    engine is this process's, unless `engine` names another worker host's."""
+    engine is this process's, unless `engine` names another worker host's.
+
+    The organization gets `credits_usd` first: a managed harness is saved only for an
+    organization that holds credits (or has pay as you go on). With `credits_usd=0` the
+    harness is saved while $1 of credits existed, spent again before the run."""
+    grant = int((credits_usd or 1.0) * 1_000_000)
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=grant, note="tests"
+    )
     card_env = {"HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": "5", **(env or {})}
     harness = harness_create(
         project=owner.project,
@@ -130,12 +138,9 @@ def make_managed_run(
         name=f"harbor {secrets.token_hex(3)}",
         env=card_env,
     )
-    if credits_usd:
+    if not credits_usd:
         ledger_operator_entry(
-            organization=owner.org,
-            kind=Kind.CREDIT,
-            amount_micros=int(credits_usd * 1_000_000),
-            note="tests",
+            organization=owner.org, kind=Kind.ADJUSTMENT, amount_micros=-grant, note="spent"
         )
     now = timezone.now()
     run = Run.objects.create(

@@ -14,7 +14,7 @@ from runs.sandbox.base import (
     LABEL_TASK_SANDBOX,
     SandboxHandle,
 )
-from runs.sandbox.tasks import TASK_CAPABILITIES
+from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image
 from runs.sandbox.volumes import LABEL_VOLUME
 from runs.sandbox_config import get_backend, instance_id, spec_from_settings
 from runs.task_sandboxes import task_sandbox_create
@@ -160,3 +160,32 @@ def test_removing_a_task_sandbox_leaves_the_run_sandboxes_disk_alone(pair):
     assert f"/{volume} " in mounts
     code, output = backend.client.containers.get(run_box["Id"]).exec_run(["touch", "/tmp/x"])
     assert code == 0, output
+
+
+def test_image_builds_are_memory_limited_without_swap_and_not_yet_under_gvisor(
+    sandbox_settings, tmp_path
+):
+    """What a task image's RUN steps see: the sandbox memory limit, no swap on top, the
+    sandbox network; and the engine's default runtime (runc): the documented gap
+    (docs/task-sandboxes.md, "Builds and gVisor")."""
+    spec = spec_from_settings(run_id="run_build", command=["true"])
+    probe = (
+        "RUN cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
+        "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /proc/version > /probe\n"
+    )
+    context = tmp_path / "context.tar.gz"
+    context.write_bytes(context_tar(fresh_dockerfile() + probe))
+    tag = f"belvedir-task:probe-{tmp_path.name[-8:].lower()}"
+    client = get_backend().client
+    try:
+        cached = ensure_image(
+            client, context=context, tag=tag, network=spec.network, memory=spec.memory, timeout=300
+        )
+        output = client.containers.run(tag, ["cat", "/probe"], remove=True, network_mode="none")
+    finally:
+        remove_task_images({tag})
+
+    memory, memswap, version = output.decode().splitlines()[:3]
+    assert cached is False
+    assert int(memory) == int(memswap) == 2**30  # sandbox_settings' 1g, no swap on top
+    assert "Linux version 4.4.0" not in version  # gVisor's kernel says 4.4.0: runc it is

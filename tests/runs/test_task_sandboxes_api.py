@@ -240,6 +240,24 @@ def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, 
     assert "lost while starting" in lost.first().error
 
 
+def test_exec_keeps_the_images_and_the_callers_path_as_harbors_docker_environment_does(
+    managed, built
+):
+    """`bash -c`, not a login shell: Debian's /etc/profile would reset PATH (the sandbox image
+    puts /opt/venv/bin first; Harbor's agents pass PATH in env)."""
+    run, client = managed
+    sandbox = client.create("path", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+
+    image_path = client.exec_lines(sandbox["id"], 'echo "$PATH"')
+    given_path = client.exec_lines(
+        sandbox["id"], 'echo "$PATH"', env={"PATH": "/opt/tool/bin:/usr/bin:/bin"}
+    )
+
+    assert image_path[0]["data"].startswith("/opt/venv/bin:"), image_path
+    assert given_path[0] == {"stream": "stdout", "data": "/opt/tool/bin:/usr/bin:/bin\n"}
+
+
 def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
     """A call that reaches a platform process on another worker host than the run's (a web
     replica, another worker host) is refused, 409 naming both hosts, before any build; one

@@ -169,7 +169,7 @@ class TaskSandboxes:
         timeout_sec: int | None = None,
         on_output: Callable[[str, str], None] | None = None,
     ) -> ExecOutcome:
-        """Run `command` (bash -lc) and read the streamed answer; `on_output(data, stream)` is
+        """Run `command` (bash -c) and read the streamed answer; `on_output(data, stream)` is
         called for each chunk as it arrives."""
         request: dict = {"command": command, "env": {k: str(v) for k, v in (env or {}).items()}}
         if cwd:
