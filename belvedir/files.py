@@ -8,11 +8,18 @@ behaves as FileResponse does under WSGI and the test client. `ThreadedStreamingR
 the same for any sync iterator (a command's output as it comes, a tar read from Docker).
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from asgiref.sync import sync_to_async
 from django.http import FileResponse, StreamingHttpResponse
 
 READ_BYTES = 1024 * 1024  # per thread hop
 _END = object()
+# The threads that advance ThreadedStreamingResponse iterators, which may wait long for their
+# next part (an exec stream: up to its 15 s heartbeat): a pool of their own, so they never
+# take asyncio's default one (cpu count + 4 threads), which the rest of the server shares.
+STREAM_THREADS = 256
+_stream_pool = ThreadPoolExecutor(max_workers=STREAM_THREADS, thread_name_prefix="stream")
 
 
 class StreamedFileResponse(FileResponse):
@@ -39,6 +46,6 @@ class ThreadedStreamingResponse(StreamingHttpResponse):
                 yield part
             return
         parts = self.streaming_content
-        step = sync_to_async(next, thread_sensitive=False)
+        step = sync_to_async(next, thread_sensitive=False, executor=_stream_pool)
         while (part := await step(parts, _END)) is not _END:
             yield part

@@ -407,7 +407,9 @@ class Execution:
             )
         if stage == "install":
             return self.fail(
-                f"belvedir: the install command exited with code {exit_code}.", exit_code=exit_code
+                f"belvedir: the install command exited with code {exit_code}.",
+                *self._driver_said(),
+                exit_code=exit_code,
             )
         # Past the install: a failed run command stopped the run while running, else it is done.
         run_stage_advance(
@@ -427,11 +429,17 @@ class Execution:
             results.content, exit_code=exit_code, launch_model=self.run.model
         )
         if exit_code != 0:
-            outcome.notes.append(exited)
+            outcome.notes += [exited, *self._driver_said()]
         status = Status.SUCCEEDED if outcome.succeeded else Status.FAILED
         return self._record(status, outcome.notes, exit_code, outcome.score, outcome.results)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _driver_said(self) -> list[str]:
+        """A served driver's last word on why it stopped, as a note (none for others)."""
+        repo_url = (self.run.harness_snapshot or {}).get("repo_url", "")
+        note = contract.driver_note(self.tail.text(), drivers.served_name(repo_url))
+        return [note] if note else []
 
     def fail(self, *notes: str, exit_code: int | None = None) -> str:
         return self._record(Status.FAILED, list(notes), exit_code)

@@ -37,8 +37,8 @@ from runs.sandbox.base import SandboxError
 from runs.sandbox_config import get_backend
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
-CONTEXT_MAX_BYTES = 256 * 2**20
-UPLOAD_MAX_BYTES = 2**30
+CONTEXT_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
+UPLOAD_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES
 DOWNLOAD_MAX_BYTES = 256 * 2**20
 
 

@@ -101,12 +101,43 @@ def require_this_engine(run: Run) -> None:
     )
 
 
+def running_micros(organization_id: str) -> int:
+    """What the organization's running task sandboxes have used so far and not yet been
+    charged (each is charged when it stops), per started minute."""
+    price = billing_selectors.task_sandbox_price_per_minute()
+    if not price:
+        return 0
+    now = timezone.now()
+    started = TaskSandbox.objects.filter(
+        run__project__organization_id=organization_id,
+        status=TaskSandbox.Status.RUNNING,
+        started_at__isnull=False,
+    ).values_list("started_at", flat=True)
+    return sum(max(1, math.ceil((now - at).total_seconds() / 60)) * price for at in started)
+
+
+def _has_credits(org) -> tuple[bool, int]:
+    """Whether the organization may start one more task sandbox, counting the time its
+    running ones have used (not yet charged); and its balance net of that time."""
+    balance = billing_selectors.balance(organization=org)
+    if not billing.may_start_credit_run(organization=org):
+        return False, balance
+    running = running_micros(org.pk)
+    if not running or balance - running > 0:
+        return True, balance - running
+    account = billing_selectors.account_for(organization=org)
+    spent = billing_selectors.month_run_spend(organization=org) + running
+    return account.pay_as_you_go and spent < account.monthly_limit_micros, balance - running
+
+
 def _require_credits(run: Run) -> None:
-    """Out of credits without pay as you go: refuse, and end the run with a note."""
+    """Out of credits without pay as you go (counting the time of the task sandboxes still
+    running): refuse, and end the run with a note."""
     org = run.project.organization
-    if billing.may_start_credit_run(organization=org):
+    enough, left = _has_credits(org)
+    if enough:
         return
-    balance = usd(billing_selectors.balance(organization=org))
+    balance = usd(left)
     from runs.services import run_finish  # run_finish stops task sandboxes: imported late
 
     note = OUT_OF_CREDITS.format(balance=balance)

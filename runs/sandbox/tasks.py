@@ -6,8 +6,11 @@ command with a time limit and stream its output, put a tar into a directory, rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import posixpath
 import queue
+import socket
 import tarfile
 import threading
 import time
@@ -18,6 +21,7 @@ from typing import BinaryIO
 import docker
 import docker.errors
 import requests
+from docker.utils.socket import frames_iter
 
 from runs.sandbox.base import SandboxError
 
@@ -92,8 +96,8 @@ def ensure_image(
     force: bool = False,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
-    again, without the build cache); True when it was cached. Never pulls: offline, FROM must
-    name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
+    again, without the build cache); True when it was cached. Never refreshes a base image the
+    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
     try:
         if not force:
             client.images.get(tag)
@@ -238,10 +242,27 @@ def exec_events(
     yield {"exit_code": code, "timed_out": timed_out}
 
 
-def run_quietly(client: docker.DockerClient, container_id: str, cmd: list[str]) -> tuple[int, str]:
-    """Run a small command to its end: (exit code, output)."""
+# Files move through the container's own `tar` (docker exec), as Harbor's Docker environment
+# does when `docker cp` fails: under gVisor, Docker's archive API (docker cp) reads and writes
+# the container's root on the host, which misses what the sandbox keeps in its own kernel (its
+# /tmp is a tmpfs of its own, where Harbor packs its transfers). As root, as Harbor's uploads.
+# An image without tar falls back to Docker's archive API.
+TRANSFER_USER = "0"
+_PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4'
+_SIZE = (
+    '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
+    'if s=$(du -sb -- "$0" 2>/dev/null); then echo "$s" | cut -f1; '
+    'else k=$(du -sk -- "$0" | cut -f1); echo $((k * 1024)); fi'
+)
+NO_TAR = 4
+
+
+def run_quietly(
+    client: docker.DockerClient, container_id: str, cmd: list[str], user: str = ""
+) -> tuple[int, str]:
+    """Run a small command to its end (as `user`; "": the image's): (exit code, output)."""
     try:
-        created = client.api.exec_create(container_id, cmd)
+        created = client.api.exec_create(container_id, cmd, user=user)
         output = client.api.exec_start(created["Id"])
         code = client.api.exec_inspect(created["Id"]).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -253,9 +274,49 @@ def put_tar(
     client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
 ) -> None:
     """Extract a tar (streamed from `chunks`) into directory `path`, created when missing."""
-    code, output = run_quietly(client, container_id, ["mkdir", "-p", path])
+    code, output = run_quietly(client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER)
+    if code == NO_TAR:
+        return _put_archive(client, container_id, path=path, chunks=chunks)
     if code != 0:
         raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
+    try:
+        created = client.api.exec_create(
+            container_id, ["tar", "-x", "-f", "-", "-C", path], stdin=True, user=TRANSFER_USER
+        )
+        connection = client.api.exec_start(created["Id"], socket=True)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
+    raw = getattr(connection, "_sock", connection)
+    said: list[bytes] = []
+    reader = threading.Thread(  # tar's complaints, read as they come so it never blocks
+        target=lambda: said.extend(part for _, part in frames_iter(connection, tty=False) if part),
+        daemon=True,
+    )
+    reader.start()
+    try:
+        try:
+            for chunk in chunks:
+                raw.sendall(chunk)
+        except OSError:
+            pass  # tar stopped reading: its exit code and message say why
+        finally:
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_WR)
+            reader.join(60)
+    finally:
+        connection.close()
+    try:
+        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
+    if code != 0:
+        message = b"".join(said).decode(errors="replace").strip()[-300:]
+        raise SandboxError(f"could not extract the tar into {path}: {message or code}")
+
+
+def _put_archive(
+    client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
+) -> None:
     try:
         done = client.api.put_archive(container_id, path, chunks)
     except docker.errors.APIError as exc:
@@ -268,27 +329,43 @@ def put_tar(
 
 def path_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
     """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
+    code, output = run_quietly(client, container_id, ["sh", "-c", _SIZE, path], TRANSFER_USER)
+    if code == 3:
+        return None
+    if code == NO_TAR:
+        return _archive_size(client, container_id, path)
+    if code != 0 or not output.strip().isdigit():
+        raise SandboxError(f"could not read {path}: {output.strip()[:300]}")
+    return int(output.strip())
+
+
+def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
     try:
         _, stat = client.api.get_archive(container_id, path, chunk_size=1)
     except docker.errors.NotFound:
         return None
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
-    size = int(stat.get("size") or 0)
-    if not int(stat.get("mode") or 0) & (1 << 31):  # not a directory
-        return size
-    code, output = run_quietly(client, container_id, ["du", "-sb", path])
-    if code == 0 and output.split():
-        return int(output.split()[0])
-    return size
+    return int(stat.get("size") or 0)
 
 
 def get_tar(
     client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
 ) -> Iterator[bytes]:
-    """A tar of `path` as docker cp gives it, streamed; cut off past `max_bytes`."""
+    """A tar of `path` as docker cp gives it (under its base name), streamed; cut off past
+    `max_bytes`."""
+    normal = posixpath.normpath(path)
+    parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
+    code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
     try:
-        stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+        if code != 0:  # no tar in the image: Docker's archive API
+            stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+        else:
+            created = client.api.exec_create(
+                container_id, ["tar", "-c", "-f", "-", "-C", parent, "--", base], user=TRANSFER_USER
+            )
+            parts = client.api.exec_start(created["Id"], stream=True, demux=True)
+            stream = (out for out, _ in parts if out)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
     sent = 0

@@ -315,3 +315,14 @@ def test_task_sandbox_paths_go_to_the_task_upstream_and_the_rest_to_the_upstream
         "/api/v1/traces": upstream,
         "/api/v1/runs/run_a/tasks": upstream,
     }
+
+
+def test_the_gateway_waits_longer_than_a_task_sandbox_image_build(settings):
+    """A task sandbox's create answers once its image is built (up to the build's time cap):
+    the gateway must not drop it as idle before then."""
+    from runs.management.commands.sandbox_gateway import default_timeout
+
+    settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = 1800
+    assert default_timeout() > 1800
+    settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = 60
+    assert default_timeout() == 600

@@ -258,6 +258,46 @@ def test_exec_keeps_the_images_and_the_callers_path_as_harbors_docker_environmen
     assert given_path[0] == {"stream": "stdout", "data": "/opt/tool/bin:/usr/bin:/bin\n"}
 
 
+def test_files_move_as_the_sandbox_sees_them_in_tmp_and_as_root(managed, built):
+    """gVisor keeps /tmp in its own tmpfs, which Docker's archive API (docker cp) never sees;
+    Harbor packs transfers in /tmp and uploads to it (terminus-2's scripts). And uploads are
+    root's, as Harbor's, even where the image's USER may not write."""
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN mkdir -m 700 /root-only\nUSER nobody\n"
+    sandbox = client.create("tmp", context_tar(dockerfile)).json()
+    built.add(sandbox["image"])
+
+    put = client.put_files(sandbox["id"], "/tmp/in", tar_of({"a.txt": "A"}))
+    assert put.status == 204, put.body
+    seen = client.exec_lines(
+        sandbox["id"], "cat /tmp/in/a.txt; mkdir -p /tmp/out; echo B > /tmp/out/b"
+    )
+    assert {"stream": "stdout", "data": "A"} in seen and seen[-1]["exit_code"] == 0
+    got = client.get_files(sandbox["id"], "/tmp/out")
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("out/b").read() == b"B\n"
+    assert client.put_files(sandbox["id"], "/root-only/x", tar_of({"c": "C"})).status == 204
+    assert client.exec_lines(sandbox["id"], "cat /root-only/x/c", user="root")[0]["data"] == "C"
+    assert client.get_files(sandbox["id"], "/tmp/nothing").status == 404
+
+
+def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(managed, built):
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN rm -f /usr/bin/tar /bin/tar\n"
+    sandbox = client.create("no-tar", context_tar(dockerfile)).json()
+    built.add(sandbox["image"])
+    assert client.exec_lines(sandbox["id"], "command -v tar")[-1]["exit_code"] != 0
+
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"a.txt": "A"})).status == 204
+    got = client.get_files(sandbox["id"], "/app/in")
+
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("in/a.txt").read() == b"A"
+    assert client.get_files(sandbox["id"], "/app/nothing").status == 404
+
+
 def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
     """A call that reaches a platform process on another worker host than the run's (a web
     replica, another worker host) is refused, 409 naming both hosts, before any build; one

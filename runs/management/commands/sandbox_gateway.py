@@ -13,6 +13,13 @@ def default_listen() -> str:
     return f"{settings.BELVEDIR_SANDBOX_GATEWAY}:{settings.BELVEDIR_SANDBOX_PORTS.split(':')[0]}"
 
 
+def default_timeout() -> float:
+    """Idle seconds before a connection is dropped: 600, or longer than a task sandbox's image
+    build (its create answers only once the image is built and the container runs; cut off
+    earlier, the driver would lose a sandbox that holds one of its run's slots)."""
+    return float(max(600, settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300))
+
+
 class Command(BaseCommand):
     help = (
         "Forward the sandbox-facing endpoints (tasks, traces, outcomes, the router, adapter "
@@ -40,7 +47,12 @@ class Command(BaseCommand):
             help="where the task-sandbox paths go (default BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM, "
             "blank: the upstream); on a worker host, a platform process on this host's engine",
         )
-        parser.add_argument("--timeout", type=float, default=600.0, help="idle seconds")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="idle seconds (default 600, or BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300 if longer)",
+        )
 
     def handle(
         self,
@@ -48,7 +60,7 @@ class Command(BaseCommand):
         listen: str | None,
         upstream: str | None,
         task_upstream: str | None,
-        timeout: float,
+        timeout: float | None,
         **options,
     ):
         host, sep, port = (listen or default_listen()).rpartition(":")
@@ -61,7 +73,7 @@ class Command(BaseCommand):
                 port=int(port),
                 upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
                 task_upstream=task_upstream or settings.BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM,
-                timeout=timeout,
+                timeout=timeout or default_timeout(),
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
