@@ -60,7 +60,9 @@ def session_detail(request, session_id: str):
     q = request.GET
     session = access.get(Session.objects.select_related("run"), pk=session_id)
     after = selectors.SpanCursor.parse(q.get("after"))
-    shown = int(q["shown"]) if after and q.get("shown", "").isdigit() else 0
+    # How many spans earlier pages showed: only for the "Spans 201–400 of N" line.
+    raw_shown = q.get("shown", "")
+    shown = int(raw_shown) if after and raw_shown.isdigit() and len(raw_shown) < 10 else 0
     span_page = selectors.session_span_page(session, after)
     # One reverse() for every row's link (they differ only in the span's pk).
     span_url = reverse("traces:span", kwargs={"session_id": session.pk, "span_pk": 0})

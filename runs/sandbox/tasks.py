@@ -288,10 +288,12 @@ def put_tar(
         raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
     raw = getattr(connection, "_sock", connection)
     said: list[bytes] = []
-    reader = threading.Thread(  # tar's complaints, read as they come so it never blocks
-        target=lambda: said.extend(part for _, part in frames_iter(connection, tty=False) if part),
-        daemon=True,
-    )
+
+    def read_complaints() -> None:  # tar's output, read as it comes so it never blocks
+        with contextlib.suppress(Exception):  # the connection closed under it
+            said.extend(part for _, part in frames_iter(connection, tty=False) if part)
+
+    reader = threading.Thread(target=read_complaints, daemon=True)
     reader.start()
     try:
         try:

@@ -2,7 +2,9 @@
 task-sandbox API: what Harbor's BaseEnvironment asks of an environment, with the semantics of
 Harbor's own Docker environment. `exec(user=...)` is `docker exec -u` (root when asked even
 if the image's USER is another, a uid with no passwd entry too), `start(force_build=True)`
-builds the image again, cwd/env/timeout hold, files and directories go in and out."""
+builds the image again, cwd/env/timeout hold, files and directories go in and out, and
+`stop(delete=False)` stops it (Harbor's Docker environment removes the container either way;
+`delete` is about images and volumes)."""
 
 import json
 import shutil
@@ -69,7 +71,7 @@ async def main(env_dir, work):
             str(p.relative_to(work / "back")) for p in (work / "back").rglob("*") if p.is_file()
         )
     finally:
-        await env.stop(delete=True)
+        await env.stop(delete=False)  # Harbor's --no-delete keeps images, not containers
     print(json.dumps(out))
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -124,3 +126,5 @@ def test_the_environment_keeps_harbors_exec_and_file_semantics(
     assert out["back"] == ["dir/a.txt", "dir/sub/b.txt", "renamed.txt"]
     started = TaskSandbox.objects.get(run=run, name="semantics__abc__env")
     assert started.status == "stopped" and started.cached is False  # force_build: built again
+    run.refresh_from_db()
+    assert run.status == "running"  # stopped by stop(), not by the run's end

@@ -280,6 +280,8 @@ def test_files_move_as_the_sandbox_sees_them_in_tmp_and_as_root(managed, built):
     assert client.put_files(sandbox["id"], "/root-only/x", tar_of({"c": "C"})).status == 204
     assert client.exec_lines(sandbox["id"], "cat /root-only/x/c", user="root")[0]["data"] == "C"
     assert client.get_files(sandbox["id"], "/tmp/nothing").status == 404
+    broken = client.put_files(sandbox["id"], "/tmp/in", b"not a tar archive" * 64)
+    assert broken.status == 400 and "could not extract the tar" in broken.json()["body"][0]
 
 
 def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(managed, built):

@@ -191,6 +191,10 @@ def test_the_plain_load_more_link_is_a_whole_page_and_a_bad_cursor_the_first_pag
         page = html_of(owner.web.get(f"/traces/sessions/{big.pk}/?after={cursor}&shown=10"))
         assert names_in(tree_of(page))[:2] == ["step 0", "step 1"], cursor
         assert "Showing the first 10 of 30 spans" in page
+    # `shown` only numbers the spans of a later page; one that is not a count is ignored.
+    for shown in ("lots", "9" * 5000):
+        page = html_of(owner.web.get(f"{plain.split('&')[0]}&shown={shown}"))
+        assert "Spans 1–10 of 30" in page
 
 
 def test_the_api_serves_a_large_session_in_pages(owner, big):

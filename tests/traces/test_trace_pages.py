@@ -137,6 +137,17 @@ def test_sessions_come_25_a_page(owner):
     assert "Page 1 of 2" in first and "page=2" in first
 
 
+def test_the_sessions_list_does_not_join_the_runs(owner, running_run):
+    """It shows only each session's run id: a join made PostgreSQL hash the whole runs table
+    for a deep page (bench/scale.py, 100k runs)."""
+    from traces import selectors
+
+    post_traces(running_run.key, body_of(span("call", attributes=llm_attributes(running_run.pk))))
+    sessions = selectors.sessions_for(project=owner.project, outcome="none")
+    assert "runs_run" not in str(sessions.query)
+    assert f'href="/runs/{running_run.pk}/"' in html_of(owner.web.get("/traces/?page=1"))
+
+
 def test_the_filter_form_is_answered_with_the_table_fragment(owner, capture):
     response = owner.web.get("/traces/?outcome=success&fragment=table", HTTP_HX_REQUEST="true")
 

@@ -91,10 +91,10 @@ class BelvedirEnvironment(BaseEnvironment):
         await self._upload_environment_dir_after_start()
 
     async def stop(self, delete: bool) -> None:
+        # Removed either way, as Harbor's Docker environment removes its containers (`delete`
+        # is about images and volumes; the platform keeps task images cached): a sandbox kept
+        # would hold one of the run's HARBOR_CONCURRENCY slots until the run ends.
         if self._sandbox_id is None:
-            return
-        if not delete:  # the platform still removes it when the run ends
-            self.logger.info(f"keeping task sandbox {self._sandbox_id} until the run ends")
             return
         sandbox_id, self._sandbox_id = self._sandbox_id, None
         try:
