@@ -49,6 +49,7 @@ from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 log = logging.getLogger(__name__)
 NAME_MAX = 200
 RETRY_AFTER = 2
+SETTLE_GRACE = 60  # seconds a stopped task sandbox may wait for its charge before the reaper
 OUT_OF_CREDITS = (
     "belvedir: the organization ran out of credits for task sandboxes (balance {balance}, pay "
     "as you go off or at its monthly limit), so the run was ended; add credits or turn on pay "
@@ -350,13 +351,20 @@ def task_sandboxes_reap() -> int:
     """The reaper's pass: stop the task sandboxes whose run is no longer running (their rows
     whichever host sees them first, their containers on this engine only), and remove this
     engine's task containers whose row is no longer alive (stopped from another host while
-    the run went on). How many runs' task sandboxes were stopped."""
+    the run went on); charge the stopped ones nobody charged. How many runs' task sandboxes
+    were stopped."""
     stale = TaskSandbox.objects.filter(status__in=TaskSandbox.ALIVE).exclude(
         run__status=Status.RUNNING
     )
     run_ids = set(stale.values_list("run_id", flat=True))
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
+    # Stopped but never settled: the process that stopped it died before charging it.
+    unsettled = TaskSandbox.objects.filter(
+        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
+    ).exclude(status__in=TaskSandbox.ALIVE)
+    for sandbox_id in unsettled.values_list("pk", flat=True):
+        task_sandbox_settle(sandbox_id=sandbox_id)
     try:
         _remove_stopped_containers()
     except Exception as exc:  # the next pass tries again
