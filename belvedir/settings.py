@@ -346,6 +346,9 @@ BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )
+# Where the gateway sends the task-sandbox paths (blank: the upstream above). On a worker host
+# behind a load balancer: a platform process on this host, on this host's engine (docs/scaling.md).
+BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM = envstr("BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM", "")
 BELVEDIR_SANDBOX_BASE_URL = envstr(
     "BELVEDIR_SANDBOX_BASE_URL",
     BELVEDIR_BASE_URL

@@ -29,6 +29,7 @@ from runs.sandbox.base import SandboxError, SandboxSpec
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
 HEARTBEAT_SECONDS = 15.0
+EXEC_BACKLOG = 16  # output chunks an exec stream holds before it stops reading from the engine
 BUILD_LOG_TAIL = 3000
 # Docker's default capabilities, less those a task has no use for (raw sockets, device nodes,
 # audit, file capabilities, chroot): Harbor task images run as root and install packages.
@@ -248,20 +249,41 @@ def exec_events(
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not start the command: {exc}"}
         return
-    events: queue.Queue = queue.Queue()
+    # Bounded: the output waits in the engine while the caller reads slowly, not in memory.
+    events: queue.Queue = queue.Queue(maxsize=EXEC_BACKLOG)
+    closed = threading.Event()
+
+    def put(item) -> bool:
+        while not closed.is_set():
+            try:
+                events.put(item, timeout=1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def read() -> None:
         try:
             for out, err in output:
-                if out:
-                    events.put(("stdout", out))
-                if err:
-                    events.put(("stderr", err))
+                if (out and not put(("stdout", out))) or (err and not put(("stderr", err))):
+                    return  # nobody reads any more
         except Exception as exc:  # the container went away under it
-            events.put(("error", str(exc)))
-        events.put(("end", None))
+            put(("error", str(exc)))
+        finally:
+            with contextlib.suppress(Exception):
+                output.close()
+        put(("end", None))
 
     threading.Thread(target=read, daemon=True, name=f"exec {created['Id'][:12]}").start()
+    try:
+        yield from _exec_events(client, created["Id"], events, timeout)
+    finally:
+        closed.set()
+
+
+def _exec_events(
+    client: docker.DockerClient, exec_id: str, events: queue.Queue, timeout: float
+) -> Iterator[dict]:
     started = time.monotonic()
     deadline = started + timeout + 5  # `timeout` kills first; this is the platform's own stop
     while True:
@@ -283,7 +305,7 @@ def exec_events(
         else:
             break
     try:
-        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+        code = client.api.exec_inspect(exec_id).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not read the command's exit code: {exc}"}
         return
