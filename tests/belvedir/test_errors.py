@@ -10,7 +10,6 @@ from rest_framework.exceptions import NotAuthenticated
 
 from belvedir.api import exception_handler
 from belvedir.error_responses import DomainErrorMiddleware, form_error, form_status, form_submit
-from belvedir.http import see_other_page
 from belvedir.errors import (
     DomainError,
     Forbidden,
@@ -20,6 +19,7 @@ from belvedir.errors import (
     PaymentRequired,
     Unavailable,
 )
+from belvedir.http import see_other_page
 
 # (error, status, API body, Retry-After)
 TABLE = [
