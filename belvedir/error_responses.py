@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django_htmx.http import reswap, retarget
 
 from belvedir.errors import (
+    Conflict,
     DomainError,
     Forbidden,
     Invalid,
@@ -32,6 +33,7 @@ STATUS: dict[type[DomainError], int] = {
     PaymentRequired: 402,
     Forbidden: 403,
     NotFound: 404,
+    Conflict: 409,
     LimitReached: 429,
     Unavailable: 503,
     DomainError: 400,
