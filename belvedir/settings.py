@@ -417,6 +417,10 @@ if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
 BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
 BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES = 256 * 2**20  # a build context (POST)
 BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES = 2**30  # files into a task sandbox (PUT)
+# Task image builds: their RUN steps run in containers made like task sandboxes (the sandbox
+# runtime, gVisor), the rest of the Dockerfile by the engine's builder; 0: all of it by the
+# engine's builder, RUN steps under its default runtime (runc).
+BELVEDIR_TASK_BUILD_IN_SANDBOX = envbool("BELVEDIR_TASK_BUILD_IN_SANDBOX", True)
 # What one task sandbox may write to its filesystem (its writable layer, watched by the run's
 # worker); 0: the run sandboxes' disk quota.
 BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)

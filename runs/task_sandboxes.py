@@ -238,6 +238,9 @@ def _start(
         memory=spec.memory,
         timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
         force=force_build,
+        steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
+        if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
+        else None,
     )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)

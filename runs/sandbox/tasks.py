@@ -23,7 +23,8 @@ import docker.errors
 import requests
 from docker.utils.socket import frames_iter
 
-from runs.sandbox.base import SandboxError
+from runs.sandbox import taskbuild
+from runs.sandbox.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
@@ -95,10 +96,14 @@ def ensure_image(
     memory: str,
     timeout: float,
     force: bool = False,
+    steps: taskbuild.Limits | None = None,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
     again, without the build cache); True when it was cached. Never refreshes a base image the
-    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
+    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local
+    image. `steps`: its RUN steps run in containers made so (`taskbuild`, e.g. under gVisor),
+    not by the engine's builder. BuildFailed with the log's tail, SandboxError when the
+    engine fails."""
     try:
         if not force:
             client.images.get(tag)
@@ -107,6 +112,11 @@ def ensure_image(
         pass
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not look up the task image: {exc}") from exc
+    if steps is not None:
+        _build_in_steps(
+            client, context=context, tag=tag, limits=steps, timeout=timeout, force=force
+        )
+        return False
     log: list[str] = []
     error = ""
     gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
@@ -144,6 +154,46 @@ def ensure_image(
             f"the task's image did not build: {error[:300]}\n--- build log ---\n{tail}"
         )
     return False
+
+
+def _build_in_steps(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    tag: str,
+    limits: taskbuild.Limits,
+    timeout: float,
+    force: bool,
+) -> None:
+    try:
+        taskbuild.build(
+            client,
+            context=context.read_bytes(),
+            tag=tag,
+            limits=limits,
+            labels={LABEL_TASK_IMAGE: "1"},
+            timeout=timeout,
+            nocache=force,
+        )
+    except taskbuild.StepFailed as exc:
+        tail = ("".join(exc.log) + "\n" + str(exc)).strip()[-BUILD_LOG_TAIL:]
+        raise BuildFailed(
+            f"the task's image did not build: {str(exc)[:300]}\n--- build log ---\n{tail}"
+        ) from None
+
+
+def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
+    """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
+    limits and capabilities), with `labels`."""
+    return taskbuild.Limits(
+        network=spec.network,
+        memory=_bytes(spec.memory),
+        cpus=spec.cpus,
+        pids=spec.pids,
+        runtime=spec.runtime,
+        cap_add=spec.cap_add,
+        labels=labels,
+    )
 
 
 def _bytes(size: str) -> int:
