@@ -238,3 +238,25 @@ def test_the_time_of_running_task_sandboxes_counts_before_it_is_charged(
     assert task_containers(run.pk) == []
     assert TaskSandbox.objects.get(pk=first["id"]).charged_micros == 750_000
     assert balance(organization=owner.org) == -250_000
+
+
+def test_a_task_sandbox_stopped_by_a_process_that_died_before_charging_it_is_charged_by_the_reaper(
+    owner, sandbox_settings
+):
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
+    run, _ = make_managed_run(owner)
+    now = timezone.now()
+    lost = TaskSandbox.objects.create(
+        run=run,
+        name="stopped-unpaid",
+        status=TaskSandbox.Status.STOPPED,
+        started_at=now - timedelta(minutes=10),
+        stopped_at=now - timedelta(minutes=8),  # two minutes used, never charged
+    )
+
+    reap()
+    reap()  # and only once
+
+    lost.refresh_from_db()
+    assert lost.charged and lost.charged_micros == 500_000
+    assert LedgerEntry.objects.filter(reference=lost.pk).count() == 1
