@@ -29,7 +29,7 @@ from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
 from harnesses import drivers, managed, policy
-from runs import contract, git, gpu, task_sandbox_disk
+from runs import contract, git, gpu, task_sandbox_disk, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
@@ -495,3 +495,9 @@ class Execution:
             self.backend.remove(self.handle)
         except SandboxError:
             log.warning("could not remove the sandbox of %s; the reaper will", self.run.pk)
+        # Its task sandboxes are on this engine too: however the run ended (a cancel from a
+        # web host without this engine, the reaper of another host), they go with it now.
+        try:
+            task_sandboxes.task_sandboxes_stop_for_run(run_id=self.run.pk)
+        except Exception:
+            log.exception("could not stop the task sandboxes of %s; the reaper will", self.run.pk)

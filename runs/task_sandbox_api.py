@@ -1,5 +1,9 @@
 """The task-sandbox API of the managed Harbor workspace (docs/task-sandboxes.md): called from a
-managed Harbor run's sandbox, through the sandbox gateway, with the run's own key."""
+managed Harbor run's sandbox, through the sandbox gateway, with the run's own key.
+
+Everything that touches a container (create, exec, files, stop) answers only on the run's own
+engine, 409 `wrong_host` elsewhere (`task_sandboxes.require_this_engine`); reading the rows
+works on any platform process."""
 
 from __future__ import annotations
 
@@ -84,10 +88,14 @@ def _run_of(request) -> Run:
     return run
 
 
-def _sandbox_of(request, sandbox_id: str) -> TaskSandbox:
-    sandbox = TaskSandbox.objects.filter(pk=sandbox_id, run=_run_of(request)).first()
+def _sandbox_of(request, sandbox_id: str, *, on_engine: bool = False) -> TaskSandbox:
+    """The run's task sandbox; `on_engine`: only on the run's own engine (its container)."""
+    run = _run_of(request)
+    sandbox = TaskSandbox.objects.filter(pk=sandbox_id, run=run).first()
     if sandbox is None:
         raise NotFound("No such task sandbox of this run.")
+    if on_engine:
+        task_sandboxes.require_this_engine(run)
     return sandbox
 
 
@@ -120,7 +128,7 @@ class TaskSandboxCreateView(APIView):
         operation_id="task_sandboxes_create",
         summary="Build a task's image and start its task sandbox (a managed Harbor run's key).",
         request={"multipart/form-data": TaskSandboxCreateSerializer},
-        responses={201: TaskSandboxSerializer, **errors(400, 401, 402, 403, 429, 503)},
+        responses={201: TaskSandboxSerializer, **errors(400, 401, 402, 403, 409, 429, 503)},
     )
     def post(self, request):
         run = _run_of(request)
@@ -163,10 +171,11 @@ class TaskSandboxDetailView(APIView):
     @extend_schema(
         operation_id="task_sandboxes_stop",
         summary="Stop a task sandbox: kill and remove its container, settle its time.",
-        responses={200: TaskSandboxSerializer, **errors(401, 403, 404)},
+        responses={200: TaskSandboxSerializer, **errors(401, 403, 404, 409)},
     )
     def delete(self, request, sandbox_id: str):
-        sandbox = task_sandboxes.task_sandbox_stop(sandbox=_sandbox_of(request, sandbox_id))
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
+        sandbox = task_sandboxes.task_sandbox_stop(sandbox=sandbox)
         return Response(TaskSandboxSerializer(sandbox).data)
 
 
@@ -183,11 +192,11 @@ class TaskSandboxExecView(APIView):
                 OpenApiTypes.STR,
                 description='Lines {"stream","data"}, {"heartbeat"}, last {"exit_code","timed_out"}.',
             ),
-            **errors(400, 401, 403, 404),
+            **errors(400, 401, 403, 404, 409),
         },
     )
     def post(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         data = ExecSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -227,10 +236,10 @@ class TaskSandboxFilesView(APIView):
         summary="Extract a tar (the request body) into a directory of a task sandbox.",
         parameters=[OpenApiParameter("path", str, required=True, description="Absolute dir.")],
         request={"application/x-tar": OpenApiTypes.BINARY},
-        responses={204: None, **errors(400, 401, 403, 404, 413)},
+        responses={204: None, **errors(400, 401, 403, 404, 409, 413)},
     )
     def put(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         path = _path(request)
         length = request.META.get("CONTENT_LENGTH") or ""
@@ -254,11 +263,11 @@ class TaskSandboxFilesView(APIView):
         parameters=[OpenApiParameter("path", str, required=True, description="Absolute path.")],
         responses={
             (200, "application/x-tar"): OpenApiResponse(OpenApiTypes.BINARY),
-            **errors(400, 401, 403, 404, 413),
+            **errors(400, 401, 403, 404, 409, 413),
         },
     )
     def get(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         path = _path(request)
         client = _client()

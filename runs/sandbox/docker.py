@@ -402,6 +402,11 @@ class DockerBackend:
 
     # --- internals ------------------------------------------------------------------------
 
+    def run_labels(self, run_id: str) -> dict[str, str]:
+        """What labels a container as one of `run_id`'s: the reaper removes it once the run
+        is no longer running (e.g. a task image build's step)."""
+        return self._labels({LABEL_MANAGED: "1", LABEL_RUN_ID: run_id})
+
     def _labels(self, labels: dict[str, str]) -> dict[str, str]:
         return {**labels, LABEL_INSTANCE: self.instance} if self.instance else labels
 

@@ -23,11 +23,13 @@ import docker.errors
 import requests
 from docker.utils.socket import frames_iter
 
-from runs.sandbox.base import SandboxError
+from runs.sandbox import taskbuild
+from runs.sandbox.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
 HEARTBEAT_SECONDS = 15.0
+EXEC_BACKLOG = 16  # output chunks an exec stream holds before it stops reading from the engine
 BUILD_LOG_TAIL = 3000
 # Docker's default capabilities, less those a task has no use for (raw sockets, device nodes,
 # audit, file capabilities, chroot): Harbor task images run as root and install packages.
@@ -138,10 +140,14 @@ def ensure_image(
     memory: str,
     timeout: float,
     force: bool = False,
+    steps: taskbuild.Limits | None = None,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
     again, without the build cache); True when it was cached. Never refreshes a base image the
-    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
+    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local
+    image. `steps`: its RUN steps run in containers made so (`taskbuild`, e.g. under gVisor),
+    not by the engine's builder. BuildFailed with the log's tail, SandboxError when the
+    engine fails."""
     try:
         if not force:
             client.images.get(tag)
@@ -150,6 +156,11 @@ def ensure_image(
         pass
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not look up the task image: {exc}") from exc
+    if steps is not None:
+        _build_in_steps(
+            client, context=context, tag=tag, limits=steps, timeout=timeout, force=force
+        )
+        return False
     log: list[str] = []
     error = ""
     gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
@@ -187,6 +198,46 @@ def ensure_image(
             f"the task's image did not build: {error[:300]}\n--- build log ---\n{tail}"
         )
     return False
+
+
+def _build_in_steps(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    tag: str,
+    limits: taskbuild.Limits,
+    timeout: float,
+    force: bool,
+) -> None:
+    try:
+        taskbuild.build(
+            client,
+            context=context.read_bytes(),
+            tag=tag,
+            limits=limits,
+            labels={LABEL_TASK_IMAGE: "1"},
+            timeout=timeout,
+            nocache=force,
+        )
+    except taskbuild.StepFailed as exc:
+        tail = ("".join(exc.log) + "\n" + str(exc)).strip()[-BUILD_LOG_TAIL:]
+        raise BuildFailed(
+            f"the task's image did not build: {str(exc)[:300]}\n--- build log ---\n{tail}"
+        ) from None
+
+
+def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
+    """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
+    limits and capabilities), with `labels`."""
+    return taskbuild.Limits(
+        network=spec.network,
+        memory=_bytes(spec.memory),
+        cpus=spec.cpus,
+        pids=spec.pids,
+        runtime=spec.runtime,
+        cap_add=spec.cap_add,
+        labels=labels,
+    )
 
 
 def _bytes(size: str) -> int:
@@ -242,20 +293,41 @@ def exec_events(
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not start the command: {exc}"}
         return
-    events: queue.Queue = queue.Queue()
+    # Bounded: the output waits in the engine while the caller reads slowly, not in memory.
+    events: queue.Queue = queue.Queue(maxsize=EXEC_BACKLOG)
+    closed = threading.Event()
+
+    def put(item) -> bool:
+        while not closed.is_set():
+            try:
+                events.put(item, timeout=1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def read() -> None:
         try:
             for out, err in output:
-                if out:
-                    events.put(("stdout", out))
-                if err:
-                    events.put(("stderr", err))
+                if (out and not put(("stdout", out))) or (err and not put(("stderr", err))):
+                    return  # nobody reads any more
         except Exception as exc:  # the container went away under it
-            events.put(("error", str(exc)))
-        events.put(("end", None))
+            put(("error", str(exc)))
+        finally:
+            with contextlib.suppress(Exception):
+                output.close()
+        put(("end", None))
 
     threading.Thread(target=read, daemon=True, name=f"exec {created['Id'][:12]}").start()
+    try:
+        yield from _exec_events(client, created["Id"], events, timeout)
+    finally:
+        closed.set()
+
+
+def _exec_events(
+    client: docker.DockerClient, exec_id: str, events: queue.Queue, timeout: float
+) -> Iterator[dict]:
     started = time.monotonic()
     deadline = started + timeout + 5  # `timeout` kills first; this is the platform's own stop
     while True:
@@ -277,7 +349,7 @@ def exec_events(
         else:
             break
     try:
-        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+        code = client.api.exec_inspect(exec_id).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not read the command's exit code: {exc}"}
         return

@@ -3,6 +3,7 @@ and their containers compared as Docker itself reports them (`docker inspect`). 
 difference is either none or one of the documented exceptions below, each with its reason
 (docs/task-sandboxes.md, "What a task sandbox is")."""
 
+import secrets
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from runs.sandbox.base import (
     LABEL_TASK_SANDBOX,
     SandboxHandle,
 )
-from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image
+from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image, step_limits
 from runs.sandbox.volumes import LABEL_VOLUME
 from runs.sandbox_config import get_backend, instance_id, spec_from_settings
 from runs.task_sandboxes import task_sandbox_create
@@ -30,6 +31,17 @@ pytestmark = [
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]
 
+CAPABILITY_BITS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "FOWNER": 3,
+    "FSETID": 4,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "SETPCAP": 8,
+    "NET_BIND_SERVICE": 10,
+}
 # HostConfig keys that differ on purpose, and why.
 EXCEPTIONS = {
     # Harbor task images expect root and install packages (apt-get, pip): the image's user,
@@ -132,7 +144,10 @@ def test_task_sandboxes_have_the_run_sandboxes_hardening_and_limits(pair):
 
     run_config, task_config = run_box["Config"], task_box["Config"]
     differing = {k for k in run_config.keys() | task_config.keys() if k != "Hostname"}
-    differing = {k for k in differing if run_config.get(k) != task_config.get(k)}
+    # No entrypoint: null in one image, [] in the other (a commit of the build's RUN step).
+    differing = {
+        k for k in differing if (run_config.get(k) or None) != (task_config.get(k) or None)
+    }
     assert differing <= set(CONFIG_EXCEPTIONS) | {"Volumes"}, differing
 
 
@@ -162,30 +177,59 @@ def test_removing_a_task_sandbox_leaves_the_run_sandboxes_disk_alone(pair):
     assert code == 0, output
 
 
-def test_image_builds_are_memory_limited_without_swap_and_not_yet_under_gvisor(
-    sandbox_settings, tmp_path
-):
-    """What a task image's RUN steps see: the sandbox memory limit, no swap on top, the
-    sandbox network; and the engine's default runtime (runc): the documented gap
-    (docs/task-sandboxes.md, "Builds and gVisor")."""
-    spec = spec_from_settings(run_id="run_build", command=["true"])
-    probe = (
-        "RUN cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
-        "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /proc/version > /probe\n"
+def build_probe(tmp_path, probe: str, **steps) -> str:
+    """Build a task image whose RUN writes `probe`'s output to /probe, as the platform builds
+    task images (`steps`: the RUN steps' containers; none: the engine's builder); /probe."""
+    spec = spec_from_settings(
+        run_id="run_build", command=["true"], user="", cap_add=TASK_CAPABILITIES
     )
     context = tmp_path / "context.tar.gz"
-    context.write_bytes(context_tar(fresh_dockerfile() + probe))
-    tag = f"belvedir-task:probe-{tmp_path.name[-8:].lower()}"
+    context.write_bytes(context_tar(fresh_dockerfile() + f"RUN ({probe}) > /probe\n"))
+    tag = f"belvedir-task:probe-{secrets.token_hex(6)}"
     client = get_backend().client
     try:
-        cached = ensure_image(
-            client, context=context, tag=tag, network=spec.network, memory=spec.memory, timeout=300
+        ensure_image(
+            client,
+            context=context,
+            tag=tag,
+            network=spec.network,
+            memory=spec.memory,
+            timeout=300,
+            steps=step_limits(spec, {}) if steps.get("in_sandbox", True) else None,
         )
-        output = client.containers.run(tag, ["cat", "/probe"], remove=True, network_mode="none")
+        return client.containers.run(
+            tag, ["cat", "/probe"], remove=True, network_mode="none"
+        ).decode()
     finally:
         remove_task_images({tag})
 
-    memory, memswap, version = output.decode().splitlines()[:3]
-    assert cached is False
+
+def test_task_image_builds_run_their_RUN_steps_as_a_task_sandbox_runs(sandbox_settings, tmp_path):
+    """gVisor's kernel, the sandbox memory limit, root with the task capabilities only."""
+    probe = build_probe(
+        tmp_path,
+        "cat /proc/version; grep MemTotal /proc/meminfo; id -u; grep CapEff /proc/self/status",
+    )
+
+    version, memory, uid, caps = probe.splitlines()[:4]
+    assert version.startswith("Linux version 4.4.0")  # what gVisor's kernel says
+    assert memory.split()[1] == str(2**20)  # kB: sandbox_settings' 1g
+    assert uid == "0"
+    assert int(caps.split()[1], 16) == sum(1 << CAPABILITY_BITS[c] for c in TASK_CAPABILITIES)
+
+
+def test_the_engines_builder_runs_RUN_steps_under_runc_memory_limited_without_swap(
+    sandbox_settings, tmp_path
+):
+    """BELVEDIR_TASK_BUILD_IN_SANDBOX=0: the engine's builder, under its default runtime
+    (docs/task-sandboxes.md, "Builds and gVisor"), with the memory limit and no swap."""
+    probe = build_probe(
+        tmp_path,
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
+        "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /proc/version",
+        in_sandbox=False,
+    )
+
+    memory, memswap, version = probe.splitlines()[:3]
     assert int(memory) == int(memswap) == 2**30  # sandbox_settings' 1g, no swap on top
-    assert "Linux version 4.4.0" not in version  # gVisor's kernel says 4.4.0: runc it is
+    assert "Linux version 4.4.0" not in version  # runc: the host's kernel

@@ -10,7 +10,10 @@ import docker
 import pytest
 from django.utils import timezone
 
-from runs.models import TaskSandbox
+from runs.models import Run, TaskSandbox
+from runs.reaper import reap
+from runs.sandbox_config import worker_host
+from runs.task_sandboxes import task_sandbox_stop
 from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,
@@ -296,6 +299,49 @@ def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(mana
     with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
         assert tar.extractfile("in/a.txt").read() == b"A"
     assert client.get_files(sandbox["id"], "/app/nothing").status == 404
+
+
+def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
+    """A call that reaches a platform process on another worker host than the run's (a web
+    replica, another worker host) is refused, 409 naming both hosts, before any build; one
+    stopped there (the admin's action) loses only its row, and the run's own host's reaper
+    removes the container while the run goes on."""
+    run, client = managed
+    sandbox = client.create("here", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+    Run.objects.filter(pk=run.pk).update(engine="host-b unix:///run/host-b.sock")
+
+    refused = [
+        client.create("there", context_tar(fresh_dockerfile())),
+        client.call(
+            "POST",
+            f"/task-sandboxes/{sandbox['id']}/exec",
+            b'{"command": "true"}',
+            {"Content-Type": "application/json"},
+        ),
+        client.put_files(sandbox["id"], "/app", tar_of({"a.txt": "A"})),
+        client.get_files(sandbox["id"], "/app"),
+        client.stop(sandbox["id"]),
+    ]
+
+    for answer in refused:
+        assert answer.status == 409, answer.body
+        assert answer.json()["code"] == "wrong_host"
+        detail = answer.json()["detail"]
+        assert "worker host host-b (engine unix:///run/host-b.sock)" in detail
+        assert f"this platform process is on {worker_host()} " in detail
+    assert client.call("GET", f"/task-sandboxes/{sandbox['id']}").json()["status"] == "running"
+    assert [row.name for row in TaskSandbox.objects.filter(run=run)] == ["here"]
+    assert [c.status for c in task_containers(run.pk)] == ["running"]
+
+    task_sandbox_stop(sandbox=TaskSandbox.objects.get(pk=sandbox["id"]))
+    assert TaskSandbox.objects.get(pk=sandbox["id"]).status == "stopped"
+    assert [c.status for c in task_containers(run.pk)] == ["running"]  # not this host's
+
+    Run.objects.filter(pk=run.pk).update(engine=run.engine)  # now: the run's own host
+    reap()
+    assert task_containers(run.pk) == []
+    assert Run.objects.get(pk=run.pk).status == "running"
 
 
 def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):

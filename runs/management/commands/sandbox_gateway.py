@@ -42,6 +42,12 @@ class Command(BaseCommand):
             "http://127.0.0.1:8000)",
         )
         parser.add_argument(
+            "--task-upstream",
+            default=None,
+            help="where the task-sandbox paths go (default BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM, "
+            "blank: the upstream); on a worker host, a platform process on this host's engine",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=None,
@@ -49,7 +55,13 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, listen: str | None, upstream: str | None, timeout: float | None, **options
+        self,
+        *args,
+        listen: str | None,
+        upstream: str | None,
+        task_upstream: str | None,
+        timeout: float | None,
+        **options,
     ):
         host, sep, port = (listen or default_listen()).rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -60,6 +72,7 @@ class Command(BaseCommand):
                 host=host,
                 port=int(port),
                 upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
+                task_upstream=task_upstream or settings.BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM,
                 timeout=timeout or default_timeout(),
             )
         except ValueError as exc:
