@@ -196,7 +196,9 @@ def task_sandbox_create(
     require_this_engine(run)
     _require_credits(run)
     try:
-        digest = docker_tasks.context_digest(context)
+        digest = docker_tasks.context_digest(
+            context, max_bytes=settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES
+        )
     except SandboxError as exc:
         raise Invalid(f"context: {exc}.", field="context") from None
     sandbox = _reserve(run=run, name=name)

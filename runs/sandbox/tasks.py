@@ -49,15 +49,20 @@ class BuildFailed(SandboxError):
     """The task's image did not build; the message ends with the build log's tail."""
 
 
-def context_digest(path: Path) -> str:
+def context_digest(path: Path, *, max_bytes: int | None = None) -> str:
     """The sha256 of a build context's content (a tar, gzip or not): each member's path, type,
     mode, link target and bytes, in name order; mtimes and owners do not count. SandboxError
-    when it is not a tar or has no Dockerfile at its top."""
+    when it is not a tar, has no Dockerfile at its top or unpacks to more than `max_bytes`
+    (a gzip bomb: the engine's builder would write it all to the platform's disk)."""
     members: list[tuple[str, bytes]] = []
     has_dockerfile = False
+    unpacked = 0
     try:
         with tarfile.open(path, mode="r:*") as tar:
             for member in tar:
+                unpacked += max(member.size, 0) + tarfile.BLOCKSIZE
+                if max_bytes is not None and unpacked > max_bytes:
+                    raise SandboxError(f"the context unpacks to more than {max_bytes // 2**20} MB")
                 name = member.name.removeprefix("./").strip("/")
                 if not name or name == ".":
                     continue

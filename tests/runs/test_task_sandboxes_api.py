@@ -301,6 +301,29 @@ def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(mana
     assert client.get_files(sandbox["id"], "/app/nothing").status == 404
 
 
+def test_a_context_that_unpacks_past_its_limit_is_refused_before_the_build(
+    managed, sandbox_settings
+):
+    """A gzip bomb: small on the wire, huge once unpacked (the engine's builder would write
+    all of it to the platform's disk)."""
+    run, client = managed
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 8 * 2**20
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, size in [("Dockerfile", 0), ("zeros.bin", 64 * 2**20)]:
+            data = fresh_dockerfile().encode() if name == "Dockerfile" else bytes(size)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert len(buffer.getvalue()) < 2**20
+
+    answer = client.create("bomb", buffer.getvalue())
+
+    assert answer.status == 400
+    assert "unpacks to more than 8 MB" in answer.json()["context"][0]
+    assert not TaskSandbox.objects.filter(run=run).exists()
+
+
 def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
     """A call that reaches a platform process on another worker host than the run's (a web
     replica, another worker host) is refused, 409 naming both hosts, before any build; one
