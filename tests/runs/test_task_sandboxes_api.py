@@ -2,6 +2,7 @@
 the run's own key, the sandbox gateway, real Docker (gVisor, the isolated network)."""
 
 import io
+import secrets
 import tarfile
 from datetime import timedelta
 
@@ -300,6 +301,29 @@ def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(mana
     assert client.get_files(sandbox["id"], "/app/nothing").status == 404
 
 
+def test_a_context_that_unpacks_past_its_limit_is_refused_before_the_build(
+    managed, sandbox_settings
+):
+    """A gzip bomb: small on the wire, huge once unpacked (the engine's builder would write
+    all of it to the platform's disk)."""
+    run, client = managed
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 8 * 2**20
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, size in [("Dockerfile", 0), ("zeros.bin", 64 * 2**20)]:
+            data = fresh_dockerfile().encode() if name == "Dockerfile" else bytes(size)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert len(buffer.getvalue()) < 2**20
+
+    answer = client.create("bomb", buffer.getvalue())
+
+    assert answer.status == 400
+    assert "unpacks to more than 8 MB" in answer.json()["context"][0]
+    assert not TaskSandbox.objects.filter(run=run).exists()
+
+
 def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
     """A call that reaches a platform process on another worker host than the run's (a web
     replica, another worker host) is refused, 409 naming both hosts, before any build; one
@@ -341,3 +365,35 @@ def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandbo
     reap()
     assert task_containers(run.pk) == []
     assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):
+    """The cache key holds the id of the local image the task builds FROM: after the base is
+    rebuilt (the sandbox image gaining a package), the same environment/ is built again from
+    the new base, not served from the image made from the old one."""
+    run, client = managed
+    engine = docker.from_env()
+    base = f"belvedir-test-base:{secrets.token_hex(6)}"
+    engine.images.get(BASE_IMAGE).tag(base)
+    try:
+        context = context_tar(f"FROM {base}\nUSER root\nWORKDIR /app\n")
+        first = client.create("old-base", context).json()
+        built.add(first["image"])
+        client.stop(first["id"])
+        assert client.create("same", context).json()["cached"] is True
+        client.stop(TaskSandbox.objects.get(run=run, name="same").pk)
+        newer, _ = engine.images.build(
+            fileobj=io.BytesIO(f"FROM {BASE_IMAGE}\nLABEL belvedir.test-rebuilt=1\n".encode()),
+            tag=base,
+            labels={"belvedir.test": "1"},
+            rm=True,
+        )
+
+        again = client.create("new-base", context).json()
+
+        built.add(again["image"])
+        assert again["cached"] is False and again["image"] != first["image"]
+        labels = engine.images.get(again["image"]).labels
+        assert labels.get("belvedir.test-rebuilt") == "1"  # built FROM the new base
+    finally:
+        engine.images.remove(base, force=True)
