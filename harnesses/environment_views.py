@@ -55,7 +55,7 @@ def environment_detail(request, environment_id: str):
         "environment": environment,
         "version": version,
         "tasks": version.tasks,
-        "versions": environment.versions.all()[:50],
+        "versions": environment.versions.select_related("created_by")[:50],  # who made each
         "cards": _backing_cards(),
     }
     return render(request, "environments/detail.html", context)

@@ -2,6 +2,7 @@
 the run's own key, the sandbox gateway, real Docker (gVisor, the isolated network)."""
 
 import io
+import secrets
 import tarfile
 from datetime import timedelta
 
@@ -359,3 +360,35 @@ def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandbo
     reap()
     assert task_containers(run.pk) == []
     assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):
+    """The cache key holds the id of the local image the task builds FROM: after the base is
+    rebuilt (the sandbox image gaining a package), the same environment/ is built again from
+    the new base, not served from the image made from the old one."""
+    run, client = managed
+    engine = docker.from_env()
+    base = f"belvedir-test-base:{secrets.token_hex(6)}"
+    engine.images.get(BASE_IMAGE).tag(base)
+    try:
+        context = context_tar(f"FROM {base}\nUSER root\nWORKDIR /app\n")
+        first = client.create("old-base", context).json()
+        built.add(first["image"])
+        client.stop(first["id"])
+        assert client.create("same", context).json()["cached"] is True
+        client.stop(TaskSandbox.objects.get(run=run, name="same").pk)
+        newer, _ = engine.images.build(
+            fileobj=io.BytesIO(f"FROM {BASE_IMAGE}\nLABEL belvedir.test-rebuilt=1\n".encode()),
+            tag=base,
+            labels={"belvedir.test": "1"},
+            rm=True,
+        )
+
+        again = client.create("new-base", context).json()
+
+        built.add(again["image"])
+        assert again["cached"] is False and again["image"] != first["image"]
+        labels = engine.images.get(again["image"]).labels
+        assert labels.get("belvedir.test-rebuilt") == "1"  # built FROM the new base
+    finally:
+        engine.images.remove(base, force=True)
