@@ -362,7 +362,7 @@ def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandbo
     assert Run.objects.get(pk=run.pk).status == "running"
 
 
-def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):
+def test_a_rebuilt_base_image_builds_the_task_image_again(managed, task_images):
     """The cache key holds the id of the local image the task builds FROM: after the base is
     rebuilt (the sandbox image gaining a package), the same environment/ is built again from
     the new base, not served from the image made from the old one."""
@@ -373,7 +373,7 @@ def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):
     try:
         context = context_tar(f"FROM {base}\nUSER root\nWORKDIR /app\n")
         first = client.create("old-base", context).json()
-        built.add(first["image"])
+        task_images.add(first["image"])
         client.stop(first["id"])
         assert client.create("same", context).json()["cached"] is True
         client.stop(TaskSandbox.objects.get(run=run, name="same").pk)
@@ -386,7 +386,7 @@ def test_a_rebuilt_base_image_builds_the_task_image_again(managed, built):
 
         again = client.create("new-base", context).json()
 
-        built.add(again["image"])
+        task_images.add(again["image"])
         assert again["cached"] is False and again["image"] != first["image"]
         labels = engine.images.get(again["image"]).labels
         assert labels.get("belvedir.test-rebuilt") == "1"  # built FROM the new base
