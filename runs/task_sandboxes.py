@@ -241,7 +241,7 @@ def _start(
 ) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
-    tag = docker_tasks.image_tag(digest)
+    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest))
     spec = spec_from_settings(
         run_id=run.pk,
         image=tag,
