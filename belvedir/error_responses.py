@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django_htmx.http import reswap, retarget
 
 from belvedir.errors import (
+    Conflict,
     DomainError,
     Forbidden,
     Invalid,
@@ -28,6 +29,7 @@ STATUS: dict[type[DomainError], int] = {
     PaymentRequired: 402,
     Forbidden: 403,
     NotFound: 404,
+    Conflict: 409,
     LimitReached: 429,
     Unavailable: 503,
     DomainError: 400,

@@ -29,7 +29,7 @@ from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
 from harnesses import drivers, managed, policy
-from runs import contract, git, gpu
+from runs import contract, git, gpu, task_sandbox_disk, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
@@ -77,12 +77,23 @@ HIDDEN_KINDS = {
 class Heartbeat:
     """Beats (with the log tail when it changed) from the claim until the run is finished,
     so the reaper sees the worker alive through a long clone or copy too; renews the lease on
-    the run's GPU device, if it holds one."""
+    the run's GPU device, if it holds one; with a `backend`, stops the run's task sandboxes
+    on its engine that wrote past their disk limit (`runs.task_sandbox_disk`), noting it in
+    the log."""
 
-    def __init__(self, run_id: str, tail: LogTail, *, gpu_device: bool = False):
+    def __init__(
+        self,
+        run_id: str,
+        tail: LogTail,
+        *,
+        gpu_device: bool = False,
+        backend: SandboxBackend | None = None,
+    ):
         self.run_id = run_id
         self.tail = tail
         self.gpu_device = gpu_device
+        self.backend = backend
+        self._disk_checked = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
 
@@ -111,11 +122,27 @@ class Heartbeat:
                         run_heartbeat(run_id=self.run_id)
                     if self.gpu_device:
                         gpu.device_renew(run_id=self.run_id)
+                    self._check_task_disks()  # its note goes out with the next beat
                 except Exception:  # one failed beat (a dropped connection) must not end them all
                     log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
                     connection.close()
         finally:
             connection.close()  # this thread's own connection; it would leak otherwise
+
+    def _check_task_disks(self) -> None:
+        if (
+            self.backend is None
+            or time.monotonic() - self._disk_checked < task_sandbox_disk.CHECK_SECONDS
+        ):
+            return
+        self._disk_checked = time.monotonic()
+        try:
+            notes = task_sandbox_disk.check_run(run_id=self.run_id, backend=self.backend)
+        except SandboxError as exc:  # the engine did not answer: the next check tries again
+            log.warning("could not check the task sandboxes of %s: %s", self.run_id, exc)
+            return
+        for note in notes:
+            self.tail.write(f"\n{note}\n")
 
 
 @reconnecting
@@ -214,7 +241,9 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
         note = f"belvedir: internal error while preparing the run ({exc.__class__.__name__})."
         run_finish(run_id=run_id, status=Status.FAILED, notes=[note])
         return Status.FAILED
-    heartbeat = Heartbeat(run_id, execution.tail, gpu_device=device is not None)
+    heartbeat = Heartbeat(
+        run_id, execution.tail, gpu_device=device is not None, backend=execution.backend
+    )
     heartbeat.start()
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
     try:
@@ -438,7 +467,9 @@ class Execution:
             )
         if stage == "install":
             return self.fail(
-                f"belvedir: the install command exited with code {exit_code}.", exit_code=exit_code
+                f"belvedir: the install command exited with code {exit_code}.",
+                *self._driver_said(),
+                exit_code=exit_code,
             )
         # Past the install: a failed run command stopped the run while running, else it is done.
         run_stage_advance(
@@ -458,11 +489,17 @@ class Execution:
             results.content, exit_code=exit_code, launch_model=self.run.model
         )
         if exit_code != 0:
-            outcome.notes.append(exited)
+            outcome.notes += [exited, *self._driver_said()]
         status = Status.SUCCEEDED if outcome.succeeded else Status.FAILED
         return self._record(status, outcome.notes, exit_code, outcome.score, outcome.results)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _driver_said(self) -> list[str]:
+        """A served driver's last word on why it stopped, as a note (none for others)."""
+        repo_url = (self.run.harness_snapshot or {}).get("repo_url", "")
+        note = contract.driver_note(self.tail.text(), drivers.served_name(repo_url))
+        return [note] if note else []
 
     def fail(self, *notes: str, exit_code: int | None = None) -> str:
         return self._record(Status.FAILED, list(notes), exit_code)
@@ -524,3 +561,9 @@ class Execution:
             self.backend.remove(self.handle)
         except SandboxError:
             log.warning("could not remove the sandbox of %s; the reaper will", self.run.pk)
+        # Its task sandboxes are on this engine too: however the run ended (a cancel from a
+        # web host without this engine, the reaper of another host), they go with it now.
+        try:
+            task_sandboxes.task_sandboxes_stop_for_run(run_id=self.run.pk)
+        except Exception:
+            log.exception("could not stop the task sandboxes of %s; the reaper will", self.run.pk)

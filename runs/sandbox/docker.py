@@ -184,8 +184,10 @@ class DockerBackend:
         if binds:
             options["volumes"] = binds
         labels = self._labels({**spec.labels, LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id})
+        # Always set, so an image's own label (a task image's `LABEL belvedir.volume=…`) can
+        # never name another sandbox's volume for `remove` to release.
+        labels[volumes.LABEL_VOLUME] = volumes.volume_name(name) if mounts else ""
         if mounts:
-            labels[volumes.LABEL_VOLUME] = volumes.volume_name(name)
             options["read_only"] = True
         with _docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
             container = self.client.containers.create(
@@ -399,6 +401,11 @@ class DockerBackend:
         ]
 
     # --- internals ------------------------------------------------------------------------
+
+    def run_labels(self, run_id: str) -> dict[str, str]:
+        """What labels a container as one of `run_id`'s: the reaper removes it once the run
+        is no longer running (e.g. a task image build's step)."""
+        return self._labels({LABEL_MANAGED: "1", LABEL_RUN_ID: run_id})
 
     def _labels(self, labels: dict[str, str]) -> dict[str, str]:
         return {**labels, LABEL_INSTANCE: self.instance} if self.instance else labels

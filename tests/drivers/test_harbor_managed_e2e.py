@@ -223,6 +223,9 @@ def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install
     )
     assert run.status == "failed"
     assert "registry datasets need an online install" in run.log_tail
-    # The install step (`--check`) already stops it, before Harbor is started.
-    assert run.notes == ["belvedir: the install command exited with code 2."]
+    # The install step (`--check`) already stops it, before Harbor is started; the note says
+    # why (the driver's own words), not only its exit code.
+    assert run.notes[0] == "belvedir: the install command exited with code 2."
+    assert "registry datasets need an online install" in run.notes[1]
+    assert run.notes[1].startswith("belvedir: the harness-harbor driver said: HARBOR_DATASET")
     assert not TaskSandbox.objects.filter(run=run).exists()

@@ -9,7 +9,10 @@ import docker
 import pytest
 from django.utils import timezone
 
-from runs.models import TaskSandbox
+from runs.models import Run, TaskSandbox
+from runs.reaper import reap
+from runs.sandbox_config import worker_host
+from runs.task_sandboxes import task_sandbox_stop
 from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,
@@ -235,3 +238,106 @@ def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, 
     lost = TaskSandbox.objects.filter(run=run, name__startswith="lost-")
     assert set(lost.values_list("status", flat=True)) == {"failed"}
     assert "lost while starting" in lost.first().error
+
+
+def test_exec_keeps_the_images_and_the_callers_path_as_harbors_docker_environment_does(
+    managed, built
+):
+    """`bash -c`, not a login shell: Debian's /etc/profile would reset PATH (the sandbox image
+    puts /opt/venv/bin first; Harbor's agents pass PATH in env)."""
+    run, client = managed
+    sandbox = client.create("path", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+
+    image_path = client.exec_lines(sandbox["id"], 'echo "$PATH"')
+    given_path = client.exec_lines(
+        sandbox["id"], 'echo "$PATH"', env={"PATH": "/opt/tool/bin:/usr/bin:/bin"}
+    )
+
+    assert image_path[0]["data"].startswith("/opt/venv/bin:"), image_path
+    assert given_path[0] == {"stream": "stdout", "data": "/opt/tool/bin:/usr/bin:/bin\n"}
+
+
+def test_files_move_as_the_sandbox_sees_them_in_tmp_and_as_root(managed, built):
+    """gVisor keeps /tmp in its own tmpfs, which Docker's archive API (docker cp) never sees;
+    Harbor packs transfers in /tmp and uploads to it (terminus-2's scripts). And uploads are
+    root's, as Harbor's, even where the image's USER may not write."""
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN mkdir -m 700 /root-only\nUSER nobody\n"
+    sandbox = client.create("tmp", context_tar(dockerfile)).json()
+    built.add(sandbox["image"])
+
+    put = client.put_files(sandbox["id"], "/tmp/in", tar_of({"a.txt": "A"}))
+    assert put.status == 204, put.body
+    seen = client.exec_lines(
+        sandbox["id"], "cat /tmp/in/a.txt; mkdir -p /tmp/out; echo B > /tmp/out/b"
+    )
+    assert {"stream": "stdout", "data": "A"} in seen and seen[-1]["exit_code"] == 0
+    got = client.get_files(sandbox["id"], "/tmp/out")
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("out/b").read() == b"B\n"
+    assert client.put_files(sandbox["id"], "/root-only/x", tar_of({"c": "C"})).status == 204
+    assert client.exec_lines(sandbox["id"], "cat /root-only/x/c", user="root")[0]["data"] == "C"
+    assert client.get_files(sandbox["id"], "/tmp/nothing").status == 404
+    broken = client.put_files(sandbox["id"], "/tmp/in", b"not a tar archive" * 64)
+    assert broken.status == 400 and "could not extract the tar" in broken.json()["body"][0]
+
+
+def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(managed, built):
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN rm -f /usr/bin/tar /bin/tar\n"
+    sandbox = client.create("no-tar", context_tar(dockerfile)).json()
+    built.add(sandbox["image"])
+    assert client.exec_lines(sandbox["id"], "command -v tar")[-1]["exit_code"] != 0
+
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"a.txt": "A"})).status == 204
+    got = client.get_files(sandbox["id"], "/app/in")
+
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("in/a.txt").read() == b"A"
+    assert client.get_files(sandbox["id"], "/app/nothing").status == 404
+
+
+def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(managed, built):
+    """A call that reaches a platform process on another worker host than the run's (a web
+    replica, another worker host) is refused, 409 naming both hosts, before any build; one
+    stopped there (the admin's action) loses only its row, and the run's own host's reaper
+    removes the container while the run goes on."""
+    run, client = managed
+    sandbox = client.create("here", context_tar(fresh_dockerfile())).json()
+    built.add(sandbox["image"])
+    Run.objects.filter(pk=run.pk).update(engine="host-b unix:///run/host-b.sock")
+
+    refused = [
+        client.create("there", context_tar(fresh_dockerfile())),
+        client.call(
+            "POST",
+            f"/task-sandboxes/{sandbox['id']}/exec",
+            b'{"command": "true"}',
+            {"Content-Type": "application/json"},
+        ),
+        client.put_files(sandbox["id"], "/app", tar_of({"a.txt": "A"})),
+        client.get_files(sandbox["id"], "/app"),
+        client.stop(sandbox["id"]),
+    ]
+
+    for answer in refused:
+        assert answer.status == 409, answer.body
+        assert answer.json()["code"] == "wrong_host"
+        detail = answer.json()["detail"]
+        assert "worker host host-b (engine unix:///run/host-b.sock)" in detail
+        assert f"this platform process is on {worker_host()} " in detail
+    assert client.call("GET", f"/task-sandboxes/{sandbox['id']}").json()["status"] == "running"
+    assert [row.name for row in TaskSandbox.objects.filter(run=run)] == ["here"]
+    assert [c.status for c in task_containers(run.pk)] == ["running"]
+
+    task_sandbox_stop(sandbox=TaskSandbox.objects.get(pk=sandbox["id"]))
+    assert TaskSandbox.objects.get(pk=sandbox["id"]).status == "stopped"
+    assert [c.status for c in task_containers(run.pk)] == ["running"]  # not this host's
+
+    Run.objects.filter(pk=run.pk).update(engine=run.engine)  # now: the run's own host
+    reap()
+    assert task_containers(run.pk) == []
+    assert Run.objects.get(pk=run.pk).status == "running"

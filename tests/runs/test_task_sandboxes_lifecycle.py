@@ -214,3 +214,49 @@ def test_pay_as_you_go_keeps_task_sandboxes_coming_past_a_zero_balance(
 
     assert created.status == 201, created.body
     context[1].add(created.json()["image"])
+
+
+def test_the_time_of_running_task_sandboxes_counts_before_it_is_charged(
+    owner, sandbox_settings, context
+):
+    """Each task sandbox is charged when it stops; until then its minutes still count, so a
+    run cannot keep starting new ones on credits its running ones have already used."""
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
+    run, key = make_managed_run(owner, credits_usd=0.5)
+    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    first = start(client, context, "task-1")
+    TaskSandbox.objects.filter(pk=first["id"]).update(
+        started_at=timezone.now() - timedelta(seconds=150)  # 3 started minutes: $0.75
+    )
+
+    refused = client.create("task-2", context[0])
+
+    assert refused.status == 402 and refused.json()["code"] == "balance"
+    assert "-$0.25" in refused.json()["detail"]
+    run.refresh_from_db()
+    assert run.status == Status.FAILED and "ran out of credits" in run.notes[-1]
+    assert task_containers(run.pk) == []
+    assert TaskSandbox.objects.get(pk=first["id"]).charged_micros == 750_000
+    assert balance(organization=owner.org) == -250_000
+
+
+def test_a_task_sandbox_stopped_by_a_process_that_died_before_charging_it_is_charged_by_the_reaper(
+    owner, sandbox_settings
+):
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
+    run, _ = make_managed_run(owner)
+    now = timezone.now()
+    lost = TaskSandbox.objects.create(
+        run=run,
+        name="stopped-unpaid",
+        status=TaskSandbox.Status.STOPPED,
+        started_at=now - timedelta(minutes=10),
+        stopped_at=now - timedelta(minutes=8),  # two minutes used, never charged
+    )
+
+    reap()
+    reap()  # and only once
+
+    lost.refresh_from_db()
+    assert lost.charged and lost.charged_micros == 500_000
+    assert LedgerEntry.objects.filter(reference=lost.pk).count() == 1
