@@ -196,7 +196,9 @@ def task_sandbox_create(
     require_this_engine(run)
     _require_credits(run)
     try:
-        digest = docker_tasks.context_digest(context)
+        digest = docker_tasks.context_digest(
+            context, max_bytes=settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES
+        )
     except SandboxError as exc:
         raise Invalid(f"context: {exc}.", field="context") from None
     sandbox = _reserve(run=run, name=name)
@@ -220,7 +222,7 @@ def _start(
 ) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
-    tag = docker_tasks.image_tag(digest)
+    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest))
     spec = spec_from_settings(
         run_id=run.pk,
         image=tag,

@@ -7,8 +7,13 @@ from belvedir.models import Role
 from tests.helpers.hypothesis_profiles import load_profile
 from tests.helpers.tenants import Tenant, member_of, pay_as_you_go, tenant
 
-# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster), for every app.
-pytest_plugins = ["tests.helpers.run_fixtures", "tests.helpers.engines"]
+# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster, task_images),
+# for every app.
+pytest_plugins = [
+    "tests.helpers.run_fixtures",
+    "tests.helpers.engines",
+    "tests.helpers.task_sandboxes",
+]
 
 
 def pytest_configure(config):

@@ -49,15 +49,20 @@ class BuildFailed(SandboxError):
     """The task's image did not build; the message ends with the build log's tail."""
 
 
-def context_digest(path: Path) -> str:
+def context_digest(path: Path, *, max_bytes: int | None = None) -> str:
     """The sha256 of a build context's content (a tar, gzip or not): each member's path, type,
     mode, link target and bytes, in name order; mtimes and owners do not count. SandboxError
-    when it is not a tar or has no Dockerfile at its top."""
+    when it is not a tar, has no Dockerfile at its top or unpacks to more than `max_bytes`
+    (a gzip bomb: the engine's builder would write it all to the platform's disk)."""
     members: list[tuple[str, bytes]] = []
     has_dockerfile = False
+    unpacked = 0
     try:
         with tarfile.open(path, mode="r:*") as tar:
             for member in tar:
+                unpacked += max(member.size, 0) + tarfile.BLOCKSIZE
+                if max_bytes is not None and unpacked > max_bytes:
+                    raise SandboxError(f"the context unpacks to more than {max_bytes // 2**20} MB")
                 name = member.name.removeprefix("./").strip("/")
                 if not name or name == ".":
                     continue
@@ -85,6 +90,50 @@ def context_digest(path: Path) -> str:
 
 def image_tag(digest: str) -> str:
     return f"{IMAGE_REPOSITORY}:{digest[:40]}"
+
+
+def dockerfile_bases(path: Path) -> list[str]:
+    """The images a build context's Dockerfile builds FROM, in order (its own stages and
+    `scratch` left out); [] when it cannot be read."""
+    try:
+        with tarfile.open(path, mode="r:*") as tar:
+            member = next(
+                (m for m in tar if m.name.removeprefix("./").strip("/") == "Dockerfile"), None
+            )
+            data = tar.extractfile(member) if member is not None and member.isfile() else None
+            text = data.read().decode("utf-8", "replace") if data is not None else ""
+    except (tarfile.TarError, OSError, EOFError):
+        return []
+    bases: list[str] = []
+    stages: set[str] = {"scratch"}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        rest = [w for w in words[1:] if not w.startswith("--")]
+        if not rest:
+            continue
+        if rest[0].lower() not in stages:
+            bases.append(rest[0])
+        if len(rest) >= 3 and rest[1].upper() == "AS":
+            stages.add(rest[2].lower())
+    return bases
+
+
+def image_key(client: docker.DockerClient, context: Path, digest: str) -> str:
+    """The task image's cache key: the context's digest and the id of each base image the
+    engine holds, so a rebuilt local base (the sandbox image gaining a package) builds the
+    task's image again instead of reusing one made from the old base."""
+    total = hashlib.sha256(digest.encode())
+    for base in dockerfile_bases(context):
+        try:
+            image_id = client.images.get(base).id
+        except docker.errors.ImageNotFound:
+            image_id = ""  # pulled at build time; its name is the key, as before
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not look up the base image {base}: {exc}") from exc
+        total.update(f"\0{base}\0{image_id}".encode())
+    return total.hexdigest()
 
 
 def ensure_image(

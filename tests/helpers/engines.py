@@ -6,6 +6,7 @@ Host A is this machine's engine; host B a second engine (scripts/second-engine.s
 socket, data root, bridge and sandbox network 172.31.0.0/24 with its own gateway IP).
 """
 
+import fcntl
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,9 @@ NETWORK_B = {
     "BELVEDIR_SANDBOX_BRIDGE": "br-belvedir2",
 }
 NO_ENGINE = "unix:///run/belvedir-no-engine.sock"  # the web's DOCKER_HOST: nothing answers
+# One second engine per machine: test sessions of other worktrees wait for it, or one's stop
+# would take the engine away under the other's runs.
+LOCK = Path("/tmp/belvedir-second-engine.lock")
 
 
 @pytest.fixture
@@ -45,20 +49,23 @@ def second_engine(command: str) -> str:
 
 @pytest.fixture
 def engine_b():
-    """The second engine's DOCKER_HOST; stopped afterwards (its data root stays, cached).
+    """The second engine's DOCKER_HOST; stopped afterwards (its data root stays, cached),
+    held by this test alone (`LOCK`) from start to stop.
 
     The main engine's default bridge must outlive it: a second dockerd started with
     `--bridge none` deletes `docker0` from the shared network namespace, after which every
     `docker build` on the main engine fails ("could not find bridge docker0").
     """
-    assert _has_link("docker0"), "the main engine's docker0 is missing before the test"
-    url = second_engine("start")
-    try:
-        assert _has_link("docker0"), "starting the second engine removed docker0"
-        yield url
-    finally:
-        second_engine("stop")
-    assert _has_link("docker0"), "the second engine removed docker0"
+    with LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        assert _has_link("docker0"), "the main engine's docker0 is missing before the test"
+        url = second_engine("start")
+        try:
+            assert _has_link("docker0"), "starting the second engine removed docker0"
+            yield url
+        finally:
+            second_engine("stop")
+        assert _has_link("docker0"), "the second engine removed docker0"
 
 
 def _has_link(name: str) -> bool:

@@ -1,6 +1,8 @@
 """Task-sandbox tests: a managed Harbor run to call the API for, and a client that calls it
 the way the driver does (the standard library only, through the sandbox gateway; the same
-calls as the example client in docs/task-sandboxes.md)."""
+calls as the example client in docs/task-sandboxes.md).
+
+Also a pytest plugin for the whole suite (tests/conftest.py): the `task_images` fixture."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+import pytest
 from django.utils import timezone
 
 from belvedir import crypto
@@ -163,6 +166,12 @@ def make_managed_run(
     return run, key
 
 
+def managed_client(owner, base_url: str, **options) -> tuple[Run, Client]:
+    """A managed run (`make_managed_run(owner, **options)`) and a client with its run key."""
+    run, key = make_managed_run(owner, **options)
+    return run, Client(base_url, key)
+
+
 @dataclass
 class Answer:
     status: int
@@ -264,3 +273,11 @@ def remove_task_images(tags: set[str]) -> None:
                 pass
     finally:
         client.close()
+
+
+@pytest.fixture
+def task_images():
+    """The tags of the task images the test builds (it adds them), removed when it ends."""
+    tags: set[str] = set()
+    yield tags
+    remove_task_images(tags)

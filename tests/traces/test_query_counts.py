@@ -59,12 +59,14 @@ def test_the_session_page_s_later_pages_and_a_span_s_details_take_a_fixed_number
 def test_the_trace_apis_take_a_fixed_number_of_queries(
     owner, seeded, django_assert_max_num_queries
 ):
+    group = TaskGroup.objects.filter(project=owner.project).order_by("pk").first().pk
     owner.api.get("/api/v1/project")  # the key's first use of the day records it: not counted
     endpoints = [
         ("/api/v1/sessions", 3),
         (f"/api/v1/sessions?run={seeded.runs[0].pk}", 3),
         (f"/api/v1/sessions/{seeded.big_session.pk}", 4),
         ("/api/v1/task-groups", 3),
+        (f"/api/v1/task-groups/{group}", 4),
     ]
     assert_bounded(owner.api, endpoints, django_assert_max_num_queries)
     assert len(owner.api.get(f"/api/v1/sessions/{seeded.big_session.pk}").json()["spans"]) == 120
