@@ -356,7 +356,8 @@ class Execution:
         Returns only once all of the output is in the tail. The end is the first of: the
         engine reports the exit, or the output ended and the entrypoint's signed exit code is
         there (the engine reports the exit only once it has torn the sandbox down, 0.1-0.2 s
-        later; the sandbox is killed then, so nothing of it runs on while the run finishes).
+        later). The record is written as the entrypoint returns, when the init process ends
+        the sandbox with every process in it; `clean_up` kills and removes it in any case.
         """
         assert self.handle is not None
         handle = self.handle
@@ -388,8 +389,7 @@ class Execution:
                     signed_looked = True
                     exit_code = self._signed_exit()
                     if exit_code is not None:
-                        self.backend.kill(handle)  # it is ending: nothing runs on meanwhile
-                        break
+                        break  # its first process returned: the sandbox is ending by itself
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
