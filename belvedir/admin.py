@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from belvedir import audit, services
+from belvedir.admin_mixins import ReadOnlyAdminMixin
 from belvedir.models import ApiKey, AuditEvent, Invitation, Membership, Organization, Project
 from belvedir.text import counted
 
@@ -121,7 +122,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only: the audit log is appended to by the services, never edited."""
 
     list_display = ["created_at", "organization", "actor_label", "action", "target", "ip"]
@@ -129,12 +130,3 @@ class AuditEventAdmin(admin.ModelAdmin):
     search_fields = ["actor_label", "target", "action", "ip"]
     date_hierarchy = "created_at"
     list_select_related = ["organization"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

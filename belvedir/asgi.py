@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
@@ -97,19 +99,47 @@ def _bare(scope) -> bool:
     )
 
 
-# Adapter uploads: Django's ASGI handler spools the whole body to disk before any view runs
-# (and its form parser reads nothing of a body without a length), so an upload must say its
-# length and is refused here, before a byte of it is read, when that is past the limit (the
-# form fields get a little room). The server holds the body to the length it declared.
+# Uploads (adapter zips, a task sandbox's build context and files): Django's ASGI handler
+# spools the whole body to disk before any view runs (and its form parser reads nothing of a
+# body without a length), so an upload must say its length and is refused here, before a byte
+# of it is read, when that is past the limit (the form fields get a little room). The server
+# holds the body to the length it declared.
 UPLOAD_PATHS = frozenset({"/api/v1/models", "/models/upload/"})
+TASK_SANDBOX_CONTEXT = "/api/v1/task-sandboxes"
+TASK_SANDBOX_FILES = re.compile(r"^/api/v1/task-sandboxes/[^/]+/files$")
 FORM_ROOM = 1024 * 1024
 
 
-def _upload_limit(scope) -> int | None:
-    if scope.get("method") == "POST" and scope["path"] in UPLOAD_PATHS:
+@dataclass(frozen=True)
+class UploadLimit:
+    bytes: int  # the file's own limit; a form gets FORM_ROOM on top
+    what: str
+    setting: str
+    code: str
+    room: int = FORM_ROOM
+
+
+def _upload_limit(scope) -> UploadLimit | None:
+    method, path = scope.get("method"), scope["path"]
+    if method == "POST" and path in UPLOAD_PATHS:
         from django.conf import settings
 
-        return settings.BELVEDIR_ADAPTER_MAX_BYTES + FORM_ROOM
+        return UploadLimit(
+            settings.BELVEDIR_ADAPTER_MAX_BYTES,
+            "adapter zips",
+            " (BELVEDIR_ADAPTER_MAX_BYTES)",
+            "adapter_too_large",
+        )
+    if (method == "POST" and path == TASK_SANDBOX_CONTEXT) or (
+        method == "PUT" and TASK_SANDBOX_FILES.match(path)
+    ):
+        from django.conf import settings
+
+        if method == "POST":
+            context = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
+            return UploadLimit(context, "build contexts", "", "too_large")
+        files = settings.BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES
+        return UploadLimit(files, "task-sandbox files", "", "too_large", room=0)
     return None
 
 
@@ -120,20 +150,20 @@ async def _refuse(send, status: int, detail: str, code: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _upload_refused(scope, send, limit: int) -> bool:
+async def _upload_refused(scope, send, limit: UploadLimit) -> bool:
     from belvedir.text import size_text
 
     length = dict(scope.get("headers") or []).get(b"content-length", b"")
     if not length.isdigit():
-        detail = "Send the adapter upload with a Content-Length (not chunked)."
+        detail = f"Send the upload of {limit.what} with a Content-Length (not chunked)."
         await _refuse(send, 411, detail, "length_required")
         return True
-    if int(length) > limit:
+    if int(length) > limit.bytes + limit.room:
         detail = (
-            f"The upload is over the {size_text(limit - FORM_ROOM)} limit for adapter zips "
-            "(BELVEDIR_ADAPTER_MAX_BYTES)."
+            f"The upload is over the {size_text(limit.bytes)} limit for "
+            f"{limit.what}{limit.setting}."
         )
-        await _refuse(send, 413, detail, "adapter_too_large")
+        await _refuse(send, 413, detail, limit.code)
         return True
     return False
 

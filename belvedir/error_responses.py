@@ -3,16 +3,21 @@
 - The API (`belvedir.api.exception_handler`) answers `{field: [message]}` or
   `{"detail": message, "code": code}` with the table's status.
 - A page form that catches a domain error calls `form_error(form, exc)` and renders with
-  `form_status(form)`, so an HTMX form shows the message inline with the right status.
+  `form_status(form)`, so an HTMX form shows the message inline with the right status;
+  `form_submit(form, call)` is that for the usual POST: validate, call the service, catch.
 - A domain error a page view does not catch is answered by `DomainErrorMiddleware`: an error
   page, or for HTMX the message swapped into the page's `#page-error` box.
 """
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django_htmx.http import reswap, retarget
 
 from belvedir.errors import (
+    Conflict,
     DomainError,
     Forbidden,
     Invalid,
@@ -28,12 +33,15 @@ STATUS: dict[type[DomainError], int] = {
     PaymentRequired: 402,
     Forbidden: 403,
     NotFound: 404,
+    Conflict: 409,
     LimitReached: 429,
     Unavailable: 503,
     DomainError: 400,
 }
 
 PAGE_ERROR_TARGET = "#page-error"
+
+T = TypeVar("T")
 
 
 def status_of(exc: DomainError) -> int:
@@ -56,6 +64,19 @@ def form_error(form, exc: DomainError) -> None:
     """Show `exc` on `form`: on its field when the form has one, else above the fields."""
     form.add_error(exc.field if exc.field in form.fields else None, exc.message)
     form.domain_error = exc
+
+
+def form_submit(form, call: Callable[[dict], T]) -> T | None:
+    """A posted form: when it is valid, `call(form.cleaned_data)` (a service call) and its result.
+    None when the form is invalid or the service refused: its message is then on the form
+    (`form_error`), to render again with `form_status(form)`. The service returns a value."""
+    if not form.is_valid():
+        return None
+    try:
+        return call(form.cleaned_data)
+    except DomainError as exc:
+        form_error(form, exc)
+        return None
 
 
 def form_status(*forms) -> int:

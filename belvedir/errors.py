@@ -57,6 +57,13 @@ class Forbidden(DomainError, PermissionDenied):
     default_code = "forbidden"
 
 
+class Conflict(DomainError):
+    """The request reached the wrong place for the object's current state (a run's task
+    sandboxes asked of a platform process on another worker host than the run's)."""
+
+    default_code = "conflict"
+
+
 class LimitReached(DomainError):
     """A counted limit (runs in flight, runs a day) is reached; `retry_after` in seconds if known."""
 

@@ -10,16 +10,14 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
-from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir import crypto, members, services
 from belvedir.access import SESSION_PROJECT, access_for_request, switch_project
-from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError, LimitReached, NotFound
+from belvedir.error_responses import form_status, form_submit
+from belvedir.errors import LimitReached, NotFound
 from belvedir.forms import InvitationSignupForm, InviteForm, ProjectForm
-from belvedir.http import see_other
+from belvedir.http import see_other, see_other_page
 from belvedir.models import Invitation, Membership, Project, Role
 from belvedir.security import SignupThrottle
 
@@ -77,25 +75,25 @@ def member_invite(request):
     access = access_for_request(request)
     access.require_manage()
     form = InviteForm(request.POST, prefix="invite")
-    if form.is_valid():
-        try:
-            invitation, token = members.invitation_create(
-                organization=access.organization,
-                email=form.cleaned_data["email"],
-                role=form.cleaned_data["role"],
-                invited_by=request.user,
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            new = {"email": invitation.email, "link": members.invitation_link(token)}
-            if request.htmx:
-                return _membership_response(request, access, new_invitation=new)
-            request.session[NEW_INVITATION_SESSION] = {
-                "email": new["email"],
-                "link": crypto.encrypt(new["link"]),
-            }
-            return see_other("organization-settings")
+    created = form_submit(
+        form,
+        lambda data: members.invitation_create(
+            organization=access.organization,
+            email=data["email"],
+            role=data["role"],
+            invited_by=request.user,
+        ),
+    )
+    if created is not None:
+        invitation, token = created
+        new = {"email": invitation.email, "link": members.invitation_link(token)}
+        if request.htmx:
+            return _membership_response(request, access, new_invitation=new)
+        request.session[NEW_INVITATION_SESSION] = {
+            "email": new["email"],
+            "link": crypto.encrypt(new["link"]),
+        }
+        return see_other("organization-settings")
     status = form_status(form)
     if request.htmx:
         return _membership_response(request, access, invite_form=form, status=status)
@@ -148,12 +146,8 @@ def member_remove(request, member_id: str):
     if membership.user_id == request.user.pk:  # they left: their page is elsewhere now
         request.session.pop(SESSION_PROJECT, None)
         messages.info(request, f"You left {access.organization.name}.")
-        return see_other("home") if not request.htmx else _client_redirect("home")
+        return see_other_page(request, "home")
     return _after_change(request, access, f"{membership.user.email} was removed.")
-
-
-def _client_redirect(url_name: str):
-    return HttpResponseClientRedirect(reverse(url_name))
 
 
 @login_required
@@ -163,18 +157,13 @@ def project_create(request):
     access = access_for_request(request)
     access.require_manage()
     form = ProjectForm(request.POST, prefix="project")
-    if form.is_valid():
-        try:
-            project = services.project_create(
-                organization=access.organization, name=form.cleaned_data["name"]
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            request.session[NEW_PROJECT_SESSION] = project.pk
-            if request.htmx:
-                return _client_redirect("organization-settings")
-            return see_other("organization-settings")
+    project = form_submit(
+        form,
+        lambda data: services.project_create(organization=access.organization, name=data["name"]),
+    )
+    if project is not None:
+        request.session[NEW_PROJECT_SESSION] = project.pk
+        return see_other_page(request, "organization-settings")
     status = form_status(form)
     template = "belvedir/organization_settings.html"
     context = _membership_context(request, access)
@@ -222,17 +211,15 @@ def invitation_signup(request, token: str):
             f"Too many sign-ups from your address. Try again in {math.ceil(wait / 60)} minutes.",
             retry_after=wait,
         )
-    if form.is_valid():
-        try:
-            user = members.invitation_signup(token=token, password=form.cleaned_data["password"])
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            membership = Membership.objects.get(user=user, organization=invitation.organization)
-            _switch_to(request, membership)
-            messages.success(request, f"Welcome! You joined {invitation.organization.name}.")
-            return see_other("home")
+    user = form_submit(
+        form, lambda data: members.invitation_signup(token=token, password=data["password"])
+    )
+    if user is not None:
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        membership = Membership.objects.get(user=user, organization=invitation.organization)
+        _switch_to(request, membership)
+        messages.success(request, f"Welcome! You joined {invitation.organization.name}.")
+        return see_other("home")
     context = {"invitation": invitation, "token": token, "form": form}
     return render(request, "belvedir/invitation.html", context, status=form_status(form))
 

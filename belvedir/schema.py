@@ -85,6 +85,7 @@ ERROR_DESCRIPTIONS = {
     402: "The organization's balance does not cover this.",
     403: "The caller may see this but not change it (a read-only member or a run key).",
     404: "No such object in the caller's project.",
+    409: "The request reached the wrong place for the object's state; the message says where.",
     413: "The body is too large.",
     429: "A limit is reached; `Retry-After` says when to try again, when known.",
     503: "A dependency is busy; `Retry-After` says when to try again.",

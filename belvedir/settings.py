@@ -346,6 +346,9 @@ BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )
+# Where the gateway sends the task-sandbox paths (blank: the upstream above). On a worker host
+# behind a load balancer: a platform process on this host, on this host's engine (docs/scaling.md).
+BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM = envstr("BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM", "")
 BELVEDIR_SANDBOX_BASE_URL = envstr(
     "BELVEDIR_SANDBOX_BASE_URL",
     BELVEDIR_BASE_URL
@@ -359,6 +362,9 @@ BELVEDIR_SANDBOX_RUNTIME = envstr("BELVEDIR_SANDBOX_RUNTIME", "runsc")
 BELVEDIR_SANDBOX_DISK = envsize("BELVEDIR_SANDBOX_DISK", 10 * 2**30, minimum=16 * 2**20)
 BELVEDIR_SANDBOX_DATA_DIR = envstr("BELVEDIR_SANDBOX_DATA_DIR", "/var/lib/belvedir/sandboxes")
 BELVEDIR_MIN_FREE_DISK = envsize("BELVEDIR_MIN_FREE_DISK", 2 * 2**30, minimum=0)
+# Quota volumes a worker host keeps made ahead for the next sandboxes (0: none); an unused
+# one is released by the reaper after 10 minutes. Each counts against BELVEDIR_MIN_FREE_DISK.
+BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, minimum=0)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
 BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")
@@ -412,6 +418,18 @@ BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = envfloat(
 if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
     raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD must be 0 to 100 (USD)")
 BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
+BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES = 256 * 2**20  # a build context (POST)
+BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 2**30  # the same, unpacked
+BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES = 2**30  # files into a task sandbox (PUT)
+# Task image builds: their RUN steps run in containers made like task sandboxes (the sandbox
+# runtime, gVisor), the rest of the Dockerfile by the engine's builder; 0: all of it by the
+# engine's builder, RUN steps under its default runtime (runc).
+BELVEDIR_TASK_BUILD_IN_SANDBOX = envbool("BELVEDIR_TASK_BUILD_IN_SANDBOX", True)
+# What one task sandbox may write to its filesystem (its writable layer, watched by the run's
+# worker); 0: the run sandboxes' disk quota.
+BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)
+if 0 < BELVEDIR_TASK_SANDBOX_DISK < 16 * 2**20:
+    raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_DISK must be 0 or at least 16M")
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)
 BELVEDIR_REPO_MAX_BYTES = envint("BELVEDIR_REPO_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 if Q_CLUSTER["timeout"] < BELVEDIR_RUN_TIMEOUT + 4 * BELVEDIR_CLONE_TIMEOUT:

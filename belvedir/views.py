@@ -13,8 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from belvedir import crypto, onboarding, services
 from belvedir.access import access_for_request, switch_project
-from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError
+from belvedir.error_responses import form_status, form_submit
 from belvedir.forms import ApiKeyForm, SignupForm
 from belvedir.http import see_other
 from belvedir.middleware import api_server_error_response
@@ -34,19 +33,18 @@ def signup(request):
             response = render(request, "belvedir/signup.html", context, status=429)
             response["Retry-After"] = str(wait)
             return response
-    if request.method == "POST" and form.is_valid():
-        try:
-            user = services.user_signup(
-                email=form.cleaned_data["email"],
-                password=form.cleaned_data["password"],
-                organization_name=form.cleaned_data["organization"],
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            messages.success(request, "Welcome! Your organization and a Default project are ready.")
-            return redirect("home")
+    user = form_submit(  # None on a GET too: the form is unbound
+        form,
+        lambda data: services.user_signup(
+            email=data["email"],
+            password=data["password"],
+            organization_name=data["organization"],
+        ),
+    )
+    if user is not None:
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, "Welcome! Your organization and a Default project are ready.")
+        return redirect("home")
     status = form_status(form)
     return render(request, "belvedir/signup.html", {"form": form}, status=status)
 
@@ -101,19 +99,19 @@ def api_key_create(request):
     access = access_for_request(request)
     access.require_write()
     key_form = ApiKeyForm(request.POST, prefix="key")
+    created = form_submit(
+        key_form,
+        lambda data: services.api_key_create(
+            project=access.project, name=data["name"], created_by=request.user
+        ),
+    )
     new_key = None
-    if key_form.is_valid():
-        try:
-            _, new_key = services.api_key_create(
-                project=access.project, name=key_form.cleaned_data["name"], created_by=request.user
-            )
-        except DomainError as exc:
-            form_error(key_form, exc)
-        else:
-            if not request.htmx:
-                request.session[NEW_KEY_SESSION] = crypto.encrypt(new_key)
-                return see_other("project-settings")
-            key_form = ApiKeyForm(prefix="key")
+    if created is not None:
+        _, new_key = created
+        if not request.htmx:
+            request.session[NEW_KEY_SESSION] = crypto.encrypt(new_key)
+            return see_other("project-settings")
+        key_form = ApiKeyForm(prefix="key")
     return _keys_response(request, access, key_form=key_form, new_key=new_key)
 
 

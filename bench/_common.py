@@ -37,6 +37,14 @@ def database_recreate(name: str) -> str:
     return f"{PG_URL}/{name}"
 
 
+def database_exists(name: str) -> bool:
+    with _admin_connection() as conn:
+        return (
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            is not None
+        )
+
+
 def database_drop(name: str) -> None:
     from psycopg import sql
 

@@ -143,7 +143,8 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor, "tar_directory", "exec: tar workspace")
     from runs.sandbox import volumes
 
-    probe.wrap(volumes, "allocate", "sandbox: quota volume (mkfs, seed, mount)")
+    probe.wrap(volumes, "allocate", "sandbox: quota volume (a spare, or copy + mount)")
+    probe.wrap(volumes, "make_spare", "exec: spare volume made (in remove)")
     probe.wrap(volumes, "release", "exec: quota volume release (in remove)")
     probe.wrap(DockerBackend, "_create", "sandbox: container create")
     probe.wrap(DockerBackend, "_put_workspace", "sandbox: put_archive")
@@ -151,11 +152,19 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor.Execution, "follow", "exec: follow (output, wait)")
     probe.wrap(executor.Execution, "finish", "exec: finish (collect, judge, record)")
 
+    def ended(args, kwargs, result):
+        if result is not None:
+            probe.marks["signed_exit"] = time.time()
+
+    probe.wrap(
+        executor.Execution, "_signed_exit", "follow: the entrypoint's exit record", after=ended
+    )
+
     def waited(args, kwargs, result):
         if result is not None:
             probe.marks["wait_returned"] = time.time()
 
-    probe.wrap(DockerBackend, "wait", "follow: backend.wait", after=waited)
+    probe.wrap(DockerBackend, "wait", "follow: backend.wait (own thread)", after=waited)
     probe.wrap(DockerBackend, "collect", "finish: collect stage + results.json")
 
     def finished(args, kwargs, result):
@@ -219,6 +228,10 @@ def platform_once(probe: Probe, project, harness, user, runtime: str) -> dict[st
         if "wait_returned" in probe.marks:
             out["follow: exit -> wait returned"] = (
                 probe.marks["wait_returned"] - probe.marks["finished"]
+            )
+        if "signed_exit" in probe.marks:  # negative: before the engine recorded the exit
+            out["follow: exit -> exit record read"] = (
+                probe.marks["signed_exit"] - probe.marks["finished"]
             )
     return out
 
@@ -327,9 +340,10 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
         "launch (run_launch)", "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue",
         "execute_run", "exec: claim run", "exec: decrypt secrets",
         "exec: clone (init/fetch/checkout, drop .git)", "exec: rmtree (work dir)", "exec: tar workspace",
-        "exec: launch (create, copy, attach, start)", "sandbox: quota volume (mkfs, seed, mount)",
+        "exec: launch (create, copy, attach, start)", "sandbox: quota volume (a spare, or copy + mount)",
         "sandbox: container create", "sandbox: put_archive",
-        "exec: follow (output, wait)", "follow: backend.wait", "follow: exit -> wait returned",
+        "exec: follow (output, wait)", "follow: backend.wait (own thread)", "follow: exit -> wait returned",
+        "follow: the entrypoint's exit record", "follow: exit -> exit record read",
         "exec: finish (collect, judge, record)", "finish: collect stage + results.json",
         "finish: run_finish (DB, revoke key)",
         "exec: kill", "exec: container remove", "exec: cleanup after run_finish",
@@ -344,10 +358,10 @@ def report(platform: list[dict], baseline: list[dict]) -> None:
             k for k in order if k.startswith("exec: ") and k != "exec: cleanup after run_finish"
         ],
         "exec: launch (create, copy, attach, start)": [
-            "sandbox: quota volume (mkfs, seed, mount)", "sandbox: container create",
+            "sandbox: quota volume (a spare, or copy + mount)", "sandbox: container create",
             "sandbox: put_archive",
         ],
-        "exec: follow (output, wait)": ["follow: backend.wait"],
+        "exec: follow (output, wait)": ["follow: the entrypoint's exit record"],
         "exec: finish (collect, judge, record)": [
             "finish: collect stage + results.json", "finish: run_finish (DB, revoke key)"
         ],

@@ -1,17 +1,20 @@
 """Pages and list APIs at scale: p50/p95 per page over 100k runs and 1M spans.
 
-    .venv/bin/python bench/scale.py [--samples 40] [--keep-db] [--explain-all]
+    .venv/bin/python bench/scale.py [--samples 40] [--keep-db] [--reuse-db] [--explain-all]
+                                    [--db NAME] [--pages TEXT ...]
 
 * Data (bench/_scale_data.py, bulk `INSERT ... SELECT generate_series`): 50 organizations,
   100,000 runs (20,000 in the measured project, 2,000 of one harness), 20,000 sessions,
   1,000,000 spans with one session of 10,000 spans, 5 fine-tuned models. Database
-  `belvedir_bench_scale` (created by migrating, dropped at the end unless --keep-db).
+  `belvedir_bench_scale` or --db (created by migrating, dropped at the end unless --keep-db;
+  --reuse-db measures a kept one again without seeding, and seeds it first if it is missing).
 * Server: a real `gunicorn belvedir.wsgi` process (one worker, DEBUG off) on 127.0.0.1, as in
   bench/ingest.py; pages with the owner's session cookie, APIs with a project key, HTMX
   partials with `HX-Request: true` as the browser sends them.
 * Per page: 3 warm-up requests, then --samples timed ones (one client, sequential); p50 and
   p95 of the wall time of the whole answer; PASS/MISS against p95 <= 100 ms. For each MISS
   (every page with --explain-all) the EXPLAIN (ANALYZE, BUFFERS) of the page's main query.
+  --pages measures only the pages whose label contains one of the given texts.
 
 Exits 0 unless something errored (a page answering other than 200, the server not starting).
 """
@@ -61,6 +64,12 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ("Sessions ?outcome=fail", "/traces/?outcome=fail", False),
         ("Sessions ?model&since", "/traces/?model=llama-3.1-8b&since=2020-01-01T00:00:00Z", False),
         ("Session page (10,000 spans)", f"/traces/sessions/{big}/", False),
+        (
+            "Session page, Load more at span 9,800 (partial)",
+            f"/traces/sessions/{big}/?after={ids['span_cursor']}&shown=9800&fragment=spans",
+            True,
+        ),
+        ("Session page, a span's details (partial)", ids["span_details"], True),
         ("Models page", "/models/", False),
         ("Model View benchmarks (partial)", f"/runs/?fragment=model-benchmarks&model={ftm}", True),
         ("API runs", "/api/v1/runs", False),
@@ -73,6 +82,23 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ("API fine-tuned models", "/api/v1/models/fine-tuned", False),
         ("API task groups", "/api/v1/task-groups", False),
     ]
+
+
+def session_page_ids(session_id: str) -> dict:
+    """A "Load more" cursor deep into the big session (its 9,800th span) and an LLM span's
+    details URL there."""
+    from django.urls import reverse
+
+    from traces.models import Span
+    from traces.selectors import SpanCursor
+
+    spans = Span.objects.filter(session_id=session_id).order_by("start_time", "id")
+    deep = spans[9799]
+    llm = spans.filter(is_llm=True).first()
+    return {
+        "span_cursor": str(SpanCursor.of(deep)),
+        "span_details": reverse("traces:span", args=[session_id, llm.pk]),
+    }
 
 
 def explain_slowest(client, key: str, path: str, htmx: bool) -> None:
@@ -144,14 +170,24 @@ def main() -> int:
     parser.add_argument(
         "--reuse-db", action="store_true", help="measure a database kept by --keep-db again"
     )
+    parser.add_argument(
+        "--db", default=DB_NAME, help=f"the database's name ({DB_NAME}); one per person measuring"
+    )
+    parser.add_argument(
+        "--pages",
+        nargs="+",
+        metavar="TEXT",
+        help='only the pages whose label contains one of these, e.g. "Session page" "API session"',
+    )
     args = parser.parse_args()
 
     import requests
 
-    if args.reuse_db:
-        url = f"{_common.PG_URL}/{DB_NAME}"
-    else:
-        url = _common.database_recreate(DB_NAME)
+    db_name = args.db
+    reuse = args.reuse_db and _common.database_exists(db_name)
+    if args.reuse_db and not reuse:
+        print(f"no database {db_name} to reuse: seeding it (and keeping it)", flush=True)
+    url = f"{_common.PG_URL}/{db_name}" if reuse else _common.database_recreate(db_name)
     server = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
@@ -165,7 +201,8 @@ def main() -> int:
         from belvedir import services
 
         t0 = time.perf_counter()
-        ids = _scale_data.existing() if args.reuse_db else _scale_data.seed()
+        ids = _scale_data.existing() if reuse else _scale_data.seed()
+        ids |= session_page_ids(ids["big_session"])
         for step, seconds in ids["timings"].items():
             print(f"  seeded {step:24s} {seconds:6.1f} s", flush=True)
         print(f"seeded in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -185,7 +222,14 @@ def main() -> int:
         api.headers["Authorization"] = f"Bearer {key}"
 
         rows, misses = [], []
-        for label, path, htmx in pages(ids):
+        measured = [
+            page
+            for page in pages(ids)
+            if not args.pages or any(text.lower() in page[0].lower() for text in args.pages)
+        ]
+        if not measured:
+            raise RuntimeError(f"no page's label contains any of {args.pages}")
+        for label, path, htmx in measured:
             http = api if path.startswith("/api/") else web
             times, size = measure(http, server.url, path, htmx, args.samples)
             p50, p95 = statistics.median(times), percentile(times, 95)
@@ -208,9 +252,9 @@ def main() -> int:
         if server is not None:
             server.stop()
         if args.keep_db or args.reuse_db:
-            print(f"kept database {DB_NAME}")
+            print(f"kept database {db_name}")
         else:
-            _common.database_drop(DB_NAME)
+            _common.database_drop(db_name)
 
 
 if __name__ == "__main__":

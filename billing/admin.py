@@ -7,6 +7,7 @@ from django import forms
 from django.contrib import admin
 from django.db.models import Count
 
+from belvedir.admin_mixins import ReadOnlyAdminMixin, usd_column
 from belvedir.errors import DomainError
 from billing import services
 from billing.models import (
@@ -16,7 +17,7 @@ from billing.models import (
     CouponRedemption,
     LedgerEntry,
 )
-from billing.money import usd, usd_to_micros
+from billing.money import usd_to_micros
 
 
 class OperatorEntryForm(forms.ModelForm):
@@ -72,9 +73,7 @@ class LedgerEntryAdmin(admin.ModelAdmin):
         "created_at",
     ]
 
-    @admin.display(description="amount", ordering="amount_micros")
-    def shown_amount(self, entry: LedgerEntry) -> str:
-        return usd(entry.amount_micros)
+    shown_amount = usd_column("amount_micros", "amount")
 
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
@@ -150,9 +149,7 @@ class CouponAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(redeemed_count=Count("redemptions"))
 
-    @admin.display(description="amount", ordering="amount_micros")
-    def shown_amount(self, coupon: Coupon) -> str:
-        return usd(coupon.amount_micros)
+    shown_amount = usd_column("amount_micros", "amount")
 
     @admin.display(description="redeemed", ordering="redeemed_count")
     def redeemed(self, coupon: Coupon) -> int:
@@ -164,40 +161,22 @@ class CouponAdmin(admin.ModelAdmin):
 
 
 @admin.register(BillingAccount)
-class BillingAccountAdmin(admin.ModelAdmin):
+class BillingAccountAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only: owners choose pay as you go; it is audited through the service."""
+
     list_display = ["organization", "pay_as_you_go", "shown_limit", "updated_at"]
     list_filter = ["pay_as_you_go"]
     search_fields = ["organization__name", "organization__id"]
     readonly_fields = ["organization", "pay_as_you_go", "monthly_limit_micros", "updated_at"]
 
-    @admin.display(description="monthly limit", ordering="monthly_limit_micros")
-    def shown_limit(self, account: BillingAccount) -> str:
-        return usd(account.monthly_limit_micros)
-
-    def has_add_permission(self, request):
-        return False  # owners choose pay as you go; it is audited through the service
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    shown_limit = usd_column("monthly_limit_micros", "monthly limit")
 
 
 @admin.register(CouponRedemption)
-class CouponRedemptionAdmin(admin.ModelAdmin):
+class CouponRedemptionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Who redeemed what: written by `coupon_redeem` only."""
 
     list_display = ["coupon", "organization", "entry", "created_at"]
     list_filter = ["coupon"]
     search_fields = ["coupon__code", "organization__name", "organization__id"]
     readonly_fields = ["coupon", "organization", "entry", "created_at"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -11,8 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from belvedir.access import access_for_request
-from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError
+from belvedir.error_responses import form_status, form_submit
 from belvedir.http import see_other
 from billing import selectors, services
 from billing.forms import CouponForm, PayAsYouGoForm
@@ -104,20 +103,17 @@ def coupon_redeem(request):
     access = access_for_request(request)
     access.require_write()
     form = CouponForm(request.POST, prefix="coupon")
-    if form.is_valid():
-        try:
-            entry = services.coupon_redeem(
-                organization=access.organization,
-                code=form.cleaned_data["code"],
-                created_by=request.user,
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            messages.success(
-                request, f"Coupon {entry.reference} redeemed: {usd(entry.amount_micros)} added."
-            )
-            return _page(request, access) if request.htmx else see_other("organization-billing")
+    entry = form_submit(
+        form,
+        lambda data: services.coupon_redeem(
+            organization=access.organization, code=data["code"], created_by=request.user
+        ),
+    )
+    if entry is not None:
+        messages.success(
+            request, f"Coupon {entry.reference} redeemed: {usd(entry.amount_micros)} added."
+        )
+        return _page(request, access) if request.htmx else see_other("organization-billing")
     return _page(request, access, status=form_status(form), coupon_form=form)
 
 
@@ -127,23 +123,19 @@ def pay_as_you_go(request):
     access = access_for_request(request)
     access.require_owner()
     form = PayAsYouGoForm(request.POST, prefix="payg")
-    if form.is_valid():
-        try:
-            account = services.account_update(
-                organization=access.organization,
-                pay_as_you_go=form.cleaned_data["pay_as_you_go"],
-                monthly_limit_micros=usd_to_micros(
-                    form.cleaned_data["monthly_limit"], field="monthly_limit"
-                ),
-                by=request.user,
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
-            state = "on" if account.pay_as_you_go else "off"
-            messages.success(
-                request,
-                f"Pay as you go is {state}; monthly limit {usd(account.monthly_limit_micros)}.",
-            )
-            return _page(request, access) if request.htmx else see_other("organization-billing")
+    account = form_submit(
+        form,
+        lambda data: services.account_update(
+            organization=access.organization,
+            pay_as_you_go=data["pay_as_you_go"],
+            monthly_limit_micros=usd_to_micros(data["monthly_limit"], field="monthly_limit"),
+            by=request.user,
+        ),
+    )
+    if account is not None:
+        state = "on" if account.pay_as_you_go else "off"
+        messages.success(
+            request, f"Pay as you go is {state}; monthly limit {usd(account.monthly_limit_micros)}."
+        )
+        return _page(request, access) if request.htmx else see_other("organization-billing")
     return _page(request, access, status=form_status(form), payg_form=form)

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir.access import access_for_request
-from belvedir.error_responses import form_error, form_status
+from belvedir.error_responses import form_status, form_submit
 from belvedir.errors import DomainError, Invalid
-from belvedir.http import see_other
+from belvedir.http import see_other, see_other_page
 from harnesses import environment_editor as editor
 from harnesses import environments, generation, tasks_format
 from harnesses.catalog import RUNNERS, SCAFFOLDS, presets_by_group
@@ -26,12 +26,6 @@ PRESET_CHOICES = [
     ("runner", "Belvedir Runner (one sandbox; judge and rubric tasks)"),
     ("", "No harness now"),
 ]
-
-
-def _redirect(request, url: str):
-    if request.htmx:
-        return HttpResponseClientRedirect(url)
-    return see_other(url)
 
 
 @login_required
@@ -61,7 +55,7 @@ def environment_detail(request, environment_id: str):
         "environment": environment,
         "version": version,
         "tasks": version.tasks,
-        "versions": environment.versions.all()[:50],
+        "versions": environment.versions.select_related("created_by")[:50],  # who made each
         "cards": _backing_cards(),
     }
     return render(request, "environments/detail.html", context)
@@ -151,7 +145,7 @@ def environment_new(request):
             tasks=tasks,
         )
         messages.success(request, f"Environment {environment.name} created.")
-        return _redirect(request, reverse("environments:detail", args=[environment.pk]))
+        return see_other_page(request, "environments:detail", environment.pk)
 
     return _editor(request, context, save)
 
@@ -187,7 +181,7 @@ def environment_edit(request, environment_id: str):
             messages.info(request, "Nothing changed: no new version.")
         else:
             messages.success(request, f"Saved as version {saved.version}.")
-        return _redirect(request, reverse("environments:detail", args=[saved.pk]))
+        return see_other_page(request, "environments:detail", saved.pk)
 
     return _editor(request, context, save)
 
@@ -212,7 +206,7 @@ def environment_harness(request, environment_id: str):
         environment=environment, preset=request.POST.get("preset", ""), created_by=request.user
     )
     messages.success(request, f"Harness {harness.name} created from {environment.name}.")
-    return _redirect(request, reverse("harnesses:detail", args=[harness.pk]))
+    return see_other_page(request, "harnesses:detail", harness.pk)
 
 
 class GenerateForm(forms.Form):
@@ -250,15 +244,14 @@ def environment_generate(request):
     if request.method == "POST":
         access.require_write()
         form = GenerateForm(request.POST)
-        if form.is_valid():
-            try:
-                row = generation.generation_start(
-                    project=access.project, created_by=request.user, **form.cleaned_data
-                )
-            except DomainError as exc:
-                form_error(form, exc)
-            else:
-                return _redirect(request, reverse("environments:generation", args=[row.pk]))
+        row = form_submit(
+            form,
+            lambda data: generation.generation_start(
+                project=access.project, created_by=request.user, **data
+            ),
+        )
+        if row is not None:
+            return see_other_page(request, "environments:generation", row.pk)
     else:
         form = GenerateForm()
     template = "environments/generate.html" + ("#form" if request.htmx else "")
@@ -296,7 +289,7 @@ def generation_detail(request, generation_id: str):
                 )
             else:
                 messages.success(request, f"Environment {environment.name} created.")
-            return _redirect(request, reverse("environments:detail", args=[environment.pk]))
+            return see_other_page(request, "environments:detail", environment.pk)
 
         return _editor(request, context, save)
     if row.status != EnvironmentGeneration.Status.SUCCEEDED or row.environment_id:

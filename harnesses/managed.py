@@ -6,12 +6,15 @@ card) with `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` not both set runs its task 
 the platform's managed workspace, so it must use the driver as shipped: the card's repo,
 install and run commands, only the env the driver reads, a plain Harbor agent name,
 `HARBOR_CONCURRENCY` 1 to 4, `HARBOR_N_TASKS` blank or 1 to 50, CPU compute; and its
-organization must hold credits or have pay as you go on (a condition of each launch, checked
-by `runs` with `billing.services.may_start_credit_run`). With both Modal tokens set none of
-this applies: the harness runs on the user's own Modal account as configured.
+organization must hold credits or have pay as you go on (`billing.services.may_start_credit_run`,
+the one definition of that condition). With both Modal tokens set none of this applies: the
+harness runs on the user's own Modal account as configured.
 
-The shape rules are checked when a harness is saved and again at launch
-(`managed_refusal`); each refusal names the variable or condition.
+Every rule is checked when a harness is saved (`managed_refusal` with the organization: the
+credits are refused with Invalid, like the other rules) and again at launch
+(`managed_launch_check`: the credits are refused with PaymentRequired, 402); each refusal names
+the variable or condition. A harness saved while the organization had credits is still refused
+at launch once they run out.
 """
 
 from __future__ import annotations
@@ -93,11 +96,14 @@ def managed_refusal(
     env: Mapping[str, str],
     compute: str,
     preset: str = "",
+    organization=None,
 ) -> None:
     """Raise Invalid naming the first broken rule when the harness is a managed Harbor
-    harness that is not the driver as shipped; nothing for other harnesses.
+    harness that is not the driver as shipped, or (with `organization`) whose organization
+    holds no credits and has pay as you go off; nothing for other harnesses.
 
-    `env` is the whole env, secrets included (their values are only tested for blankness)."""
+    `env` is the whole env, secrets included (their values are only tested for blankness).
+    `organization` None: the credits are not checked (the launch checks them itself)."""
     if not is_managed(repo_url=repo_url, preset=preset, env=env):
         return
     shipped = drivers.served_url(catalog.HARBOR_REPO)
@@ -140,6 +146,33 @@ def managed_refusal(
         raise Invalid(
             f"compute must be CPU {where}; {_OWN_MODAL}.", field="compute", code="managed_compute"
         )
+    if organization is not None:
+        refusal = credits_refusal(organization=organization)
+        if refusal:
+            raise Invalid(refusal, code="managed_credits")
+
+
+def credits_refusal(*, organization) -> str:
+    """Why the organization may not use the managed workspace, naming the condition and its
+    fix; "" when it may. The condition is `billing.services.may_start_credit_run`'s: it holds
+    credits, or pay as you go is on and this month is within its limit."""
+    if billing.may_start_credit_run(organization=organization):
+        return ""
+    balance = usd(billing_selectors.balance(organization=organization))
+    account = billing_selectors.account_for(organization=organization)
+    if account.pay_as_you_go:
+        state = (
+            f"pay as you go has reached its monthly limit of {usd(account.monthly_limit_micros)}"
+        )
+        fix = "Add credits or redeem a coupon, or have an owner raise the monthly limit"
+    else:
+        state = "pay as you go is off"
+        fix = "Add credits or redeem a coupon, or have an owner turn on pay as you go"
+    return (
+        f"Belvedir's managed Harbor workspace needs credits or pay as you go: the organization "
+        f"has no credits (its balance is {balance}) and {state}. {fix}, under Organization "
+        f"Settings → Billing; or {_OWN_MODAL}."
+    )
 
 
 def concurrency(env: Mapping[str, str]) -> int:
@@ -150,7 +183,8 @@ def concurrency(env: Mapping[str, str]) -> int:
 
 def managed_launch_check(*, harness, organization) -> None:
     """At launch: the shape rules once more (the harness may predate them), then the
-    organization's credits (PaymentRequired naming the balance)."""
+    organization's credits once more (PaymentRequired naming the balance: they may have run
+    out since the harness was saved)."""
     env = env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted)
     if not is_managed(repo_url=harness.repo_url, preset=harness.preset, env=env):
         return
@@ -170,12 +204,6 @@ def managed_launch_check(*, harness, organization) -> None:
             field="harness",
             code=exc.code,
         ) from None
-    if not billing.may_start_credit_run(organization=organization):
-        balance = billing_selectors.balance(organization=organization)
-        raise PaymentRequired(
-            f"Managed Harbor runs need credits or pay as you go: your organization's balance is "
-            f"{usd(balance)} and pay as you go is off (or its monthly limit is reached). Add "
-            "credits or redeem a coupon, or have an owner turn on pay as you go, under "
-            f"Organization Settings → Billing; or {_OWN_MODAL}.",
-            code="managed_credits",
-        )
+    refusal = credits_refusal(organization=organization)
+    if refusal:
+        raise PaymentRequired(refusal, code="managed_credits")

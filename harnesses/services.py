@@ -53,10 +53,13 @@ def harness_defaults_from_preset(slug: str) -> dict:
     }
 
 
-def _clean(data: dict, *, current_preset: str = "", stored_secrets: str = "") -> dict:
+def _clean(
+    data: dict, *, organization=None, current_preset: str = "", stored_secrets: str = ""
+) -> dict:
     """Validated fields. `current_preset`, the card a harness already came from, is kept
     without a check (a card may have been withdrawn since). Secret env values move to
-    `env_secrets_encrypted`; a masked one keeps its value from `stored_secrets`."""
+    `env_secrets_encrypted`; a masked one keeps its value from `stored_secrets`.
+    `organization`: the harness's, whose credits a managed Harbor harness needs."""
     clean: dict = {}
     name = str(data.get("name") or "").strip()
     if not name:
@@ -100,6 +103,7 @@ def _clean(data: dict, *, current_preset: str = "", stored_secrets: str = "") ->
         env=env_secrets.env_plain(clean["env"], clean["env_secrets_encrypted"]),
         compute=clean["compute"],
         preset=clean["preset"],
+        organization=organization,
     )
     return clean
 
@@ -128,7 +132,9 @@ def harness_validate(
     preset: str | None = None,
 ) -> dict:
     """The cleaned fields, or a DomainError naming the field (used by the admin).
-    `harness`: the one being edited, whose saved secrets a masked env value keeps."""
+    `harness`: the one being edited, whose saved secrets a masked env value keeps. The
+    managed workspace's credits are checked for `project`'s organization (else `harness`'s)."""
+    owner = project if project is not None else harness.project if harness is not None else None
     clean = _clean(
         _given(
             name=name,
@@ -142,6 +148,7 @@ def harness_validate(
             tasks=tasks,
             preset=preset,
         ),
+        organization=owner.organization if owner is not None else None,
         stored_secrets=harness.env_secrets_encrypted if harness is not None else "",
     )
     if project is not None:
@@ -207,7 +214,7 @@ def harness_create(
     )
     if preset:
         given = {**harness_defaults_from_preset(preset), **given}
-    clean = _clean(given)
+    clean = _clean(given, organization=project.organization)
     _check_name_free(project, clean["name"])
     return _save(Harness(project=project, created_by=created_by, **clean))
 
@@ -243,6 +250,7 @@ def harness_update(
     )
     clean = _clean(
         {**current, **given},
+        organization=harness.project.organization,
         current_preset=harness.preset,
         stored_secrets=harness.env_secrets_encrypted,
     )

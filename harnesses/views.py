@@ -4,15 +4,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir import onboarding
 from belvedir.access import access_for_request
-from belvedir.error_responses import form_error, form_status
+from belvedir.error_responses import form_status, form_submit
 from belvedir.errors import DomainError
-from belvedir.http import see_other
+from belvedir.http import see_other, see_other_page
 from harnesses import services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
@@ -37,20 +35,15 @@ def harness_new(request):
     if request.method == "POST":
         access.require_write()
         form = HarnessForm(request.POST)
-        if form.is_valid():
-            try:
-                harness = services.harness_create(
-                    project=access.project, created_by=request.user, **form.cleaned_data
-                )
-            except DomainError as exc:
-                form_error(form, exc)
-            else:
-                messages.success(request, f"Harness {harness.name} created.")
-                if request.htmx:
-                    return HttpResponseClientRedirect(
-                        reverse("harnesses:detail", args=[harness.pk])
-                    )
-                return see_other("harnesses:detail", harness_id=harness.pk)
+        harness = form_submit(
+            form,
+            lambda data: services.harness_create(
+                project=access.project, created_by=request.user, **data
+            ),
+        )
+        if harness is not None:
+            messages.success(request, f"Harness {harness.name} created.")
+            return see_other_page(request, "harnesses:detail", harness_id=harness.pk)
     else:
         initial = {"compute": "cpu"}
         if request.GET.get("preset"):
@@ -76,19 +69,15 @@ def harness_detail(request, harness_id: str):
     if request.method == "POST":
         access.require_write()
         form = HarnessForm(request.POST)
-        if form.is_valid():
-            try:
-                services.harness_update(harness=harness, **form.cleaned_data)
-            except DomainError as exc:
-                form_error(form, exc)
-            else:
-                if not request.htmx:
-                    messages.success(request, "Saved.")
-                    return see_other("harnesses:detail", harness_id=harness.pk)
-                saved = True
-                form = HarnessForm(
-                    initial=HarnessForm.initial_from(services.harness_values(harness=harness))
-                )
+        updated = form_submit(form, lambda data: services.harness_update(harness=harness, **data))
+        if updated is not None:
+            if not request.htmx:
+                messages.success(request, "Saved.")
+                return see_other("harnesses:detail", harness_id=harness.pk)
+            saved = True
+            form = HarnessForm(
+                initial=HarnessForm.initial_from(services.harness_values(harness=harness))
+            )
     else:
         form = HarnessForm(
             initial=HarnessForm.initial_from(services.harness_values(harness=harness))

@@ -3,7 +3,8 @@ from decimal import Decimal
 from django import forms
 from django.contrib import admin
 
-from belvedir.text import size_text, usd
+from belvedir.admin_mixins import usd_column
+from belvedir.text import size_text
 from models_registry.models import (
     CoveredModel,
     FineTunedModel,
@@ -85,13 +86,8 @@ class CoveredModelAdmin(admin.ModelAdmin):
     list_select_related = ["lab"]
     actions = ["enable", "disable"]
 
-    @admin.display(description="Input / M tokens", ordering="input_price_micros")
-    def input_price(self, obj: CoveredModel) -> str:
-        return usd(obj.input_price_micros)
-
-    @admin.display(description="Output / M tokens", ordering="output_price_micros")
-    def output_price(self, obj: CoveredModel) -> str:
-        return usd(obj.output_price_micros)
+    input_price = usd_column("input_price_micros", "Input / M tokens")
+    output_price = usd_column("output_price_micros", "Output / M tokens")
 
     @admin.action(description="Enable the selected models")
     def enable(self, request, queryset):

@@ -9,15 +9,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from belvedir.access import access_for_request
-from belvedir.error_responses import form_error, form_status
+from belvedir.error_responses import form_error, form_status, form_submit
 from belvedir.errors import DomainError, Invalid
-from belvedir.http import see_other
+from belvedir.http import see_other, see_other_page
 from models_registry import adapters, services
 from models_registry.forms import FineTunedModelForm, HuggingFaceTokenForm
 from models_registry.models import FineTunedModel
@@ -53,18 +51,16 @@ def _model_upload(request, guard):
     form = FineTunedModelForm(request.POST, request.FILES, auto_id="upload_%s")
     if guard.exceeded:
         form_error(form, Invalid(adapters.too_large_message(guard.received), field="adapter"))
-    elif form.is_valid():
-        try:
-            model = services.fine_tuned_model_create(
-                project=access.project, created_by=request.user, **form.cleaned_data
-            )
-        except DomainError as exc:
-            form_error(form, exc)
-        else:
+    else:
+        model = form_submit(
+            form,
+            lambda data: services.fine_tuned_model_create(
+                project=access.project, created_by=request.user, **data
+            ),
+        )
+        if model is not None:
             messages.success(request, f"Model {model.name} uploaded.")
-            if request.htmx:
-                return HttpResponseClientRedirect(reverse("models:detail", args=[model.pk]))
-            return see_other("models:detail", model_id=model.pk)
+            return see_other_page(request, "models:detail", model_id=model.pk)
     context = {"form": form}
     if request.htmx:
         return render(request, "models_registry/list.html#upload-form", context, status=400)
@@ -87,9 +83,7 @@ def model_delete(request, model_id: str):
     model = access.get(FineTunedModel, write=True, pk=model_id)
     services.fine_tuned_model_delete(model=model)
     messages.success(request, f"Model {model.name} and its adapter deleted.")
-    if request.htmx:
-        return HttpResponseClientRedirect(reverse("models:list"))
-    return see_other("models:list")
+    return see_other_page(request, "models:list")
 
 
 @login_required

@@ -2,8 +2,9 @@ from django.contrib import admin
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
+from belvedir.admin_mixins import ReadOnlyAdminMixin, usd_column
 from belvedir.errors import DomainError
-from belvedir.text import counted, score_text, usd
+from belvedir.text import counted, score_text
 from runs import gpu, services, task_sandboxes
 from runs.models import GpuDevice, OrganizationSpend, Run, Status, TaskSandbox, WorkerHost
 
@@ -101,7 +102,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(OrganizationSpend)
-class OrganizationSpendAdmin(admin.ModelAdmin):
+class OrganizationSpendAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Platform spend on covered models, summed per organization (not billed to them)."""
 
     list_display = ["name", "id", "covered_runs", "shown_spend"]
@@ -124,18 +125,7 @@ class OrganizationSpendAdmin(admin.ModelAdmin):
     def covered_runs(self, org) -> int:
         return org.covered_run_count
 
-    @admin.display(description="covered model spend (USD)", ordering="covered_spend")
-    def shown_spend(self, org) -> str:
-        return usd(org.covered_spend)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    shown_spend = usd_column("covered_spend", "covered model spend (USD)")
 
 
 @admin.action(description="Free selected GPU devices (their runs must have ended)")
@@ -201,9 +191,7 @@ class TaskSandboxAdmin(admin.ModelAdmin):
         "charged_micros",
     ]
 
-    @admin.display(description="charged", ordering="charged_micros")
-    def cost(self, sandbox: TaskSandbox) -> str:
-        return usd(sandbox.charged_micros)
+    cost = usd_column("charged_micros", "charged")
 
     def has_add_permission(self, request) -> bool:
         return False

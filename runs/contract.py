@@ -15,6 +15,8 @@ STAGE_FILE = f"{CONTROL_DIR}/stage"
 
 ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
+# The entrypoint's signed exit code, written as it ends (see runs/sandbox/entrypoint.py).
+EXIT_FILE = entrypoint.EXIT_FILE
 # The sandbox's command: runs/sandbox/entrypoint.py, out of reach of the harness's env.
 COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
 # What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
@@ -23,6 +25,14 @@ stage_marker = entrypoint.stage_marker
 # The line the entrypoint prints as the run command starts: the run page's "running" stage.
 # (Only a display hint: a harness that prints it itself moves no decision, only its stage.)
 RUN_STAGE_LINE = entrypoint.RUN_STAGE_LINE
+
+# What the platform's served drivers print before a line saying why they stopped (a setting
+# they refuse, a registry dataset offline): that line becomes the failed run's note too.
+DRIVER_NOTE_PREFIXES = {
+    "harness-harbor": "belvedir-harbor: ",
+    "belvedir-runner": "belvedir-runner: ",
+}
+DRIVER_NOTE_LINES = 50
 
 REDACTED = "[redacted]"
 SECRET_MIN_CHARS = 4  # shorter values are too common to redact
@@ -249,3 +259,16 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
             "belvedir: the run command exited 0 but wrote no results.json at the repo root."
         )
     return Outcome(score is not None, score, results, notes)
+
+
+def driver_note(log_text: str, driver: str | None) -> str:
+    """The last line the served `driver` printed near the end of the log (why it stopped), as
+    a `belvedir:` note; "" for another harness or when it printed none."""
+    prefix = DRIVER_NOTE_PREFIXES.get(driver or "")
+    if prefix is None:
+        return ""
+    for line in reversed(log_text.splitlines()[-DRIVER_NOTE_LINES:]):
+        said = line[len(prefix) :].strip() if line.startswith(prefix) else ""
+        if said:
+            return f"belvedir: the {driver} driver said: {said[:500]}"
+    return ""

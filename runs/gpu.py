@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runs.db import reconnecting
 from runs.models import TERMINAL, GpuDevice
@@ -79,7 +79,8 @@ def devices_register() -> list[GpuDevice]:
 
 
 def _lease_cutoff():
-    return timezone.now() - timedelta(seconds=settings.BELVEDIR_HEARTBEAT_STALE)
+    """On the database's clock, as leases are written: hosts' clocks may differ."""
+    return Now() - timedelta(seconds=settings.BELVEDIR_HEARTBEAT_STALE)
 
 
 def _free() -> Q:
@@ -105,14 +106,13 @@ def device_claim(*, run_id: str, gpu_type: str) -> GpuDevice | None:
     devices_register()
     candidates = GpuDevice.objects.filter(host=host, gpu_type=gpu_type, device_id__in=ids)
     for device in candidates.filter(_free()).order_by("device_id"):
-        now = timezone.now()
         taken = (
             GpuDevice.objects.filter(pk=device.pk)
             .filter(_free())
-            .update(run_id=run_id, held_at=now)
+            .update(run_id=run_id, held_at=Now())
         )
         if taken == 1:
-            device.run_id, device.held_at = run_id, now
+            device.refresh_from_db(fields=["run", "held_at"])
             return device
     return None
 
@@ -124,7 +124,7 @@ def _held(run_id: str, device_pk: int | None):
 
 @reconnecting
 def device_renew(*, run_id: str, device_pk: int | None = None) -> None:
-    _held(run_id, device_pk).update(held_at=timezone.now())
+    _held(run_id, device_pk).update(held_at=Now())
 
 
 @reconnecting

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runs.db import reconnecting
 from runs.isolation import isolation_status
@@ -27,14 +27,15 @@ def host_beat() -> WorkerHost:
         name=worker_host(),
         defaults={
             "engine": engine_name(),
-            "seen_at": timezone.now(),
+            "seen_at": Now(),  # the database's clock: the web hosts compare with it
             "problems": list(isolation_status().problems),
         },
     )
+    host.refresh_from_db(fields=["seen_at"])  # the time the database gave it
     return host
 
 
 def hosts_ready() -> list[WorkerHost]:
     """Worker hosts seen within BELVEDIR_HEARTBEAT_STALE with isolation in place."""
-    since = timezone.now() - timedelta(seconds=settings.BELVEDIR_HEARTBEAT_STALE)
+    since = Now() - timedelta(seconds=settings.BELVEDIR_HEARTBEAT_STALE)  # the database's clock
     return [host for host in WorkerHost.objects.filter(seen_at__gte=since) if not host.problems]

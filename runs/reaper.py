@@ -11,7 +11,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runs import gpu, task_sandboxes
 from runs.contract import clip_log_tail
@@ -35,12 +35,13 @@ def lost_note(run: Run, stale: int) -> str:
 
 def reap() -> dict:
     """One pass; safe to run at any time and twice at once (every change is conditional)."""
-    now = timezone.now()
     backend = get_backend()
     stale = settings.BELVEDIR_HEARTBEAT_STALE
     failed, requeued, removed = [], [], 0
 
-    cutoff = now - timedelta(seconds=stale)
+    # On the database's clock, as the heartbeats are written: a host whose clock runs ahead
+    # must not see the other hosts' fresh heartbeats as stale.
+    cutoff = Now() - timedelta(seconds=stale)
     for run in Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff):
         note = lost_note(run, stale)
         if run_finish(
@@ -53,7 +54,7 @@ def reap() -> dict:
         ):
             failed.append(run.pk)
 
-    queued_stale = now - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
+    queued_stale = Now() - timedelta(seconds=settings.BELVEDIR_QUEUED_STALE)
     # Queued runs whose task was lost: waiting long, and no task of theirs in the broker (a run
     # merely waiting behind busy workers still has one). The claim is atomic anyway.
     waiting = dict(

@@ -7,6 +7,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
+from django.db.models.expressions import Combinable
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from belvedir import audit, crypto
@@ -336,7 +338,7 @@ def _claim(*, run_id: str, worker: str, gpu_device: str, engine: str, now: datet
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         started_at=now,
-        heartbeat_at=now,
+        heartbeat_at=Now(),  # the database's clock: the reapers on other hosts compare with it
         worker=worker,
         engine=engine,
         gpu_device=gpu_device,
@@ -375,7 +377,7 @@ def run_stage_advance(*, run_id: str, stage: str) -> bool:
 @reconnecting
 def run_heartbeat(*, run_id: str, log_tail: str | None = None, log_size: int | None = None) -> bool:
     """The worker is alive (and the log so far); False once the run is no longer running."""
-    fields = {"heartbeat_at": timezone.now()}
+    fields = {"heartbeat_at": Now()}  # the database's clock, as the reapers' cutoff
     if log_tail is not None:
         fields["log_tail"] = log_tail
         fields["log_size"] = log_size
@@ -399,7 +401,7 @@ def run_finish(
     exit_code: int | None = None,
     log_tail: str | None = None,
     log_size: int | None = None,
-    heartbeat_before: datetime | None = None,
+    heartbeat_before: datetime | Combinable | None = None,
 ) -> bool:
     """End a running run (once): store the outcome, revoke its key. False if it had already ended.
 

@@ -1,5 +1,9 @@
 """The task-sandbox API of the managed Harbor workspace (docs/task-sandboxes.md): called from a
-managed Harbor run's sandbox, through the sandbox gateway, with the run's own key."""
+managed Harbor run's sandbox, through the sandbox gateway, with the run's own key.
+
+Everything that touches a container (create, exec, files, stop) answers only on the run's own
+engine, 409 `wrong_host` elsewhere (`task_sandboxes.require_this_engine`); reading the rows
+works on any platform process."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -22,6 +26,7 @@ from rest_framework.views import APIView
 from belvedir.access import access_for_request
 from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
+from belvedir.files import ThreadedStreamingResponse
 from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.schema import errors
@@ -32,8 +37,8 @@ from runs.sandbox.base import SandboxError
 from runs.sandbox_config import get_backend
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
-CONTEXT_MAX_BYTES = 256 * 2**20
-UPLOAD_MAX_BYTES = 2**30
+CONTEXT_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
+UPLOAD_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES
 DOWNLOAD_MAX_BYTES = 256 * 2**20
 
 
@@ -83,16 +88,21 @@ def _run_of(request) -> Run:
     return run
 
 
-def _sandbox_of(request, sandbox_id: str) -> TaskSandbox:
-    sandbox = TaskSandbox.objects.filter(pk=sandbox_id, run=_run_of(request)).first()
+def _sandbox_of(request, sandbox_id: str, *, on_engine: bool = False) -> TaskSandbox:
+    """The run's task sandbox; `on_engine`: only on the run's own engine (its container)."""
+    run = _run_of(request)
+    sandbox = TaskSandbox.objects.filter(pk=sandbox_id, run=run).first()
     if sandbox is None:
         raise NotFound("No such task sandbox of this run.")
+    if on_engine:
+        task_sandboxes.require_this_engine(run)
     return sandbox
 
 
 def _running(sandbox: TaskSandbox) -> None:
     if sandbox.status != TaskSandbox.Status.RUNNING:
-        raise Invalid(f"The task sandbox is {sandbox.status}.", field="id", code="not_running")
+        why = f": {sandbox.error}" if sandbox.error else "."
+        raise Invalid(f"The task sandbox is {sandbox.status}{why}", field="id", code="not_running")
 
 
 def _path(request) -> str:
@@ -118,7 +128,7 @@ class TaskSandboxCreateView(APIView):
         operation_id="task_sandboxes_create",
         summary="Build a task's image and start its task sandbox (a managed Harbor run's key).",
         request={"multipart/form-data": TaskSandboxCreateSerializer},
-        responses={201: TaskSandboxSerializer, **errors(400, 401, 402, 403, 429, 503)},
+        responses={201: TaskSandboxSerializer, **errors(400, 401, 402, 403, 409, 429, 503)},
     )
     def post(self, request):
         run = _run_of(request)
@@ -161,10 +171,11 @@ class TaskSandboxDetailView(APIView):
     @extend_schema(
         operation_id="task_sandboxes_stop",
         summary="Stop a task sandbox: kill and remove its container, settle its time.",
-        responses={200: TaskSandboxSerializer, **errors(401, 403, 404)},
+        responses={200: TaskSandboxSerializer, **errors(401, 403, 404, 409)},
     )
     def delete(self, request, sandbox_id: str):
-        sandbox = task_sandboxes.task_sandbox_stop(sandbox=_sandbox_of(request, sandbox_id))
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
+        sandbox = task_sandboxes.task_sandbox_stop(sandbox=sandbox)
         return Response(TaskSandboxSerializer(sandbox).data)
 
 
@@ -181,11 +192,11 @@ class TaskSandboxExecView(APIView):
                 OpenApiTypes.STR,
                 description='Lines {"stream","data"}, {"heartbeat"}, last {"exit_code","timed_out"}.',
             ),
-            **errors(400, 401, 403, 404),
+            **errors(400, 401, 403, 404, 409),
         },
     )
     def post(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         data = ExecSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -210,7 +221,7 @@ class TaskSandboxExecView(APIView):
             user=user,
         )
         lines = (json.dumps(event).encode() + b"\n" for event in events)
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response = ThreadedStreamingResponse(lines, content_type="application/x-ndjson")
         response["X-Accel-Buffering"] = "no"
         response["Cache-Control"] = "no-cache"
         return response
@@ -225,10 +236,10 @@ class TaskSandboxFilesView(APIView):
         summary="Extract a tar (the request body) into a directory of a task sandbox.",
         parameters=[OpenApiParameter("path", str, required=True, description="Absolute dir.")],
         request={"application/x-tar": OpenApiTypes.BINARY},
-        responses={204: None, **errors(400, 401, 403, 404, 413)},
+        responses={204: None, **errors(400, 401, 403, 404, 409, 413)},
     )
     def put(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         path = _path(request)
         length = request.META.get("CONTENT_LENGTH") or ""
@@ -252,11 +263,11 @@ class TaskSandboxFilesView(APIView):
         parameters=[OpenApiParameter("path", str, required=True, description="Absolute path.")],
         responses={
             (200, "application/x-tar"): OpenApiResponse(OpenApiTypes.BINARY),
-            **errors(400, 401, 403, 404, 413),
+            **errors(400, 401, 403, 404, 409, 413),
         },
     )
     def get(self, request, sandbox_id: str):
-        sandbox = _sandbox_of(request, sandbox_id)
+        sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         path = _path(request)
         client = _client()
@@ -271,7 +282,7 @@ class TaskSandboxFilesView(APIView):
             )
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
-        return StreamingHttpResponse(chunks, content_type="application/x-tar")
+        return ThreadedStreamingResponse(chunks, content_type="application/x-tar")
 
 
 def _too_large(what: str, limit: int) -> HttpResponse:

@@ -1,22 +1,38 @@
 """Task sandboxes of managed Harbor runs (docs/task-sandboxes.md): create (build the task's
 image, start its container) under the run's HARBOR_CONCURRENCY, stop and settle, stop every
 one of a run when it ends. The API (runs/task_sandbox_api.py) calls these; so do the run's
-finish and cancel paths (runs.services) and the reaper.
+finish and cancel paths (runs.services), the worker that ran the run, and the reaper.
+
+A run's task sandboxes live on the run's own engine (`Run.engine`, recorded by the worker host
+that claimed it), on its sandbox network beside the run's sandbox. Only a platform process on
+that engine starts, execs in or removes them (`require_this_engine`); anywhere else a request
+is refused (409, naming both hosts), and stopping one there only ends its row: the run's own
+host removes the container (its worker when the run ends, its reaper otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import logging
 import math
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
-from belvedir.errors import Forbidden, Invalid, LimitReached, PaymentRequired, Unavailable
+from belvedir.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    LimitReached,
+    PaymentRequired,
+    Unavailable,
+)
 from billing import selectors as billing_selectors
 from billing import services as billing
 from billing.money import usd
@@ -24,16 +40,19 @@ from harnesses import env_secrets, managed
 from runs.models import Run, Status, TaskSandbox
 from runs.sandbox import tasks as docker_tasks
 from runs.sandbox.base import (
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
     LABEL_RUN_ID,
     LABEL_TASK_SANDBOX,
     SandboxError,
     SandboxHandle,
 )
-from runs.sandbox_config import get_backend, spec_from_settings
+from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 
 log = logging.getLogger(__name__)
 NAME_MAX = 200
 RETRY_AFTER = 2
+SETTLE_GRACE = 60  # seconds a stopped task sandbox may wait for its charge before the reaper
 OUT_OF_CREDITS = (
     "belvedir: the organization ran out of credits for task sandboxes (balance {balance}, pay "
     "as you go off or at its monthly limit), so the run was ended; add credits or turn on pay "
@@ -64,12 +83,65 @@ def _require_managed_running(run: Run) -> None:
         raise Forbidden(f"The run is {run.status}, not running.", code="not_managed")
 
 
-def _require_credits(run: Run) -> None:
-    """Out of credits without pay as you go: refuse, and end the run with a note."""
-    org = run.project.organization
-    if billing.may_start_credit_run(organization=org):
+def on_this_engine(run: Run) -> bool:
+    """Whether this process talks to the run's engine: its worker host and DOCKER_HOST."""
+    return bool(run.engine) and run.engine == engine_name()
+
+
+def require_this_engine(run: Run) -> None:
+    """Refuse (409 `wrong_host`) unless this process is on the run's engine: a task sandbox
+    started here would sit on another host than its run, outside the run's sandbox network."""
+    if on_this_engine(run):
         return
-    balance = usd(billing_selectors.balance(organization=org))
+    host, _, engine = run.engine.partition(" ")
+    here_host, _, here_engine = engine_name().partition(" ")
+    where = f"worker host {host} (engine {engine})" if run.engine else "no worker host yet"
+    raise Conflict(
+        f"This run's sandbox is on {where}, but this platform process is on {here_host} "
+        f"(engine {here_engine}). A run's task sandboxes run on its own engine and are served "
+        f"only by a platform process on {host or 'that host'}: its sandbox gateway forwards the "
+        "task-sandbox paths there (BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM, docs/scaling.md).",
+        code="wrong_host",
+    )
+
+
+def running_micros(organization_id: str) -> int:
+    """What the organization's running task sandboxes have used so far and not yet been
+    charged (each is charged when it stops), per started minute."""
+    price = billing_selectors.task_sandbox_price_per_minute()
+    if not price:
+        return 0
+    now = timezone.now()
+    started = TaskSandbox.objects.filter(
+        run__project__organization_id=organization_id,
+        status=TaskSandbox.Status.RUNNING,
+        started_at__isnull=False,
+    ).values_list("started_at", flat=True)
+    return sum(max(1, math.ceil((now - at).total_seconds() / 60)) * price for at in started)
+
+
+def _has_credits(org) -> tuple[bool, int]:
+    """Whether the organization may start one more task sandbox, counting the time its
+    running ones have used (not yet charged); and its balance net of that time."""
+    balance = billing_selectors.balance(organization=org)
+    if not billing.may_start_credit_run(organization=org):
+        return False, balance
+    running = running_micros(org.pk)
+    if not running or balance - running > 0:
+        return True, balance - running
+    account = billing_selectors.account_for(organization=org)
+    spent = billing_selectors.month_run_spend(organization=org) + running
+    return account.pay_as_you_go and spent < account.monthly_limit_micros, balance - running
+
+
+def _require_credits(run: Run) -> None:
+    """Out of credits without pay as you go (counting the time of the task sandboxes still
+    running): refuse, and end the run with a note."""
+    org = run.project.organization
+    enough, left = _has_credits(org)
+    if enough:
+        return
+    balance = usd(left)
     from runs.services import run_finish  # run_finish stops task sandboxes: imported late
 
     note = OUT_OF_CREDITS.format(balance=balance)
@@ -124,9 +196,12 @@ def task_sandbox_create(
     if not name or len(name) > NAME_MAX:
         raise Invalid(f"name is required, at most {NAME_MAX} characters.", field="name")
     _require_managed_running(run)
+    require_this_engine(run)
     _require_credits(run)
     try:
-        digest = docker_tasks.context_digest(context)
+        digest = docker_tasks.context_digest(
+            context, max_bytes=settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES
+        )
     except SandboxError as exc:
         raise Invalid(f"context: {exc}.", field="context") from None
     sandbox = _reserve(run=run, name=name)
@@ -145,12 +220,28 @@ def task_sandbox_create(
         raise
 
 
+@contextlib.contextmanager
+def _building(tag: str) -> Iterator[None]:
+    """One build of a task image at a time on this engine (a PostgreSQL advisory lock, let go
+    with its connection if the process dies): concurrent creates of one environment wait for
+    the first build and then find the image cached, instead of each building it."""
+    key = f"belvedir-task-build|{engine_name()}|{tag}"
+    lock = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [lock])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock])
+
+
 def _start(
     *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
 ) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
-    tag = docker_tasks.image_tag(digest)
+    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest))
     spec = spec_from_settings(
         run_id=run.pk,
         image=tag,
@@ -160,15 +251,19 @@ def _start(
         cap_add=docker_tasks.TASK_CAPABILITIES,
         labels={LABEL_TASK_SANDBOX: sandbox.pk},
     )
-    cached = docker_tasks.ensure_image(
-        client,
-        context=context,
-        tag=tag,
-        network=spec.network,
-        memory=spec.memory,
-        timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
-        force=force_build,
-    )
+    with _building(tag):
+        cached = docker_tasks.ensure_image(
+            client,
+            context=context,
+            tag=tag,
+            network=spec.network,
+            memory=spec.memory,
+            timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+            force=force_build,
+            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
+            if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
+            else None,
+        )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
     backend._forget_stream(handle)  # nobody reads a task sandbox's main output
@@ -198,12 +293,15 @@ def _remove(handle: SandboxHandle) -> None:
         log.warning("could not remove task sandbox container %s: %s", handle.id, exc)
 
 
-def task_sandbox_stop(*, sandbox: TaskSandbox) -> TaskSandbox:
-    """Kill and remove its container, mark it stopped, settle its time (each once)."""
-    if sandbox.container_id:
+def task_sandbox_stop(*, sandbox: TaskSandbox, error: str = "") -> TaskSandbox:
+    """Kill and remove its container, mark it stopped (`error`: failed, saying why), settle
+    its time (each once). On another engine than its run's, only the row: the run's host
+    removes the container (its worker at the run's end, its reaper's next pass)."""
+    if sandbox.container_id and on_this_engine(sandbox.run):
         _remove(SandboxHandle(id=sandbox.container_id, run_id=sandbox.run_id))
+    ended = {"status": TaskSandbox.Status.FAILED, "error": error} if error else {}
     TaskSandbox.objects.filter(pk=sandbox.pk, status__in=TaskSandbox.ALIVE).update(
-        status=TaskSandbox.Status.STOPPED, stopped_at=timezone.now()
+        **{"status": TaskSandbox.Status.STOPPED, "stopped_at": timezone.now(), **ended}
     )
     task_sandbox_settle(sandbox_id=sandbox.pk)
     sandbox.refresh_from_db()
@@ -242,14 +340,18 @@ def task_sandbox_settle(*, sandbox_id: str) -> int:
 
 
 def task_sandboxes_stop_for_run(*, run_id: str) -> int:
-    """Stop every task sandbox of a run (it ended, was cancelled or reaped), rows and
-    containers alike; how many containers were removed. A run that never asked for one
-    costs nothing here (a container exists only for a row, and a row that starts after this
-    finds its run ended and removes its own container)."""
+    """Stop every task sandbox of a run (it ended, was cancelled or reaped): the rows
+    anywhere, the containers only on the run's own engine; how many containers were removed.
+    A run that never asked for one costs nothing here (a container exists only for a row, and
+    a row that starts after this finds its run ended and removes its own container)."""
     if not TaskSandbox.objects.filter(run_id=run_id).exists():
         return 0
-    for sandbox in TaskSandbox.objects.filter(run_id=run_id, status__in=TaskSandbox.ALIVE):
+    alive = TaskSandbox.objects.filter(run_id=run_id, status__in=TaskSandbox.ALIVE)
+    for sandbox in alive.select_related("run"):
         task_sandbox_stop(sandbox=sandbox)
+    run = Run.objects.filter(pk=run_id).only("engine").first()
+    if run is None or not on_this_engine(run):
+        return 0  # its own host's worker or reaper removes the containers
     removed = 0
     try:
         backend = get_backend()
@@ -271,14 +373,48 @@ def _is_task_container(backend, container_id: str) -> bool:
 
 
 def task_sandboxes_reap() -> int:
-    """Stop the task sandboxes whose run is no longer running (the reaper's pass)."""
+    """The reaper's pass: stop the task sandboxes whose run is no longer running (their rows
+    whichever host sees them first, their containers on this engine only), and remove this
+    engine's task containers whose row is no longer alive (stopped from another host while
+    the run went on); charge the stopped ones nobody charged. How many runs' task sandboxes
+    were stopped."""
     stale = TaskSandbox.objects.filter(status__in=TaskSandbox.ALIVE).exclude(
         run__status=Status.RUNNING
     )
     run_ids = set(stale.values_list("run_id", flat=True))
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
+    # Stopped but never settled: the process that stopped it died before charging it.
+    unsettled = TaskSandbox.objects.filter(
+        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
+    ).exclude(status__in=TaskSandbox.ALIVE)
+    for sandbox_id in unsettled.values_list("pk", flat=True):
+        task_sandbox_settle(sandbox_id=sandbox_id)
+    try:
+        _remove_stopped_containers()
+    except Exception as exc:  # the next pass tries again
+        log.warning("could not list this engine's task sandboxes: %s", exc)
     return len(run_ids)
+
+
+def _remove_stopped_containers() -> None:
+    backend = get_backend()
+    labels = [f"{LABEL_MANAGED}=1", LABEL_TASK_SANDBOX]
+    if backend.instance:
+        labels.append(f"{LABEL_INSTANCE}={backend.instance}")
+    found = {
+        item["Id"]: item.get("Labels") or {}
+        for item in backend.client.api.containers(all=True, filters={"label": labels})
+    }
+    ids = {labels.get(LABEL_TASK_SANDBOX, "") for labels in found.values()}
+    alive = set(
+        TaskSandbox.objects.filter(pk__in=ids, status__in=TaskSandbox.ALIVE).values_list(
+            "pk", flat=True
+        )
+    )
+    for container_id, labels in found.items():
+        if labels.get(LABEL_TASK_SANDBOX) not in alive:
+            _remove(SandboxHandle(id=container_id, run_id=labels.get(LABEL_RUN_ID, "")))
 
 
 PAGE_ROWS = 50

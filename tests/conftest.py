@@ -5,10 +5,15 @@ from django.contrib.auth import get_user_model
 
 from belvedir.models import Role
 from tests.helpers.hypothesis_profiles import load_profile
-from tests.helpers.tenants import Tenant, member_of, tenant
+from tests.helpers.tenants import Tenant, member_of, pay_as_you_go, tenant
 
-# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster), for every app.
-pytest_plugins = ["tests.helpers.run_fixtures"]
+# The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster, task_images),
+# for every app.
+pytest_plugins = [
+    "tests.helpers.run_fixtures",
+    "tests.helpers.engines",
+    "tests.helpers.task_sandboxes",
+]
 
 
 def pytest_configure(config):
@@ -18,6 +23,15 @@ def pytest_configure(config):
 @pytest.fixture
 def owner(db, client_factory) -> Tenant:
     return tenant(client_factory, "owner@example.com", "Acme")
+
+
+@pytest.fixture
+def owner_pays_as_you_go(owner) -> Tenant:
+    """The owner, its organization with pay as you go on: it may save and launch managed
+    Harbor harnesses (the Harbor cards as shipped). Modules that make them use it with
+    `pytestmark = pytest.mark.usefixtures("owner_pays_as_you_go")`."""
+    pay_as_you_go(owner.org)
+    return owner
 
 
 @pytest.fixture

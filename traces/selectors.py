@@ -1,8 +1,9 @@
 """Trace reads. Lists take the project (views pass `access.project`)."""
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 from django.urls import reverse
 from django.utils import timezone
 
@@ -38,7 +39,9 @@ def sessions_for(
     since: str | None = None,
     until: str | None = None,
 ) -> QuerySet[Session]:
-    sessions = Session.objects.filter(project=project).select_related("run")
+    # Not select_related("run"): the list and the API show only run_id, and the join made
+    # PostgreSQL hash the whole runs table for a deep page (38 ms at 100k runs, page 100).
+    sessions = Session.objects.filter(project=project)
     if run:
         sessions = sessions.filter(run_id=run)
     if outcome:
@@ -54,12 +57,132 @@ def sessions_for(
     return sessions
 
 
-TREE_LIMIT = 1000
+SPAN_PAGE = 200
+# What the session page's tree shows of a span; the rest (messages, attributes, events) is
+# loaded when the span is opened (`span_detail`).
+TREE_FIELDS = (
+    "id",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "span_kind",
+    "start_time",
+    "end_time",
+    "duration_ms",
+    "status_code",
+    "status_message",
+    "is_llm",
+    "model",
+    "input_tokens",
+    "output_tokens",
+)
 
 
-def session_tree(session: Session) -> list[tuple[int, Span]]:
-    """The session's first TREE_LIMIT spans depth-first, each with its depth, children by start time."""
-    spans = list(Span.objects.filter(session=session).order_by("start_time", "id")[:TREE_LIMIT])
+@dataclass(frozen=True)
+class SpanCursor:
+    """Where a page of a session's spans starts: after the span (start_time, id) in start order.
+
+    In a URL: `<start time in microseconds since the epoch>-<span id>`."""
+
+    start_time: datetime
+    span_pk: int
+
+    def __str__(self) -> str:
+        delta = self.start_time - EPOCH
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return f"{micros}-{self.span_pk}"
+
+    @classmethod
+    def parse(cls, raw: str | None) -> "SpanCursor | None":
+        """The cursor in `raw`, or None (the first page) when it is missing or not a cursor."""
+        micros, _, pk = (raw or "").partition("-")
+        if not (micros.isdigit() and pk.isdigit()) or len(micros) > 18 or len(pk) > 18:
+            return None
+        try:
+            return cls(EPOCH + timedelta(microseconds=int(micros)), int(pk))
+        except OverflowError:
+            return None
+
+    @classmethod
+    def of(cls, span: Span) -> "SpanCursor":
+        return cls(span.start_time, span.pk)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class SpanPage:
+    """A page of a session's spans as the session page shows them (`span_rows`)."""
+
+    rows: list[dict]
+    timeline_ms: float
+    next: SpanCursor | None  # None: the last page
+
+
+def session_span_page(
+    session: Session, after: SpanCursor | None = None, limit: int | None = None
+) -> SpanPage:
+    """`limit` (SPAN_PAGE) spans of the session in start order after the cursor (keyset: the
+    (session, start_time) index, however deep the page), as a tree (`session_tree`) with
+    waterfall bars on the whole session's timeline. One query; a second on later pages names
+    the parents that earlier pages showed."""
+    limit = limit or SPAN_PAGE
+    spans = Span.objects.filter(session=session).only(*TREE_FIELDS).order_by("start_time", "id")
+    if after is not None:
+        # `>=` first, so the index condition starts the scan at the cursor; ties by id.
+        spans = spans.filter(start_time__gte=after.start_time).filter(
+            Q(start_time__gt=after.start_time) | Q(id__gt=after.span_pk)
+        )
+    spans = list(spans[: limit + 1])
+    more = len(spans) > limit
+    spans = spans[:limit]
+    tree = session_tree(spans)
+    parents = {}
+    if after is not None:
+        parents = _earlier_parents(session, [span for depth, span in tree if depth == 0])
+    # The timeline spans the whole session (ingest keeps its first start and last end), so
+    # the bars of every page share one scale; the page's own spans widen it if they must.
+    starts = [span.start_time for span in spans] + [session.started_at]
+    ends = [span.end_time for span in spans] + [session.ended_at]
+    timeline = (
+        min((t for t in starts if t is not None), default=None),
+        max((t for t in ends if t is not None), default=None),
+    )
+    rows, timeline_ms = span_rows(tree, timeline)
+    for row in rows:
+        row["under"] = parents.get(row["span"].pk, "")
+    return SpanPage(
+        rows=rows, timeline_ms=timeline_ms, next=SpanCursor.of(spans[-1]) if more else None
+    )
+
+
+def _earlier_parents(session: Session, roots: list[Span]) -> dict[int, str]:
+    """Span pk -> its parent's name, for the page's top-level spans whose parent is in the
+    session (on an earlier page)."""
+    wanted = {(s.trace_id, s.parent_span_id) for s in roots if s.parent_span_id}
+    if not wanted:
+        return {}
+    match = Q()
+    for trace_id, span_id in wanted:
+        match |= Q(trace_id=trace_id, span_id=span_id)
+    names = {
+        (trace_id, span_id): name
+        for trace_id, span_id, name in Span.objects.filter(
+            match, project_id=session.project_id, session=session
+        ).values_list("trace_id", "span_id", "name")
+    }
+    return {
+        s.pk: names[(s.trace_id, s.parent_span_id)]
+        for s in roots
+        if (s.trace_id, s.parent_span_id) in names
+    }
+
+
+def session_tree(spans: list[Span]) -> list[tuple[int, Span]]:
+    """The spans (in start order) depth-first, each with its depth, children by start time;
+    a span whose parent is not among them is a root."""
     ids = {(s.trace_id, s.span_id) for s in spans}
     children: dict = {}
     roots = []
@@ -80,18 +203,19 @@ def session_tree(session: Session) -> list[tuple[int, Span]]:
     return out
 
 
-def span_rows(tree: list[tuple[int, Span]]) -> tuple[list[dict], float]:
+def span_rows(
+    tree: list[tuple[int, Span]], timeline: tuple[datetime | None, datetime | None]
+) -> tuple[list[dict], float]:
     """The tree as the session page nests it, each span with its waterfall bar, and the
     timeline's length in milliseconds.
 
     `children`: the span's subtree follows inside it; `closes`: how many enclosing spans end
-    after it. `offset` and `width`: the bar's start and length, in percent of the time from
-    the first span's start to the last span's end.
+    after it. `offset` and `width`: the bar's start and length, in percent of the timeline
+    (first start, last end).
     """
     if not tree:
         return [], 0.0
-    start = min(span.start_time for _, span in tree)
-    end = max(span.end_time for _, span in tree)
+    start, end = timeline
     total = max((end - start).total_seconds(), 1e-6)
     rows = []
     for index, (depth, span) in enumerate(tree):

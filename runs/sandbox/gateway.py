@@ -4,6 +4,9 @@ A small HTTP/1.1 reverse proxy (asyncio, streaming both ways) bound to the sandb
 gateway IP (172.30.0.1:18700 by default), so the platform's own server never has to listen
 on an address sandboxes can reach. It forwards only the sandbox-facing endpoints (below) to
 the platform's server (the upstream, e.g. http://127.0.0.1:8000); every other path is a 404.
+The task-sandbox paths may go to an upstream of their own (`task_upstream`): on a worker host
+whose upstream is the load balancer, a platform process on this host, whose Docker engine is
+the one the run's task sandboxes must run on (docs/scaling.md).
 
 One request per connection (`Connection: close` both ways), request bodies with a length or
 chunked, responses streamed as they come (the router's server-sent events too). The upstream
@@ -26,14 +29,17 @@ from urllib.parse import unquote, urlsplit
 log = logging.getLogger(__name__)
 
 # Full matches on the path; both the path as sent and its percent-decoding must match.
-SANDBOX_PATHS = [
-    r"/api/v1/traces",
-    r"/api/v1/outcomes",
-    r"/api/v1/runs/[A-Za-z0-9_-]+/tasks",
+TASK_SANDBOX_PATHS = [
     r"/api/v1/runs/[A-Za-z0-9_-]+/task-sandboxes",
     r"/api/v1/task-sandboxes",
     r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+",
     r"/api/v1/task-sandboxes/[A-Za-z0-9_-]+/(?:exec|files)",
+]
+SANDBOX_PATHS = [
+    r"/api/v1/traces",
+    r"/api/v1/outcomes",
+    r"/api/v1/runs/[A-Za-z0-9_-]+/tasks",
+    *TASK_SANDBOX_PATHS,
     r"/api/v1/environments/[A-Za-z0-9_-]+/export",
     r"/api/v1/chat/completions",
     r"/api/v1/models",
@@ -41,6 +47,7 @@ SANDBOX_PATHS = [
     r"/git/[A-Za-z0-9_-]+\.git/[A-Za-z0-9_./-]+",
 ]
 _ALLOWED = [re.compile(pattern) for pattern in SANDBOX_PATHS]
+_TASK_SANDBOX = [re.compile(pattern) for pattern in TASK_SANDBOX_PATHS]
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -95,6 +102,12 @@ def path_allowed(target: str) -> bool:
     if any(segment in (".", "..") for segment in decoded.split("/")):
         return False
     return any(p.fullmatch(path) for p in _ALLOWED) and any(p.fullmatch(decoded) for p in _ALLOWED)
+
+
+def is_task_sandbox_path(target: str) -> bool:
+    """Whether an allowed request target is one of the task-sandbox endpoints."""
+    path = target.split("?", 1)[0]
+    return any(p.fullmatch(path) for p in _TASK_SANDBOX)
 
 
 @dataclass
@@ -223,14 +236,17 @@ class Gateway:
         host: str,
         port: int,
         upstream: str,
+        task_upstream: str | None = None,
         timeout: float = 600.0,
         max_connections: int = 256,
         per_sandbox: int = 32,
     ) -> None:
         """At most `max_connections` at once, `per_sandbox` of them from one address (so one
-        sandbox holding connections open cannot lock the others out)."""
+        sandbox holding connections open cannot lock the others out). `task_upstream`: where
+        the task-sandbox paths go (default: `upstream`)."""
         self.host, self.port = host, port
         self.upstream = Upstream.parse(upstream)
+        self.task_upstream = Upstream.parse(task_upstream) if task_upstream else self.upstream
         self.timeout = timeout
         self._slots = asyncio.Semaphore(max_connections)
         self.per_sandbox = per_sandbox
@@ -242,7 +258,13 @@ class Gateway:
 
     async def serve(self) -> None:
         server = await self.start()
-        log.info("sandbox gateway on %s:%s -> %s", self.host, self.port, self.upstream.netloc)
+        log.info(
+            "sandbox gateway on %s:%s -> %s (task sandboxes -> %s)",
+            self.host,
+            self.port,
+            self.upstream.netloc,
+            self.task_upstream.netloc,
+        )
         async with server:
             await server.serve_forever()
 
@@ -287,16 +309,17 @@ class Gateway:
             )
             _reply(writer, 404, "not available to sandboxes")
             return
+        upstream = self.task_upstream if is_task_sandbox_path(request.target) else self.upstream
         try:
             up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(self.upstream.host, self.upstream.port), 10
+                asyncio.open_connection(upstream.host, upstream.port), 10
             )
         except (TimeoutError, OSError) as exc:
-            log.warning("sandbox gateway: upstream %s unreachable: %s", self.upstream.netloc, exc)
+            log.warning("sandbox gateway: upstream %s unreachable: %s", upstream.netloc, exc)
             _reply(writer, 502, "the platform does not answer")
             return
         try:
-            up_writer.write(upstream_head(request, self.upstream, peer))
+            up_writer.write(upstream_head(request, upstream, peer))
             await up_writer.drain()
             if request.chunked:
                 body = _copy_chunked(reader, up_writer, self.timeout)
@@ -331,6 +354,7 @@ class GatewayThread:
         host: str,
         ports: Iterable[int],
         upstream: str,
+        task_upstream: str | None = None,
         timeout: float = 600.0,
         per_sandbox: int = 32,
     ) -> None:
@@ -341,7 +365,12 @@ class GatewayThread:
         self._gateway: Gateway | None = None
         for port in ports:
             gateway = Gateway(
-                host=host, port=port, upstream=upstream, timeout=timeout, per_sandbox=per_sandbox
+                host=host,
+                port=port,
+                upstream=upstream,
+                task_upstream=task_upstream,
+                timeout=timeout,
+                per_sandbox=per_sandbox,
             )
             started = asyncio.run_coroutine_threadsafe(gateway.start(), self._loop)
             try:

@@ -9,7 +9,9 @@ Two recipes behind one entry point, `build_image()`:
   under the cache dir, so a forced rebuild takes seconds, not minutes.
 
 Both produce the same image: git, Python 3 (+ venv, pip, a user-owned venv at /opt/venv first
-on PATH), Node + npm, curl, the host's CA bundle at /etc/ssl/certs/ca-certificates.crt, user
+on PATH), Node + npm, curl, tmux and asciinema (Harbor's terminus-2 agent types into a tmux
+session of the task container and records it; offline it cannot install them: about 6 MB), the
+host's CA bundle at /etc/ssl/certs/ca-certificates.crt, user
 `sandbox` (uid/gid 1000, home /home/sandbox) and a writable /workspace as the workdir.
 
 Run it as `python manage.py sandbox_image`, or standalone as `python -m runs.sandbox.image`.
@@ -59,6 +61,7 @@ IMAGE_CA_PATH = "/etc/ssl/certs/ca-certificates.crt"
 
 # Debian packages in the image (the Dockerfile lists the same ones).
 PACKAGES = (
+    "asciinema",
     "ca-certificates",
     "curl",
     "git",
@@ -69,6 +72,7 @@ PACKAGES = (
     "python3",
     "python3-pip",
     "python3-venv",
+    "tmux",
 )
 
 # Python packages baked into /opt/venv at build time (the build reaches PyPI; sandboxes may not):

@@ -6,8 +6,11 @@ command with a time limit and stream its output, put a tar into a directory, rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import posixpath
 import queue
+import socket
 import tarfile
 import threading
 import time
@@ -18,22 +21,27 @@ from typing import BinaryIO
 import docker
 import docker.errors
 import requests
+from docker.utils.socket import frames_iter
 
-from runs.sandbox.base import SandboxError
+from runs.sandbox import taskbuild
+from runs.sandbox.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
 HEARTBEAT_SECONDS = 15.0
+EXEC_BACKLOG = 16  # output chunks an exec stream holds before it stops reading from the engine
 BUILD_LOG_TAIL = 3000
 # Docker's default capabilities, less those a task has no use for (raw sockets, device nodes,
 # audit, file capabilities, chroot): Harbor task images run as root and install packages.
 TASK_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
 TASK_CAPABILITIES += ("SETPCAP", "NET_BIND_SERVICE")
 # `timeout` (coreutils) kills the command's whole process group at the deadline; images
-# without it still get the platform's own deadline.
+# without it still get the platform's own deadline. `bash -c` as Harbor's own Docker and Modal
+# environments run it: a login shell would read /etc/profile, which resets PATH on Debian
+# (the image's ENV PATH and the PATH a caller passes would be lost).
 _RUN = (
-    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -lc "$1"; '
-    'else exec bash -lc "$1"; fi'
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -c "$1"; '
+    'else exec bash -c "$1"; fi'
 )
 
 
@@ -41,15 +49,20 @@ class BuildFailed(SandboxError):
     """The task's image did not build; the message ends with the build log's tail."""
 
 
-def context_digest(path: Path) -> str:
+def context_digest(path: Path, *, max_bytes: int | None = None) -> str:
     """The sha256 of a build context's content (a tar, gzip or not): each member's path, type,
     mode, link target and bytes, in name order; mtimes and owners do not count. SandboxError
-    when it is not a tar or has no Dockerfile at its top."""
+    when it is not a tar, has no Dockerfile at its top or unpacks to more than `max_bytes`
+    (a gzip bomb: the engine's builder would write it all to the platform's disk)."""
     members: list[tuple[str, bytes]] = []
     has_dockerfile = False
+    unpacked = 0
     try:
         with tarfile.open(path, mode="r:*") as tar:
             for member in tar:
+                unpacked += max(member.size, 0) + tarfile.BLOCKSIZE
+                if max_bytes is not None and unpacked > max_bytes:
+                    raise SandboxError(f"the context unpacks to more than {max_bytes // 2**20} MB")
                 name = member.name.removeprefix("./").strip("/")
                 if not name or name == ".":
                     continue
@@ -79,6 +92,50 @@ def image_tag(digest: str) -> str:
     return f"{IMAGE_REPOSITORY}:{digest[:40]}"
 
 
+def dockerfile_bases(path: Path) -> list[str]:
+    """The images a build context's Dockerfile builds FROM, in order (its own stages and
+    `scratch` left out); [] when it cannot be read."""
+    try:
+        with tarfile.open(path, mode="r:*") as tar:
+            member = next(
+                (m for m in tar if m.name.removeprefix("./").strip("/") == "Dockerfile"), None
+            )
+            data = tar.extractfile(member) if member is not None and member.isfile() else None
+            text = data.read().decode("utf-8", "replace") if data is not None else ""
+    except (tarfile.TarError, OSError, EOFError):
+        return []
+    bases: list[str] = []
+    stages: set[str] = {"scratch"}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        rest = [w for w in words[1:] if not w.startswith("--")]
+        if not rest:
+            continue
+        if rest[0].lower() not in stages:
+            bases.append(rest[0])
+        if len(rest) >= 3 and rest[1].upper() == "AS":
+            stages.add(rest[2].lower())
+    return bases
+
+
+def image_key(client: docker.DockerClient, context: Path, digest: str) -> str:
+    """The task image's cache key: the context's digest and the id of each base image the
+    engine holds, so a rebuilt local base (the sandbox image gaining a package) builds the
+    task's image again instead of reusing one made from the old base."""
+    total = hashlib.sha256(digest.encode())
+    for base in dockerfile_bases(context):
+        try:
+            image_id = client.images.get(base).id
+        except docker.errors.ImageNotFound:
+            image_id = ""  # pulled at build time; its name is the key, as before
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not look up the base image {base}: {exc}") from exc
+        total.update(f"\0{base}\0{image_id}".encode())
+    return total.hexdigest()
+
+
 def ensure_image(
     client: docker.DockerClient,
     *,
@@ -88,10 +145,14 @@ def ensure_image(
     memory: str,
     timeout: float,
     force: bool = False,
+    steps: taskbuild.Limits | None = None,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
-    again, without the build cache); True when it was cached. Never pulls: offline, FROM must
-    name a local image. BuildFailed with the log's tail, SandboxError when the engine fails."""
+    again, without the build cache); True when it was cached. Never refreshes a base image the
+    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local
+    image. `steps`: its RUN steps run in containers made so (`taskbuild`, e.g. under gVisor),
+    not by the engine's builder. BuildFailed with the log's tail, SandboxError when the
+    engine fails."""
     try:
         if not force:
             client.images.get(tag)
@@ -100,6 +161,11 @@ def ensure_image(
         pass
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not look up the task image: {exc}") from exc
+    if steps is not None:
+        _build_in_steps(
+            client, context=context, tag=tag, limits=steps, timeout=timeout, force=force
+        )
+        return False
     log: list[str] = []
     error = ""
     gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
@@ -116,7 +182,7 @@ def ensure_image(
                 pull=False,
                 nocache=force,
                 network_mode=network,
-                container_limits={"memory": _bytes(memory), "memswap": -1},
+                container_limits={"memory": _bytes(memory), "memswap": _bytes(memory)},
                 labels={LABEL_TASK_IMAGE: "1"},
                 decode=True,
                 timeout=timeout,
@@ -139,6 +205,46 @@ def ensure_image(
     return False
 
 
+def _build_in_steps(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    tag: str,
+    limits: taskbuild.Limits,
+    timeout: float,
+    force: bool,
+) -> None:
+    try:
+        taskbuild.build(
+            client,
+            context=context.read_bytes(),
+            tag=tag,
+            limits=limits,
+            labels={LABEL_TASK_IMAGE: "1"},
+            timeout=timeout,
+            nocache=force,
+        )
+    except taskbuild.StepFailed as exc:
+        tail = ("".join(exc.log) + "\n" + str(exc)).strip()[-BUILD_LOG_TAIL:]
+        raise BuildFailed(
+            f"the task's image did not build: {str(exc)[:300]}\n--- build log ---\n{tail}"
+        ) from None
+
+
+def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
+    """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
+    limits and capabilities), with `labels`."""
+    return taskbuild.Limits(
+        network=spec.network,
+        memory=_bytes(spec.memory),
+        cpus=spec.cpus,
+        pids=spec.pids,
+        runtime=spec.runtime,
+        cap_add=spec.cap_add,
+        labels=labels,
+    )
+
+
 def _bytes(size: str) -> int:
     units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
     text = str(size).strip().lower().removesuffix("b")
@@ -154,6 +260,19 @@ def image_workdir(client: docker.DockerClient, image: str) -> str:
     return config.get("WorkingDir") or "/"
 
 
+def written_bytes(client: docker.DockerClient, container_ids: list[str]) -> dict[str, int]:
+    """What each of these running containers wrote to its root filesystem: the size of its
+    writable layer (Docker's SizeRw; not tmpfs mounts, not gVisor's in-memory /tmp). The
+    engine walks each layer to answer: 10-30 ms for a few thousand files."""
+    if not container_ids:
+        return {}
+    try:
+        found = client.api.containers(size=True, filters={"id": list(container_ids)})
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not measure the task sandboxes' disks: {exc}") from exc
+    return {item["Id"]: int(item.get("SizeRw") or 0) for item in found}
+
+
 def exec_events(
     client: docker.DockerClient,
     container_id: str,
@@ -164,7 +283,7 @@ def exec_events(
     timeout: float,
     user: str = "",
 ) -> Iterator[dict]:
-    """Run `command` under `bash -lc` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
+    """Run `command` under `bash -c` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
     {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
     "timed_out"} (or {"error"} when the engine lost it)."""
     try:
@@ -179,20 +298,41 @@ def exec_events(
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not start the command: {exc}"}
         return
-    events: queue.Queue = queue.Queue()
+    # Bounded: the output waits in the engine while the caller reads slowly, not in memory.
+    events: queue.Queue = queue.Queue(maxsize=EXEC_BACKLOG)
+    closed = threading.Event()
+
+    def put(item) -> bool:
+        while not closed.is_set():
+            try:
+                events.put(item, timeout=1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def read() -> None:
         try:
             for out, err in output:
-                if out:
-                    events.put(("stdout", out))
-                if err:
-                    events.put(("stderr", err))
+                if (out and not put(("stdout", out))) or (err and not put(("stderr", err))):
+                    return  # nobody reads any more
         except Exception as exc:  # the container went away under it
-            events.put(("error", str(exc)))
-        events.put(("end", None))
+            put(("error", str(exc)))
+        finally:
+            with contextlib.suppress(Exception):
+                output.close()
+        put(("end", None))
 
     threading.Thread(target=read, daemon=True, name=f"exec {created['Id'][:12]}").start()
+    try:
+        yield from _exec_events(client, created["Id"], events, timeout)
+    finally:
+        closed.set()
+
+
+def _exec_events(
+    client: docker.DockerClient, exec_id: str, events: queue.Queue, timeout: float
+) -> Iterator[dict]:
     started = time.monotonic()
     deadline = started + timeout + 5  # `timeout` kills first; this is the platform's own stop
     while True:
@@ -214,7 +354,7 @@ def exec_events(
         else:
             break
     try:
-        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+        code = client.api.exec_inspect(exec_id).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
         yield {"error": f"could not read the command's exit code: {exc}"}
         return
@@ -223,10 +363,27 @@ def exec_events(
     yield {"exit_code": code, "timed_out": timed_out}
 
 
-def run_quietly(client: docker.DockerClient, container_id: str, cmd: list[str]) -> tuple[int, str]:
-    """Run a small command to its end: (exit code, output)."""
+# Files move through the container's own `tar` (docker exec), as Harbor's Docker environment
+# does when `docker cp` fails: under gVisor, Docker's archive API (docker cp) reads and writes
+# the container's root on the host, which misses what the sandbox keeps in its own kernel (its
+# /tmp is a tmpfs of its own, where Harbor packs its transfers). As root, as Harbor's uploads.
+# An image without tar falls back to Docker's archive API.
+TRANSFER_USER = "0"
+_PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4'
+_SIZE = (
+    '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
+    'if s=$(du -sb -- "$0" 2>/dev/null); then echo "$s" | cut -f1; '
+    'else k=$(du -sk -- "$0" | cut -f1); echo $((k * 1024)); fi'
+)
+NO_TAR = 4
+
+
+def run_quietly(
+    client: docker.DockerClient, container_id: str, cmd: list[str], user: str = ""
+) -> tuple[int, str]:
+    """Run a small command to its end (as `user`; "": the image's): (exit code, output)."""
     try:
-        created = client.api.exec_create(container_id, cmd)
+        created = client.api.exec_create(container_id, cmd, user=user)
         output = client.api.exec_start(created["Id"])
         code = client.api.exec_inspect(created["Id"]).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -238,9 +395,51 @@ def put_tar(
     client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
 ) -> None:
     """Extract a tar (streamed from `chunks`) into directory `path`, created when missing."""
-    code, output = run_quietly(client, container_id, ["mkdir", "-p", path])
+    code, output = run_quietly(client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER)
+    if code == NO_TAR:
+        return _put_archive(client, container_id, path=path, chunks=chunks)
     if code != 0:
         raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
+    try:
+        created = client.api.exec_create(
+            container_id, ["tar", "-x", "-f", "-", "-C", path], stdin=True, user=TRANSFER_USER
+        )
+        connection = client.api.exec_start(created["Id"], socket=True)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
+    raw = getattr(connection, "_sock", connection)
+    said: list[bytes] = []
+
+    def read_complaints() -> None:  # tar's output, read as it comes so it never blocks
+        with contextlib.suppress(Exception):  # the connection closed under it
+            said.extend(part for _, part in frames_iter(connection, tty=False) if part)
+
+    reader = threading.Thread(target=read_complaints, daemon=True)
+    reader.start()
+    try:
+        try:
+            for chunk in chunks:
+                raw.sendall(chunk)
+        except OSError:
+            pass  # tar stopped reading: its exit code and message say why
+        finally:
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_WR)
+            reader.join(60)
+    finally:
+        connection.close()
+    try:
+        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
+    if code != 0:
+        message = b"".join(said).decode(errors="replace").strip()[-300:]
+        raise SandboxError(f"could not extract the tar into {path}: {message or code}")
+
+
+def _put_archive(
+    client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
+) -> None:
     try:
         done = client.api.put_archive(container_id, path, chunks)
     except docker.errors.APIError as exc:
@@ -253,27 +452,43 @@ def put_tar(
 
 def path_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
     """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
+    code, output = run_quietly(client, container_id, ["sh", "-c", _SIZE, path], TRANSFER_USER)
+    if code == 3:
+        return None
+    if code == NO_TAR:
+        return _archive_size(client, container_id, path)
+    if code != 0 or not output.strip().isdigit():
+        raise SandboxError(f"could not read {path}: {output.strip()[:300]}")
+    return int(output.strip())
+
+
+def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
     try:
         _, stat = client.api.get_archive(container_id, path, chunk_size=1)
     except docker.errors.NotFound:
         return None
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
-    size = int(stat.get("size") or 0)
-    if not int(stat.get("mode") or 0) & (1 << 31):  # not a directory
-        return size
-    code, output = run_quietly(client, container_id, ["du", "-sb", path])
-    if code == 0 and output.split():
-        return int(output.split()[0])
-    return size
+    return int(stat.get("size") or 0)
 
 
 def get_tar(
     client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
 ) -> Iterator[bytes]:
-    """A tar of `path` as docker cp gives it, streamed; cut off past `max_bytes`."""
+    """A tar of `path` as docker cp gives it (under its base name), streamed; cut off past
+    `max_bytes`."""
+    normal = posixpath.normpath(path)
+    parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
+    code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
     try:
-        stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+        if code != 0:  # no tar in the image: Docker's archive API
+            stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+        else:
+            created = client.api.exec_create(
+                container_id, ["tar", "-c", "-f", "-", "-C", parent, "--", base], user=TRANSFER_USER
+            )
+            parts = client.api.exec_start(created["Id"], stream=True, demux=True)
+            stream = (out for out, _ in parts if out)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
     sent = 0

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from belvedir.cli import main
 from harnesses.models import Harness
 
@@ -25,6 +27,7 @@ def test_catalog_as_json_for_scripts(cli):
     assert [g["group"] for g in groups][0] == "Suites"
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_benchmarks_add_from_a_preset_with_env_and_a_tasks_file(cli, owner, tmp_path):
     tasks = tmp_path / "tasks.json"
     tasks.write_text(TASKS)

@@ -9,7 +9,7 @@ from django_htmx.middleware import HtmxDetails
 from rest_framework.exceptions import NotAuthenticated
 
 from belvedir.api import exception_handler
-from belvedir.error_responses import DomainErrorMiddleware, form_error, form_status
+from belvedir.error_responses import DomainErrorMiddleware, form_error, form_status, form_submit
 from belvedir.errors import (
     DomainError,
     Forbidden,
@@ -19,6 +19,7 @@ from belvedir.errors import (
     PaymentRequired,
     Unavailable,
 )
+from belvedir.http import see_other_page
 
 # (error, status, API body, Retry-After)
 TABLE = [
@@ -135,6 +136,35 @@ def test_the_first_form_with_a_domain_error_sets_the_status_of_a_page_with_two_f
     plain.is_valid(), refused.is_valid()
     form_error(refused, LimitReached("Too many."))
     assert form_status(plain, refused) == 429
+
+
+def test_a_submitted_form_gives_the_service_its_data_and_answers_its_result():
+    form = NameForm({"name": "x"})
+    assert form_submit(form, lambda data: f"saved {data['name']}") == "saved x"
+    assert form_status(form) == 200
+
+
+def test_a_service_refusal_lands_on_the_submitted_form_and_an_invalid_form_calls_nothing():
+    def refuse(data):
+        raise LimitReached("Too many.")
+
+    refused = NameForm({"name": "x"})
+    assert form_submit(refused, refuse) is None
+    assert form_status(refused) == 429 and refused.errors["__all__"] == ["Too many."]
+
+    class Required(forms.Form):
+        name = forms.CharField()
+
+    invalid, called = Required({}), []
+    assert form_submit(invalid, called.append) is None
+    assert called == [] and form_status(invalid) == 400
+
+
+def test_a_page_redirect_after_a_post_is_a_303_or_for_htmx_an_hx_redirect():
+    plain = see_other_page(_page_request(htmx=False), "/settings/")
+    assert plain.status_code == 303 and plain["Location"] == "/settings/"
+    htmx = see_other_page(_page_request(htmx=True), "/settings/")
+    assert htmx.status_code == 200 and htmx["HX-Redirect"] == "/settings/"
 
 
 def test_the_status_follows_the_class_not_the_code():

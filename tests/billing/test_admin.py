@@ -1,12 +1,16 @@
 """Operators' billing in the admin: credits and debits through the service, the ledger read-only,
-coupons in dollars."""
+coupons in dollars; what only services write is read-only, money shown exactly."""
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.utils import quote
+from django.test import RequestFactory
+from django.urls import reverse
 
 from belvedir.models import AuditEvent
 from billing import selectors
-from billing.models import Coupon, LedgerEntry
+from billing.models import BillingAccount, Coupon, CouponRedemption, LedgerEntry
+from runs.models import OrganizationSpend
 
 pytestmark = pytest.mark.django_db
 ADD = "/admin/billing/ledgerentry/add/"
@@ -63,3 +67,26 @@ def test_an_operator_makes_a_coupon_in_dollars(superuser, owner):
     coupon = Coupon.objects.get(code="LAUNCH10")
     assert (coupon.amount_micros, coupon.redemption_limit) == (10_000_000, 50)
     assert superuser.get("/admin/billing/coupon/").status_code == 200
+
+
+def test_money_columns_show_exact_dollars_and_sort_by_the_micro_dollars(superuser, funded):
+    Coupon.objects.create(code="TINY", amount_micros=15_000, redemption_limit=1)
+    listing = superuser.get("/admin/billing/coupon/", {"o": "2"})  # by the amount column
+    html = listing.content.decode()
+    assert "$0.015" in html and "$25.00" in html  # never rounded to cents
+    assert html.index("TINY") < html.index("WELCOME25")
+    assert "$10.00" in superuser.get("/admin/billing/ledgerentry/").content.decode()
+
+
+@pytest.mark.parametrize(
+    "model", [BillingAccount, CouponRedemption, AuditEvent, OrganizationSpend], ids=str
+)
+def test_rows_only_services_write_are_read_only_in_the_admin(superuser, funded, model):
+    request = RequestFactory().get("/admin/")
+    request.user = superuser.user
+    model_admin = admin.site._registry[model]
+    assert not model_admin.has_add_permission(request)
+    assert not model_admin.has_change_permission(request)
+    assert not model_admin.has_delete_permission(request)
+    add = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_add")
+    assert superuser.get(add).status_code == 403

@@ -24,6 +24,7 @@ def task(page, index: int):
     return page.locator(f"#task-{index}")
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_writing_an_environment_in_the_task_editor(debug_page, owner):
     page = debug_page
     page.goto("/environments/")
@@ -123,6 +124,7 @@ def run_job(generation_id: str) -> None:
         connection.close()
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_generating_polls_progress_into_a_preview_to_save(debug_page, owner):
     page = debug_page
     with ScriptedModel([json.dumps(TASKS)]) as model:

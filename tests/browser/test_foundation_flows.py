@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from belvedir.models import ApiKey, Membership
 from harnesses.models import Harness
+from tests.helpers.tenants import pay_as_you_go
 
 pytestmark = pytest.mark.browser
 
@@ -45,6 +46,7 @@ def test_a_new_key_is_shown_once_and_gone_after_a_reload(signed_in_page, owner):
     expect(page.locator("#keys")).to_contain_text(f"bv_live_{key.prefix}")
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_harness_is_created_from_a_catalog_card(signed_in_page, owner):
     page = signed_in_page
     page.click("text=New harness")
@@ -63,6 +65,23 @@ def test_a_harness_is_created_from_a_catalog_card(signed_in_page, owner):
     harness = Harness.objects.get(project=owner.project)
     assert harness.name == "OpenClaw nightly" and harness.preset == "openclaw"
     assert harness.env == {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2"}
+
+
+def test_a_harbor_card_without_credits_is_refused_above_the_fields_then_saved_with_payg(
+    signed_in_page, owner
+):
+    page = signed_in_page
+    page.goto("/harnesses/new/?preset=harbor-runner")
+    page.click("text=Create harness")
+    refusal = page.locator("ul.errorlist.nonfield")
+    expect(refusal).to_contain_text("has no credits (its balance is $0.00)")
+    expect(refusal).to_contain_text("pay as you go is off")
+    assert not Harness.objects.exists()
+
+    pay_as_you_go(owner.org)
+    page.click("text=Create harness")
+    page.wait_for_url(re.compile(r"/harnesses/har_\w+/$"))
+    assert Harness.objects.get(project=owner.project).preset == "harbor-runner"
 
 
 def test_not_yet_available_cards_are_shown_disabled(signed_in_page):

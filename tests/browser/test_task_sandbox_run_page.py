@@ -5,10 +5,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.task_sandboxes import (
-    Client,
     context_tar,
     fresh_dockerfile,
-    make_managed_run,
+    managed_client,
     remove_task_images,
 )
 
@@ -23,8 +22,9 @@ def test_task_sandboxes_show_up_and_stop_live_on_the_run_page(
 ):
     page = signed_in_page
     sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.05
-    run, key = make_managed_run(owner, env={"HARBOR_CONCURRENCY": "3"})
-    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    run, client = managed_client(
+        owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, env={"HARBOR_CONCURRENCY": "3"}
+    )
     page.goto(f"/runs/{run.pk}/")
     summary = page.locator("#task-sandbox-summary")
     expect(summary).to_contain_text("at most 3 at once")

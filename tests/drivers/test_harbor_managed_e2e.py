@@ -6,9 +6,14 @@ environment asks the platform for (docs/task-sandboxes.md), through the sandbox 
   (`HARBOR_DATASET=belvedir:<id>`, fetched with the run's key): Harbor's `oracle` scores 1.0;
   the `belvedir` agent, calling a covered model through the router, scores what its answers are
   worth, and its calls are spans in the run's session.
-- A suite card on the sample dataset shipped with the driver (`belvedir-sample`).
+- A suite card on the sample dataset shipped with the driver (`belvedir-sample`), with Harbor's
+  `oracle`, and with Harbor's own `terminus-2` agent driving a tmux session in the task sandbox
+  while a scripted model (through the router) types the answer.
 """
 
+import json
+
+import docker
 import pytest
 
 from billing.models import Kind
@@ -20,6 +25,7 @@ from runs.executor import execute_run
 from runs.models import Run, TaskSandbox
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
 from tests.helpers.run_fixtures import serve_to_sandboxes, worker_env
+from tests.helpers.scripted_model import ScriptedModel
 from tests.router.fake_upstream import FakeUpstream
 from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
 from tests.traces.fake_openai import FakeOpenAI
@@ -223,6 +229,74 @@ def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install
     )
     assert run.status == "failed"
     assert "registry datasets need an online install" in run.log_tail
-    # The install step (`--check`) already stops it, before Harbor is started.
-    assert run.notes == ["belvedir: the install command exited with code 2."]
+    # The install step (`--check`) already stops it, before Harbor is started; the note says
+    # why (the driver's own words), not only its exit code.
+    assert run.notes[0] == "belvedir: the install command exited with code 2."
+    assert "registry datasets need an online install" in run.notes[1]
+    assert run.notes[1].startswith("belvedir: the harness-harbor driver said: HARBOR_DATASET")
     assert not TaskSandbox.objects.filter(run=run).exists()
+
+
+# Terminus-2's JSON answers: type the answer into the task's shell and say it is done, then
+# confirm when it asks "Are you sure...?" (its second `task_complete` ends the episode loop).
+TERMINUS_TYPES_THE_ANSWER = json.dumps(
+    {
+        "analysis": "A shell in /app; the task wants the word hello in /app/answer.md.",
+        "plan": "Write the answer file and check it.",
+        "commands": [
+            {"keystrokes": "printf 'hello\\n' > /app/answer.md\n", "duration": 0.5},
+            {"keystrokes": "cat /app/answer.md\n", "duration": 0.5},
+        ],
+        "task_complete": True,
+    }
+)
+TERMINUS_CONFIRMS = json.dumps(
+    {"analysis": "The file holds hello.", "plan": "Done.", "commands": [], "task_complete": True}
+)
+
+
+def test_terminus_2_solves_a_sample_task_in_a_task_sandbox_through_the_router(
+    owner, install, covered_model, settings, django_capture_on_commit_callbacks
+):
+    # tmux (and asciinema, for its recording) come with the sandbox image the task builds
+    # FROM: offline, Terminus-2 could not install them.
+    tools = docker.from_env().containers.run(
+        "belvedir-sandbox:latest", ["sh", "-c", "tmux -V && asciinema --version"], remove=True
+    )
+    assert b"tmux" in tools, "rebuild the sandbox image: python manage.py sandbox_image --force"
+    with ScriptedModel([TERMINUS_TYPES_THE_ANSWER, TERMINUS_CONFIRMS]) as model:
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE = model.base_url
+        settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
+        harness = harness_create(
+            project=owner.project,
+            created_by=owner.user,
+            preset="terminal-bench-2-1",
+            name="terminus on the sample",
+            env={
+                "HARBOR_DATASET": "belvedir-sample",
+                "HARBOR_AGENT": "terminus-2",
+                "HARBOR_TASK_NAMES": "hello",
+                "HARBOR_N_TASKS": "",
+            },
+        )
+        run = launch(owner, django_capture_on_commit_callbacks, harness, model=COVERED)
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.covered
+    # The verifier found "hello" in /app/answer.md: the keystrokes ran in the task's tmux.
+    assert run.results["tasks"] == {"hello": 1.0}, (run.results, run.log_tail)
+    assert run.score == 1.0 and run.results["errors"] == {}
+    assert run.results["agent"] == "terminus-2" and run.results["model"] == COVERED
+    assert "-a terminus-2" in run.log_tail and "-m openai/fakelab/fake-model" in run.log_tail
+    # Two turns: the task with the pane's screen, then its "Are you sure?" after the first
+    # task_complete, showing the command's output.
+    assert len(model.requests) == 2
+    first, second = (r["messages"][-1]["content"] for r in model.requests)
+    assert "Say hello" in first and "Current terminal state" in first
+    assert "Are you sure you want to mark the task as complete?" in second
+    assert "hello" in second.split("Are you sure")[0]
+    assert {r["model"] for r in model.requests} == {COVERED}
+    calls = Span.objects.filter(run=run, attributes__has_key="belvedir.router.cost_micros")
+    assert calls.count() == 2
+    assert {s.session.external_id for s in calls} == {run.pk}
+    assert {s.model for s in calls} == {COVERED}
+    assert_every_task_sandbox_stopped(run, 1)

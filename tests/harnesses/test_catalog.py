@@ -81,6 +81,7 @@ def test_runners_and_scaffolds_come_with_an_example_task_list():
         assert preset_get(slug).tasks.strip().startswith("[")
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 @pytest.mark.parametrize("preset", [p for p in PRESETS if p.available], ids=lambda p: p.slug)
 def test_every_available_card_creates_a_valid_harness_with_every_field_prefilled(owner, preset):
     response = owner.api.post("/api/v1/harnesses", {"preset": preset.slug}, format="json")
@@ -147,6 +148,7 @@ def test_an_unknown_card_is_refused_naming_it(owner):
     assert "nope" in response.json()["preset"][0]
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_harness_cannot_be_moved_onto_an_unavailable_card(owner):
     harness_id = owner.api.post("/api/v1/harnesses", {"preset": "pi"}, format="json").json()["id"]
     response = owner.api.patch(f"/api/v1/harnesses/{harness_id}", {"preset": "qm"}, format="json")

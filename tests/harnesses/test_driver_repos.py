@@ -33,6 +33,7 @@ def _driver_files(name: str) -> set[str]:
     }
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 @pytest.mark.parametrize("slug", SERVED_CARDS)
 def test_catalog_cards_prefill_the_platforms_served_driver(owner, served, slug):
     body = owner.api.post("/api/v1/harnesses", {"preset": slug}, format="json").json()

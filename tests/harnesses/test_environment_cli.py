@@ -26,6 +26,7 @@ def tasks_file(tmp_path):
     return path
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_create_list_and_show(cli, owner, tasks_file):
     code, out, err = cli(
         "environments",
@@ -73,6 +74,7 @@ def housekeeping(cli, tmp_path):
     stop_qcluster(process)
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_generate_with_a_scripted_model_on_the_housekeeping_cluster(cli, owner, housekeeping):
     with ScriptedModel([json.dumps(TASKS)]) as model:
         code, out, err = cli(

@@ -99,6 +99,7 @@ def test_the_page_download_is_scoped_like_the_page(readonly, outsider, environme
     assert bad.status_code == 400 and "limit must be a whole number" in bad.content.decode()
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_run_key_fetches_its_projects_export_and_nothing_else(owner, environment, client):
     """The Harbor driver fetches HARBOR_DATASET=belvedir:<id> from the run's sandbox with the
     run's key: it reads the export, and still cannot use the rest of the API."""

@@ -42,6 +42,7 @@ def run_job(generation_id: str) -> dict:
     return EnvironmentGeneration.objects.get(pk=generation_id)
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_generated_environment_from_a_scripted_test_model(owner):
     with ScriptedModel(["Here you are:\n```json\n" + json.dumps(TASKS) + "\n```"]) as model:
         started = start(owner, model, preset="harbor-runner")

@@ -3,6 +3,7 @@ delete, "Use in a harness", generation with its preview; outsiders 404, read-onl
 
 import json
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from harnesses import environments, generation
@@ -159,6 +160,7 @@ def test_editing_saves_a_new_version_and_keeps_metadata(owner):
     assert task["answer"] == "Rome" and task["metadata"] == {"source": "faq"}
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_use_in_a_harness_and_refusals_naming_the_card(owner):
     env = make(owner)
     response = owner.web.post(f"/environments/{env.pk}/harness/", {"preset": "harbor-runner"})
@@ -193,6 +195,7 @@ def test_outsiders_get_404_and_read_only_members_403(owner, outsider, readonly):
     assert readonly.web.post("/environments/generate/", {}).status_code == 403
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_generate_shows_progress_then_a_preview_to_save(owner):
     with ScriptedModel([json.dumps(TASKS)]) as model:
         response = owner.web.post(

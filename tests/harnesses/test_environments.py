@@ -91,6 +91,7 @@ def test_names_are_unique_in_a_project(owner, environment):
     assert caught.value.field == "name"
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_runner_on_harbor_harness_gets_the_cards_fields_and_the_environments_tasks(
     owner, environment
 ):
@@ -105,6 +106,7 @@ def test_a_runner_on_harbor_harness_gets_the_cards_fields_and_the_environments_t
     assert again.name == "Support · Belvedir Runner on Harbor (2)"
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_harness_records_the_environment_and_version_it_was_made_from(owner, environment):
     harness = environments.environment_harness_create(
         environment=environment, preset="harbor-runner"
@@ -137,6 +139,7 @@ def test_cards_that_cannot_back_an_environment_are_refused_by_name(environment, 
     assert caught.value.field == "preset" and words in caught.value.message
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_the_one_sandbox_runner_refuses_code_tasks_naming_them(owner):
     env = environments.environment_create(
         project=owner.project, name="Mixed", tasks=[*TASKS, CODE_TASK]

@@ -76,6 +76,7 @@ def test_creating_from_an_unavailable_card_is_refused_naming_the_card(owner):
     assert "Mastra" in response.json()["preset"][0]
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_creating_from_a_card_prefills_every_field(owner):
     body = owner.api.post(
         "/api/v1/harnesses", {"preset": "swe-bench-verified"}, format="json"

@@ -19,6 +19,7 @@ def test_update_with_a_blank_field_clears_it(harness):
     assert harness.install_command == "" and harness.env == {}
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_create_from_a_preset_fills_fields_not_given_and_keeps_blank_ones_blank(owner):
     preset = services.harness_defaults_from_preset("gaia")
     harness = services.harness_create(project=owner.project, preset="gaia", ref="")

@@ -1,5 +1,6 @@
 """The managed Harbor workspace's rules: every refused variable and condition, when a harness is
-saved (API, create and update) and at launch, and the Modal-token switch that lifts them all."""
+saved (API, create and update) and at launch, and the Modal-token switch that lifts them all.
+The credits condition at save, through every path that saves: test_managed_credits.py."""
 
 import pytest
 
@@ -30,6 +31,10 @@ REFUSALS = [
     ({"env": {**CARD_ENV, "HARBOR_N_TASKS": "0"}}, "env", "HARBOR_N_TASKS"),
     ({"compute": "gpu", "gpu_type": "L4"}, "compute", "CPU"),
 ]
+
+
+def credit(org, micros: int, kind=Kind.CREDIT) -> None:
+    ledger_operator_entry(organization=org, kind=kind, amount_micros=micros, note="test")
 
 
 def create(tenant, **fields):
@@ -73,6 +78,7 @@ AVAILABLE_HARBOR_CARDS = sorted(
 )
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 @pytest.mark.parametrize("slug", AVAILABLE_HARBOR_CARDS)
 def test_every_harbor_card_as_shipped_is_a_valid_managed_harness(owner, slug):
     response = create(owner, preset=slug)
@@ -83,6 +89,7 @@ def test_every_harbor_card_as_shipped_is_a_valid_managed_harness(owner, slug):
     )
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_the_documented_env_limits_are_accepted(owner):
     env = {key: "x" for key in managed.MANAGED_ENV} | {
         "HARBOR_AGENT": "terminus-2",
@@ -95,6 +102,7 @@ def test_the_documented_env_limits_are_accepted(owner):
     assert create(owner, env=env).status_code == 201
 
 
+@pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_an_update_that_breaks_a_rule_is_refused_too(owner):
     harness = create(owner).json()
 
@@ -138,8 +146,10 @@ def test_a_harness_saved_before_the_rules_is_refused_at_launch_naming_the_variab
     assert "HARBOR_CONCURRENCY" in message and "managed-workspace rule" in message
 
 
-def test_a_managed_launch_without_credits_or_pay_as_you_go_is_refused_naming_the_balance(owner):
+def test_a_harness_saved_with_credits_is_refused_at_launch_once_the_balance_is_zero(owner):
+    credit(owner.org, 1_000_000)
     harness_id = create(owner).json()["id"]
+    credit(owner.org, -1_000_000, kind=Kind.ADJUSTMENT)  # spent
 
     response = launch(owner, harness_id)
 
@@ -149,15 +159,11 @@ def test_a_managed_launch_without_credits_or_pay_as_you_go_is_refused_naming_the
 
 
 def test_credits_or_pay_as_you_go_satisfy_the_launch_condition(owner):
+    credit(owner.org, 1_000_000)
     harness = Harness.objects.get(pk=create(owner).json()["id"])
-    ledger_operator_entry(
-        organization=owner.org, kind=Kind.CREDIT, amount_micros=1_000_000, note="test"
-    )
     managed.managed_launch_check(harness=harness, organization=owner.org)  # no refusal
 
-    ledger_operator_entry(
-        organization=owner.org, kind=Kind.ADJUSTMENT, amount_micros=-1_000_000, note="spent"
-    )
+    credit(owner.org, -1_000_000, kind=Kind.ADJUSTMENT)  # spent
     with pytest.raises(Exception, match=r"\$0\.00"):
         managed.managed_launch_check(harness=harness, organization=owner.org)
     account_update(organization=owner.org, pay_as_you_go=True)

@@ -1,6 +1,8 @@
 """Task-sandbox tests: a managed Harbor run to call the API for, and a client that calls it
 the way the driver does (the standard library only, through the sandbox gateway; the same
-calls as the example client in docs/task-sandboxes.md)."""
+calls as the example client in docs/task-sandboxes.md).
+
+Also a pytest plugin for the whole suite (tests/conftest.py): the `task_images` fixture."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
+import pytest
 from django.utils import timezone
 
 from belvedir import crypto
@@ -24,6 +28,8 @@ from billing.services import ledger_operator_entry
 from harnesses.services import FIELDS, harness_create
 from runs.models import Run, Status
 from runs.sandbox.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
+from runs.sandbox_config import engine_name
+from tests.runs.helpers import git
 
 BASE_IMAGE = "belvedir-sandbox:latest"
 
@@ -49,9 +55,84 @@ def fresh_dockerfile() -> str:
     )
 
 
-def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: float = 5.0):
+# A harness standing in for Harbor: it creates TASKS task sandboxes through the API and runs a
+# command in each; with FINISH it stops them and writes results.json, else it ticks forever.
+LOOP_HARNESS = r"""
+import io, json, os, tarfile, time, urllib.error, urllib.request, uuid
+
+BASE = os.environ["BELVEDIR_BASE_URL"].rstrip("/") + "/api/v1"
+AUTH = {"Authorization": "Bearer " + os.environ["BELVEDIR_API_KEY"]}
+
+
+def call(method, path, body=None, headers=None):
+    request = urllib.request.Request(BASE + path, body, {**AUTH, **(headers or {})}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=600) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    tar.add("environment", arcname=".")
+boundary = uuid.uuid4().hex
+body = (
+    f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\ntask\r\n'
+    f'--{boundary}\r\nContent-Disposition: form-data; name="context"; filename="c.tar.gz"\r\n'
+    "Content-Type: application/gzip\r\n\r\n"
+).encode() + buffer.getvalue() + f"\r\n--{boundary}--\r\n".encode()
+made = []
+for i in range(int(os.environ["TASKS"])):
+    status, out = call("POST", "/task-sandboxes", body,
+                       {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    print("create", status, out.decode()[:300], flush=True)
+    sandbox = json.loads(out)["id"]
+    made.append(sandbox)
+    command = json.dumps({"command": "echo hello from task $0 in $(pwd)"}).encode()
+    status, out = call("POST", f"/task-sandboxes/{sandbox}/exec", command,
+                       {"Content-Type": "application/json"})
+    print("exec", status, out.decode(), flush=True)
+if os.environ.get("FINISH"):
+    for sandbox in made:
+        print("stop", call("DELETE", f"/task-sandboxes/{sandbox}")[0], flush=True)
+    json.dump({"score": 1.0, "task_sandboxes": made}, open("results.json", "w"))
+else:
+    while True:
+        print("tick", flush=True)
+        time.sleep(1)
+"""
+
+
+def loop_repo_at(repo: Path) -> str:
+    """A git repo of the loop harness (run.py) and a task environment of its own (a fresh
+    Dockerfile, environment/); its file:// URL."""
+    (repo / "environment").mkdir(parents=True)
+    (repo / "run.py").write_text(LOOP_HARNESS)
+    (repo / "environment" / "Dockerfile").write_text(fresh_dockerfile())
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "loop"]):
+        git(repo, *args)
+    return f"file://{repo}"
+
+
+def make_managed_run(
+    owner,
+    *,
+    env: dict[str, str] | None = None,
+    credits_usd: float = 5.0,
+    engine: str | None = None,
+):
     """A running run of a managed Harbor harness (the Runner-on-Harbor card as shipped) with
-    its own run key, as the worker leaves it once its sandbox started; (run, run key)."""
+    its own run key, as the worker leaves it once its sandbox started; (run, run key). Its
+    engine is this process's, unless `engine` names another worker host's.
+
+    The organization gets `credits_usd` first: a managed harness is saved only for an
+    organization that holds credits (or has pay as you go on). With `credits_usd=0` the
+    harness is saved while $1 of credits existed, spent again before the run."""
+    grant = int((credits_usd or 1.0) * 1_000_000)
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=grant, note="tests"
+    )
     card_env = {"HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": "5", **(env or {})}
     harness = harness_create(
         project=owner.project,
@@ -60,12 +141,9 @@ def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: f
         name=f"harbor {secrets.token_hex(3)}",
         env=card_env,
     )
-    if credits_usd:
+    if not credits_usd:
         ledger_operator_entry(
-            organization=owner.org,
-            kind=Kind.CREDIT,
-            amount_micros=int(credits_usd * 1_000_000),
-            note="tests",
+            organization=owner.org, kind=Kind.ADJUSTMENT, amount_micros=-grant, note="spent"
         )
     now = timezone.now()
     run = Run.objects.create(
@@ -78,6 +156,7 @@ def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: f
         started_at=now,
         heartbeat_at=now,
         container_id="c-of-the-run",
+        engine=engine_name() if engine is None else engine,
     )
     run.ingest_key, key = api_key_create(
         project=owner.project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
@@ -85,6 +164,12 @@ def make_managed_run(owner, *, env: dict[str, str] | None = None, credits_usd: f
     run.run_key_encrypted = crypto.encrypt(key)
     run.save(update_fields=["ingest_key", "run_key_encrypted"])
     return run, key
+
+
+def managed_client(owner, base_url: str, **options) -> tuple[Run, Client]:
+    """A managed run (`make_managed_run(owner, **options)`) and a client with its run key."""
+    run, key = make_managed_run(owner, **options)
+    return run, Client(base_url, key)
 
 
 @dataclass
@@ -188,3 +273,11 @@ def remove_task_images(tags: set[str]) -> None:
                 pass
     finally:
         client.close()
+
+
+@pytest.fixture
+def task_images():
+    """The tags of the task images the test builds (it adds them), removed when it ends."""
+    tags: set[str] = set()
+    yield tags
+    remove_task_images(tags)

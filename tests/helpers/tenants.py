@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from belvedir import services
 from belvedir.models import Membership
+from billing.services import account_update
 
 
 @dataclass
@@ -44,3 +45,10 @@ def member_of(owner: Tenant, client_factory, email: str, role: str) -> Tenant:
     api = APIClient()
     api.force_authenticate(user=user)
     return Tenant(user, owner.org, owner.project, "", api, web)
+
+
+def pay_as_you_go(org) -> None:
+    """Turn pay as you go on for `org`, as an owner would under Billing: the organization may
+    then save and launch managed Harbor harnesses (harnesses.managed: it holds credits or has
+    pay as you go on), with runs still free unless a test sets a price."""
+    account_update(organization=org, pay_as_you_go=True)

@@ -126,3 +126,35 @@ def test_a_busy_cluster_leaves_the_tasks_it_cannot_start_in_the_queue_for_other_
     finally:
         stop_qcluster(cluster, grace=1)
         broker.purge_queue()
+
+
+@pytest.mark.docker
+def test_a_host_coming_back_removes_its_failed_runs_sandboxes_before_taking_a_task(
+    make_run, tmp_path, settings
+):
+    """Its runs were failed by the other hosts while it was gone; their sandboxes (its engine
+    kept them) must not run beside the new runs it takes until its first timed reaper pass."""
+    from pathlib import Path
+
+    from runs.sandbox.docker import DockerBackend
+    from runs.sandbox_config import spec_from_settings
+
+    instance = f"test-{uuid.uuid4().hex[:8]}"  # the reaper sees only this test's sandboxes
+    engine = DockerBackend(instance=instance, data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR))
+    failed = make_run(status="failed")
+    handle = engine.launch(
+        spec_from_settings(run_id=failed.pk, command=["sleep", "60"], network="none")
+    )
+    log = tmp_path / "runs.log"
+    cluster = None
+    try:
+        cluster = start_qcluster(
+            "runs", log, Q_WORKERS="1", BELVEDIR_INSTANCE=instance, BELVEDIR_REAP_SECONDS="600"
+        )
+        assert engine.list_by_label() == [], log.read_text()
+    finally:
+        if cluster is not None:
+            stop_qcluster(cluster, grace=1)
+        if engine.list_by_label():
+            engine.kill(handle)
+            engine.remove(handle)

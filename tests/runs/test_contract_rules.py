@@ -55,3 +55,21 @@ def test_secrets_are_redacted_from_every_string_of_a_json_value_as_written():
     secret = 'pa"ss\\wörd'
     assert redact_text(f"reported model {secret!r}", secrets) == "reported model '[redacted]'"
     assert redact_text(json.dumps({"pw": secret}), secrets) == '{"pw": "[redacted]"}'
+
+
+def test_a_served_drivers_last_word_becomes_a_note_and_no_other_harness_can_speak_for_it():
+    from runs.contract import driver_note
+
+    log = (
+        "belvedir-harbor: harbor run -y ...\nsome output\n"
+        "belvedir-harbor: HARBOR_DATASET 'terminal-bench@2.1' is a Harbor registry dataset, "
+        "and the registry cannot be reached from here: registry datasets need an online "
+        "install.\n[belvedir] install failed\n"
+    )
+    assert driver_note(log, "harness-harbor") == (
+        "belvedir: the harness-harbor driver said: HARBOR_DATASET 'terminal-bench@2.1' is a "
+        "Harbor registry dataset, and the registry cannot be reached from here: registry "
+        "datasets need an online install."
+    )
+    assert driver_note(log, None) == ""  # not a served driver: its output stays in the log
+    assert driver_note("nothing said\n", "harness-harbor") == ""

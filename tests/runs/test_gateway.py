@@ -1,5 +1,6 @@
 """The sandbox gateway: only sandbox-facing paths get through, bodies and replies stream."""
 
+import contextlib
 import http.client
 import http.server
 import json
@@ -111,17 +112,26 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def recording_server():
+    """A Recorder on a free port; its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def upstream():
     Recorder.seen = []
     Recorder.go_on.clear()
     Recorder.first_bytes.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with recording_server() as url:
+        yield url
 
 
 @pytest.fixture
@@ -273,3 +283,46 @@ def test_one_sandbox_holding_connections_open_cannot_take_every_slot(upstream):
         running.stop()
 
     assert refused == b""
+
+
+def test_task_sandbox_paths_go_to_the_task_upstream_and_the_rest_to_the_upstream(upstream):
+    """A worker host's gateway: the platform behind the load balancer for everything, but the
+    task-sandbox paths to a platform process on this host's own engine (docs/scaling.md)."""
+    with recording_server() as task_upstream:
+        running = GatewayThread(
+            host="127.0.0.1", ports=[0], upstream=upstream, task_upstream=task_upstream
+        )
+        try:
+            for target in [
+                "/api/v1/task-sandboxes",
+                "/api/v1/task-sandboxes/tsb_a/exec",
+                "/api/v1/task-sandboxes/tsb_a/files?path=/app",
+                "/api/v1/runs/run_a/task-sandboxes",
+                "/api/v1/traces",
+                "/api/v1/runs/run_a/tasks",
+            ]:
+                head = f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+                assert b" 200 " in raw(running.port, head).split(b"\r\n", 1)[0], target
+        finally:
+            running.stop()
+
+    reached = {seen["path"]: "http://" + seen["headers"]["Host"] for seen in Recorder.seen}
+    assert reached == {
+        "/api/v1/task-sandboxes": task_upstream,
+        "/api/v1/task-sandboxes/tsb_a/exec": task_upstream,
+        "/api/v1/task-sandboxes/tsb_a/files?path=/app": task_upstream,
+        "/api/v1/runs/run_a/task-sandboxes": task_upstream,
+        "/api/v1/traces": upstream,
+        "/api/v1/runs/run_a/tasks": upstream,
+    }
+
+
+def test_the_gateway_waits_longer_than_a_task_sandbox_image_build(settings):
+    """A task sandbox's create answers once its image is built (up to the build's time cap):
+    the gateway must not drop it as idle before then."""
+    from runs.management.commands.sandbox_gateway import default_timeout
+
+    settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = 1800
+    assert default_timeout() > 1800
+    settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = 60
+    assert default_timeout() == 600

@@ -4,6 +4,7 @@ and blow the bound. A bound that a change legitimately raises is raised with it,
 
 import pytest
 
+from runs.models import TaskSandbox
 from tests.helpers.seed import assert_bounded
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +62,8 @@ def test_the_run_and_harness_apis_take_a_fixed_number_of_queries(
 ):
     owner.api.get("/api/v1/project")  # the key's first use of the day records it: not counted
     harness = seeded.harnesses[0].pk
+    for i in range(6):
+        TaskSandbox.objects.create(run=seeded.runs[0], name=f"task-{i}")
     endpoints = [
         ("/api/v1/runs", 3),
         (f"/api/v1/runs?harness={harness}&status=succeeded", 3),
@@ -69,6 +72,7 @@ def test_the_run_and_harness_apis_take_a_fixed_number_of_queries(
         ("/api/v1/harnesses", 3),
         (f"/api/v1/harnesses/{harness}", 2),
         ("/api/v1/catalog", 1),
+        (f"/api/v1/runs/{seeded.runs[0].pk}/task-sandboxes", 4),  # 6 task sandboxes
     ]
     assert_bounded(owner.api, endpoints, django_assert_max_num_queries)
     assert len(owner.api.get("/api/v1/runs?limit=100").json()["results"]) == 30

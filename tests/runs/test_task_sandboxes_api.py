@@ -2,6 +2,7 @@
 the run's own key, the sandbox gateway, real Docker (gVisor, the isolated network)."""
 
 import io
+import secrets
 import tarfile
 from datetime import timedelta
 
@@ -9,14 +10,16 @@ import docker
 import pytest
 from django.utils import timezone
 
-from runs.models import TaskSandbox
+from runs.models import Run, TaskSandbox
+from runs.reaper import reap
+from runs.sandbox_config import worker_host
+from runs.task_sandboxes import task_sandbox_stop
 from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,
     context_tar,
     fresh_dockerfile,
-    make_managed_run,
-    remove_task_images,
+    managed_client,
     task_containers,
 )
 
@@ -27,17 +30,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def built():
-    """The task images the test builds, removed afterwards."""
-    tags: set[str] = set()
-    yield tags
-    remove_task_images(tags)
-
-
-@pytest.fixture
-def managed(owner, sandbox_settings, built):
-    run, key = make_managed_run(owner)
-    return run, Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+def managed(owner, sandbox_settings, task_images):
+    return managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
 
 
 def tar_of(files: dict[str, str]) -> bytes:
@@ -51,7 +45,9 @@ def tar_of(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(managed, built):
+def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(
+    managed, task_images
+):
     run, client = managed
     context = context_tar(fresh_dockerfile())
 
@@ -59,7 +55,7 @@ def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(m
 
     assert created.status == 201, created.body
     sandbox = created.json()
-    built.add(sandbox["image"])
+    task_images.add(sandbox["image"])
     assert sandbox["status"] == "running" and sandbox["run"] == run.pk
     assert sandbox["name"] == "hello-task" and sandbox["cached"] is False
     (container,) = task_containers(run.pk)
@@ -106,10 +102,10 @@ def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(m
     assert again.json()["image"] == sandbox["image"]
 
 
-def test_a_command_past_its_timeout_is_killed_and_says_so(managed, built):
+def test_a_command_past_its_timeout_is_killed_and_says_so(managed, task_images):
     run, client = managed
     sandbox = client.create("slow", context_tar(fresh_dockerfile())).json()
-    built.add(sandbox["image"])
+    task_images.add(sandbox["image"])
 
     lines = client.exec_lines(sandbox["id"], "echo start; sleep 60; echo never", timeout_sec=2)
 
@@ -159,13 +155,12 @@ def test_a_context_that_is_not_a_task_environment_is_refused_naming_it(managed, 
 
 
 def test_only_the_runs_own_key_of_a_managed_run_reaches_its_task_sandboxes(
-    owner, outsider, managed, built, sandbox_settings
+    owner, outsider, managed, task_images, sandbox_settings
 ):
     run, client = managed
     sandbox = client.create("mine", context_tar(fresh_dockerfile())).json()
-    built.add(sandbox["image"])
-    _, other_key = make_managed_run(owner)
-    other = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, other_key)
+    task_images.add(sandbox["image"])
+    _, other = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
     project = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, owner.key)
 
     assert other.stop(sandbox["id"]).status == 404
@@ -185,20 +180,22 @@ def test_only_the_runs_own_key_of_a_managed_run_reaches_its_task_sandboxes(
 
 
 def test_a_run_on_its_own_modal_account_gets_no_task_sandboxes(owner, sandbox_settings):
-    run, key = make_managed_run(owner, env={"MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"})
-
-    answer = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key).create(
-        "t", context_tar(fresh_dockerfile())
+    _, client = managed_client(
+        owner,
+        sandbox_settings.BELVEDIR_SANDBOX_BASE_URL,
+        env={"MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"},
     )
+
+    answer = client.create("t", context_tar(fresh_dockerfile()))
 
     assert answer.status == 403 and answer.json()["code"] == "not_managed"
 
 
-def test_exec_runs_as_the_user_asked_and_force_build_skips_the_cache(managed, built):
+def test_exec_runs_as_the_user_asked_and_force_build_skips_the_cache(managed, task_images):
     run, client = managed
     context = context_tar(fresh_dockerfile())
     sandbox = client.create("users", context).json()
-    built.add(sandbox["image"])
+    task_images.add(sandbox["image"])
 
     as_root = client.exec_lines(sandbox["id"], "id -un")
     as_nobody = client.exec_lines(sandbox["id"], "id -un", user="nobody")
@@ -219,7 +216,7 @@ def test_exec_runs_as_the_user_asked_and_force_build_skips_the_cache(managed, bu
     assert rebuilt.status == 201 and rebuilt.json()["cached"] is False
 
 
-def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, built):
+def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, task_images):
     run, client = managed
     TaskSandbox.objects.bulk_create(
         [
@@ -231,7 +228,167 @@ def test_a_slot_held_by_a_create_whose_process_died_mid_build_is_freed(managed, 
     created = client.create("fresh", context_tar(fresh_dockerfile()))
 
     assert created.status == 201, created.body
-    built.add(created.json()["image"])
+    task_images.add(created.json()["image"])
     lost = TaskSandbox.objects.filter(run=run, name__startswith="lost-")
     assert set(lost.values_list("status", flat=True)) == {"failed"}
     assert "lost while starting" in lost.first().error
+
+
+def test_exec_keeps_the_images_and_the_callers_path_as_harbors_docker_environment_does(
+    managed, task_images
+):
+    """`bash -c`, not a login shell: Debian's /etc/profile would reset PATH (the sandbox image
+    puts /opt/venv/bin first; Harbor's agents pass PATH in env)."""
+    run, client = managed
+    sandbox = client.create("path", context_tar(fresh_dockerfile())).json()
+    task_images.add(sandbox["image"])
+
+    image_path = client.exec_lines(sandbox["id"], 'echo "$PATH"')
+    given_path = client.exec_lines(
+        sandbox["id"], 'echo "$PATH"', env={"PATH": "/opt/tool/bin:/usr/bin:/bin"}
+    )
+
+    assert image_path[0]["data"].startswith("/opt/venv/bin:"), image_path
+    assert given_path[0] == {"stream": "stdout", "data": "/opt/tool/bin:/usr/bin:/bin\n"}
+
+
+def test_files_move_as_the_sandbox_sees_them_in_tmp_and_as_root(managed, task_images):
+    """gVisor keeps /tmp in its own tmpfs, which Docker's archive API (docker cp) never sees;
+    Harbor packs transfers in /tmp and uploads to it (terminus-2's scripts). And uploads are
+    root's, as Harbor's, even where the image's USER may not write."""
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN mkdir -m 700 /root-only\nUSER nobody\n"
+    sandbox = client.create("tmp", context_tar(dockerfile)).json()
+    task_images.add(sandbox["image"])
+
+    put = client.put_files(sandbox["id"], "/tmp/in", tar_of({"a.txt": "A"}))
+    assert put.status == 204, put.body
+    seen = client.exec_lines(
+        sandbox["id"], "cat /tmp/in/a.txt; mkdir -p /tmp/out; echo B > /tmp/out/b"
+    )
+    assert {"stream": "stdout", "data": "A"} in seen and seen[-1]["exit_code"] == 0
+    got = client.get_files(sandbox["id"], "/tmp/out")
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("out/b").read() == b"B\n"
+    assert client.put_files(sandbox["id"], "/root-only/x", tar_of({"c": "C"})).status == 204
+    assert client.exec_lines(sandbox["id"], "cat /root-only/x/c", user="root")[0]["data"] == "C"
+    assert client.get_files(sandbox["id"], "/tmp/nothing").status == 404
+    broken = client.put_files(sandbox["id"], "/tmp/in", b"not a tar archive" * 64)
+    assert broken.status == 400 and "could not extract the tar" in broken.json()["body"][0]
+
+
+def test_an_image_without_tar_still_moves_files_through_dockers_archive_api(managed, task_images):
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN rm -f /usr/bin/tar /bin/tar\n"
+    sandbox = client.create("no-tar", context_tar(dockerfile)).json()
+    task_images.add(sandbox["image"])
+    assert client.exec_lines(sandbox["id"], "command -v tar")[-1]["exit_code"] != 0
+
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"a.txt": "A"})).status == 204
+    got = client.get_files(sandbox["id"], "/app/in")
+
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("in/a.txt").read() == b"A"
+    assert client.get_files(sandbox["id"], "/app/nothing").status == 404
+
+
+def test_a_context_that_unpacks_past_its_limit_is_refused_before_the_build(
+    managed, sandbox_settings
+):
+    """A gzip bomb: small on the wire, huge once unpacked (the engine's builder would write
+    all of it to the platform's disk)."""
+    run, client = managed
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 8 * 2**20
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, size in [("Dockerfile", 0), ("zeros.bin", 64 * 2**20)]:
+            data = fresh_dockerfile().encode() if name == "Dockerfile" else bytes(size)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert len(buffer.getvalue()) < 2**20
+
+    answer = client.create("bomb", buffer.getvalue())
+
+    assert answer.status == 400
+    assert "unpacks to more than 8 MB" in answer.json()["context"][0]
+    assert not TaskSandbox.objects.filter(run=run).exists()
+
+
+def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandboxes(
+    managed, task_images
+):
+    """A call that reaches a platform process on another worker host than the run's (a web
+    replica, another worker host) is refused, 409 naming both hosts, before any build; one
+    stopped there (the admin's action) loses only its row, and the run's own host's reaper
+    removes the container while the run goes on."""
+    run, client = managed
+    sandbox = client.create("here", context_tar(fresh_dockerfile())).json()
+    task_images.add(sandbox["image"])
+    Run.objects.filter(pk=run.pk).update(engine="host-b unix:///run/host-b.sock")
+
+    refused = [
+        client.create("there", context_tar(fresh_dockerfile())),
+        client.call(
+            "POST",
+            f"/task-sandboxes/{sandbox['id']}/exec",
+            b'{"command": "true"}',
+            {"Content-Type": "application/json"},
+        ),
+        client.put_files(sandbox["id"], "/app", tar_of({"a.txt": "A"})),
+        client.get_files(sandbox["id"], "/app"),
+        client.stop(sandbox["id"]),
+    ]
+
+    for answer in refused:
+        assert answer.status == 409, answer.body
+        assert answer.json()["code"] == "wrong_host"
+        detail = answer.json()["detail"]
+        assert "worker host host-b (engine unix:///run/host-b.sock)" in detail
+        assert f"this platform process is on {worker_host()} " in detail
+    assert client.call("GET", f"/task-sandboxes/{sandbox['id']}").json()["status"] == "running"
+    assert [row.name for row in TaskSandbox.objects.filter(run=run)] == ["here"]
+    assert [c.status for c in task_containers(run.pk)] == ["running"]
+
+    task_sandbox_stop(sandbox=TaskSandbox.objects.get(pk=sandbox["id"]))
+    assert TaskSandbox.objects.get(pk=sandbox["id"]).status == "stopped"
+    assert [c.status for c in task_containers(run.pk)] == ["running"]  # not this host's
+
+    Run.objects.filter(pk=run.pk).update(engine=run.engine)  # now: the run's own host
+    reap()
+    assert task_containers(run.pk) == []
+    assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_a_rebuilt_base_image_builds_the_task_image_again(managed, task_images):
+    """The cache key holds the id of the local image the task builds FROM: after the base is
+    rebuilt (the sandbox image gaining a package), the same environment/ is built again from
+    the new base, not served from the image made from the old one."""
+    run, client = managed
+    engine = docker.from_env()
+    base = f"belvedir-test-base:{secrets.token_hex(6)}"
+    engine.images.get(BASE_IMAGE).tag(base)
+    try:
+        context = context_tar(f"FROM {base}\nUSER root\nWORKDIR /app\n")
+        first = client.create("old-base", context).json()
+        task_images.add(first["image"])
+        client.stop(first["id"])
+        assert client.create("same", context).json()["cached"] is True
+        client.stop(TaskSandbox.objects.get(run=run, name="same").pk)
+        newer, _ = engine.images.build(
+            fileobj=io.BytesIO(f"FROM {BASE_IMAGE}\nLABEL belvedir.test-rebuilt=1\n".encode()),
+            tag=base,
+            labels={"belvedir.test": "1"},
+            rm=True,
+        )
+
+        again = client.create("new-base", context).json()
+
+        task_images.add(again["image"])
+        assert again["cached"] is False and again["image"] != first["image"]
+        labels = engine.images.get(again["image"]).labels
+        assert labels.get("belvedir.test-rebuilt") == "1"  # built FROM the new base
+    finally:
+        engine.images.remove(base, force=True)

@@ -23,8 +23,8 @@ from billing.services import ledger_operator_entry
 from runs import reaper
 from runs.models import Run, Status, TaskSandbox
 from tests.helpers.run_fixtures import worker_env
-from tests.helpers.task_sandboxes import fresh_dockerfile, remove_task_images, task_containers
-from tests.runs.helpers import Background, git, subprocess_database_url, wait_for
+from tests.helpers.task_sandboxes import loop_repo_at, remove_task_images, task_containers
+from tests.runs.helpers import Background, subprocess_database_url, wait_for
 
 pytestmark = [
     pytest.mark.docker,
@@ -33,65 +33,11 @@ pytestmark = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 
-HARNESS = r"""
-import io, json, os, tarfile, time, urllib.error, urllib.request, uuid
-
-BASE = os.environ["BELVEDIR_BASE_URL"].rstrip("/") + "/api/v1"
-AUTH = {"Authorization": "Bearer " + os.environ["BELVEDIR_API_KEY"]}
-
-
-def call(method, path, body=None, headers=None):
-    request = urllib.request.Request(BASE + path, body, {**AUTH, **(headers or {})}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=600) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-    tar.add("environment", arcname=".")
-boundary = uuid.uuid4().hex
-body = (
-    f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\ntask\r\n'
-    f'--{boundary}\r\nContent-Disposition: form-data; name="context"; filename="c.tar.gz"\r\n'
-    "Content-Type: application/gzip\r\n\r\n"
-).encode() + buffer.getvalue() + f"\r\n--{boundary}--\r\n".encode()
-made = []
-for i in range(int(os.environ["TASKS"])):
-    status, out = call("POST", "/task-sandboxes", body,
-                       {"Content-Type": f"multipart/form-data; boundary={boundary}"})
-    print("create", status, out.decode()[:300], flush=True)
-    sandbox = json.loads(out)["id"]
-    made.append(sandbox)
-    command = json.dumps({"command": "echo hello from task $0 in $(pwd)"}).encode()
-    status, out = call("POST", f"/task-sandboxes/{sandbox}/exec", command,
-                       {"Content-Type": "application/json"})
-    print("exec", status, out.decode(), flush=True)
-if os.environ.get("FINISH"):
-    for sandbox in made:
-        print("stop", call("DELETE", f"/task-sandboxes/{sandbox}")[0], flush=True)
-    json.dump({"score": 1.0, "task_sandboxes": made}, open("results.json", "w"))
-else:
-    while True:
-        print("tick", flush=True)
-        time.sleep(1)
-"""
-
 
 @pytest.fixture
 def loop_repo(tmp_path, transactional_db):
-    """The harness repo: the loop above and a task environment of its own."""
-    repo = tmp_path / "loop"
-    (repo / "environment").mkdir(parents=True)
-    (repo / "run.py").write_text(HARNESS)
-    dockerfile = fresh_dockerfile()
-    (repo / "environment" / "Dockerfile").write_text(dockerfile)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "loop")
-    yield f"file://{repo}"
+    """The harness repo: the loop and a task environment of its own."""
+    yield loop_repo_at(tmp_path / "loop")
     client_tags = {b.image for b in TaskSandbox.objects.exclude(image="")}
     remove_task_images(client_tags)
 

@@ -22,7 +22,7 @@ from tests.helpers.task_sandboxes import (
     context_tar,
     fresh_dockerfile,
     make_managed_run,
-    remove_task_images,
+    managed_client,
     task_containers,
 )
 from tests.runs.helpers import wait_for
@@ -34,11 +34,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def context():
+def context(task_images):
     """One task environment for the whole test; its image removed afterwards."""
-    tags: set[str] = set()
-    yield context_tar(fresh_dockerfile()), tags
-    remove_task_images(tags)
+    return context_tar(fresh_dockerfile()), task_images
 
 
 def start(client: Client, context, name: str) -> dict:
@@ -78,8 +76,9 @@ class Sampler:
 def test_harbor_concurrency_2_never_has_more_than_2_task_sandboxes_alive(
     owner, sandbox_settings, context
 ):
-    run, key = make_managed_run(owner, env={"HARBOR_CONCURRENCY": "2"})
-    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    run, client = managed_client(
+        owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, env={"HARBOR_CONCURRENCY": "2"}
+    )
     start(client, context, "warm-up")  # the image, built once
     client.stop(TaskSandbox.objects.get(run=run).pk)
     refusals = []
@@ -117,8 +116,7 @@ def test_harbor_concurrency_2_never_has_more_than_2_task_sandboxes_alive(
 def test_cancelling_a_run_removes_every_task_sandbox_within_seconds(
     owner, sandbox_settings, context
 ):
-    run, key = make_managed_run(owner)
-    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    run, client = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
     made = [start(client, context, f"task-{i}")["id"] for i in range(3)]
     assert len(task_containers(run.pk)) == 3
 
@@ -131,8 +129,7 @@ def test_cancelling_a_run_removes_every_task_sandbox_within_seconds(
 
 
 def test_a_killed_workers_task_sandboxes_are_reaped(owner, sandbox_settings, context):
-    run, key = make_managed_run(owner)
-    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    run, client = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
     for i in range(2):
         start(client, context, f"task-{i}")
     # The worker was killed: its heartbeats stopped.
@@ -150,8 +147,8 @@ def test_a_killed_workers_task_sandboxes_are_reaped(owner, sandbox_settings, con
 def test_task_sandbox_rows_left_alive_by_a_lost_process_are_reaped(
     owner, sandbox_settings, context
 ):
-    run, key = make_managed_run(owner)
-    start(Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key), context, "task")
+    run, client = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
+    start(client, context, "task")
     Run.objects.filter(pk=run.pk).update(status=Status.FAILED)  # ended behind our back
 
     reap()
@@ -161,8 +158,8 @@ def test_task_sandbox_rows_left_alive_by_a_lost_process_are_reaped(
 
 
 def test_a_finished_run_leaves_no_task_sandbox_behind(owner, sandbox_settings, context):
-    run, key = make_managed_run(owner)
-    start(Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key), context, "task")
+    run, client = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
+    start(client, context, "task")
 
     assert run_finish(run_id=run.pk, status=Status.SUCCEEDED, score=1.0)
 
@@ -174,8 +171,9 @@ def test_task_sandbox_minutes_are_charged_once_and_credits_running_out_end_the_r
     owner, sandbox_settings, context
 ):
     sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
-    run, key = make_managed_run(owner, credits_usd=0.25)
-    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+    run, client = managed_client(
+        owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, credits_usd=0.25
+    )
     first = start(client, context, "task-1")
 
     stopped = client.stop(first["id"]).json()
@@ -214,3 +212,71 @@ def test_pay_as_you_go_keeps_task_sandboxes_coming_past_a_zero_balance(
 
     assert created.status == 201, created.body
     context[1].add(created.json()["image"])
+
+
+def test_the_time_of_running_task_sandboxes_counts_before_it_is_charged(
+    owner, sandbox_settings, context
+):
+    """Each task sandbox is charged when it stops; until then its minutes still count, so a
+    run cannot keep starting new ones on credits its running ones have already used."""
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
+    run, client = managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, credits_usd=0.5)
+    first = start(client, context, "task-1")
+    TaskSandbox.objects.filter(pk=first["id"]).update(
+        started_at=timezone.now() - timedelta(seconds=150)  # 3 started minutes: $0.75
+    )
+
+    refused = client.create("task-2", context[0])
+
+    assert refused.status == 402 and refused.json()["code"] == "balance"
+    assert "-$0.25" in refused.json()["detail"]
+    run.refresh_from_db()
+    assert run.status == Status.FAILED and "ran out of credits" in run.notes[-1]
+    assert task_containers(run.pk) == []
+    assert TaskSandbox.objects.get(pk=first["id"]).charged_micros == 750_000
+    assert balance(organization=owner.org) == -250_000
+
+
+def test_a_task_sandbox_stopped_by_a_process_that_died_before_charging_it_is_charged_by_the_reaper(
+    owner, sandbox_settings
+):
+    sandbox_settings.BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = 0.25
+    run, _ = make_managed_run(owner)
+    now = timezone.now()
+    lost = TaskSandbox.objects.create(
+        run=run,
+        name="stopped-unpaid",
+        status=TaskSandbox.Status.STOPPED,
+        started_at=now - timedelta(minutes=10),
+        stopped_at=now - timedelta(minutes=8),  # two minutes used, never charged
+    )
+
+    reap()
+    reap()  # and only once
+
+    lost.refresh_from_db()
+    assert lost.charged and lost.charged_micros == 500_000
+    assert LedgerEntry.objects.filter(reference=lost.pk).count() == 1
+
+
+def test_concurrent_creates_of_one_environment_build_its_image_once(
+    owner, sandbox_settings, context
+):
+    """Harbor starts HARBOR_CONCURRENCY trials at once, and an exported environment's tasks
+    share their Dockerfile: one builds, the others wait for it and find it cached."""
+    run, key = make_managed_run(owner)
+    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+
+    def create(index: int) -> dict:
+        try:
+            answer = client.create(f"task-{index}", context[0])
+            assert answer.status == 201, answer.body
+            return answer.json()
+        finally:
+            close_old_connections()
+
+    with ThreadPoolExecutor(3) as pool:
+        made = list(pool.map(create, range(3)))
+    context[1].add(made[0]["image"])
+
+    assert sorted(m["cached"] for m in made) == [False, True, True]

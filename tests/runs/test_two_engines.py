@@ -12,81 +12,21 @@ B is back.
 
 import os
 import signal
-import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path
 
-import docker
 import pytest
 from django.utils import timezone
 
-from runs import isolation
 from runs.models import Run, WorkerHost
-from runs.sandbox.base import LABEL_RUN_ID
 from runs.sandbox.gateway import GatewayThread
+from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, second_engine
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
 from tests.runs.helpers import start_qcluster, stop_qcluster, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "second-engine.sh"
-ENGINE_A = "unix:///var/run/docker.sock"
-NETWORK_B = {
-    "BELVEDIR_SANDBOX_NETWORK": "belvedir-sandbox2",
-    "BELVEDIR_SANDBOX_SUBNET": "172.31.0.0/24",
-    "BELVEDIR_SANDBOX_GATEWAY": "172.31.0.1",
-    "BELVEDIR_SANDBOX_BRIDGE": "br-belvedir2",
-}
 STALE = 5  # seconds without a heartbeat before another host fails the run
-NO_ENGINE = "unix:///run/belvedir-no-engine.sock"  # the web's DOCKER_HOST: nothing answers
-
-
-@pytest.fixture
-def web_without_engine(monkeypatch):
-    """This process (the web) reaches no Docker engine; the workers keep their own."""
-    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
-    monkeypatch.setattr(isolation, "_cached", None)
-
-
-def _engine(command: str) -> str:
-    done = subprocess.run(
-        ["bash", str(SCRIPT), command], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0, f"second-engine.sh {command}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-
-
-@pytest.fixture
-def engine_b():
-    """The second engine's DOCKER_HOST; stopped afterwards (its data root stays, cached).
-
-    The main engine's default bridge must outlive it: a second dockerd started with
-    `--bridge none` deletes `docker0` from the shared network namespace, after which every
-    `docker build` on the main engine fails ("could not find bridge docker0").
-    """
-    assert _has_link("docker0"), "the main engine's docker0 is missing before the test"
-    url = _engine("start")
-    try:
-        assert _has_link("docker0"), "starting the second engine removed docker0"
-        yield url
-    finally:
-        _engine("stop")
-    assert _has_link("docker0"), "the second engine removed docker0"
-
-
-def _has_link(name: str) -> bool:
-    return subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
-
-
-def containers_on(url: str, run_id: str) -> list:
-    client = docker.DockerClient(base_url=url)
-    try:
-        return client.containers.list(
-            all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"}, ignore_removed=True
-        )
-    finally:
-        client.close()
 
 
 def test_a_web_without_an_engine_refuses_launches_until_a_worker_host_is_ready(
@@ -192,7 +132,7 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         wait_for(lambda: _names(engine_b, lost.pk), 30, "the sandbox on B")
         os.killpg(cluster_b.pid, signal.SIGKILL)
         cluster_b.wait(timeout=30)
-        _engine("stop")
+        second_engine("stop")
         failed = wait_for(
             lambda: (r := Run.objects.get(pk=lost.pk)).status == "failed" and r,
             STALE + 60,
@@ -209,7 +149,7 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
 
         # Host A never touched B's sandbox: it is still on B when B comes back, and B's own
         # reaper removes it then.
-        assert _engine("start") == engine_b
+        assert second_engine("start") == engine_b
         assert _names(engine_b, lost.pk)
         cluster_b = start_qcluster("runs", log_b, **host_b)
         wait_for(lambda: containers_on(engine_b, lost.pk) == [], 60, "B's reaper", on_timeout=logs)

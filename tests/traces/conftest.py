@@ -1,10 +1,14 @@
-"""Trace fixtures: a running run with its per-run key (helpers are in tests/traces/helpers.py)."""
+"""Trace fixtures: a running run with its per-run key, the SDK's captured session and another
+organization's session (helpers are in tests/traces/helpers.py)."""
 
 import pytest
 
 from belvedir.models import ApiKey
 from belvedir.services import api_key_create
 from runs.models import Run
+from tests.traces.helpers import body_of, fixture_bytes, post_outcome, post_traces, span
+from traces.models import Session
+from traces.services.task_forming import tasks_form
 
 
 @pytest.fixture
@@ -22,3 +26,30 @@ def running_run(owner, harness):
     )
     run.save(update_fields=["ingest_key"])
     return run
+
+
+@pytest.fixture
+def capture(owner) -> Session:
+    """The SDK's captured flush, its outcome, its tasks formed."""
+    post_traces(owner.key, fixture_bytes("sdk_batch.json"))
+    post_outcome(owner.key, {"session_id": "run_capture_1", "outcome": "success"})
+    session = Session.objects.get(project=owner.project, external_id="run_capture_1")
+    tasks_form(session=session)
+    return session
+
+
+@pytest.fixture
+def foreign(outsider) -> Session:
+    """A session (with a task group) in another organization."""
+    post_traces(
+        outsider.key,
+        body_of(
+            span(
+                "secret.workflow",
+                attributes={"session.id": "globex-secret", "traceloop.span.kind": "workflow"},
+            )
+        ),
+    )
+    session = Session.objects.get(project=outsider.project)
+    tasks_form(session=session)
+    return session

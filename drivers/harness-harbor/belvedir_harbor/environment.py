@@ -25,18 +25,6 @@ from belvedir_harbor.platform import PlatformError, TaskSandboxes
 ENVIRONMENT_TYPE = "belvedir"
 
 
-def as_user(command: str, user: str | int | None) -> str:
-    """`command` as `user` (the platform runs commands as the image's user, root for Harbor
-    task images); root and no user leave it as it is."""
-    if user is None or str(user) in ("root", "0"):
-        return command
-    if isinstance(user, int) or str(user).isdigit():
-        name = f'"$(getent passwd {int(user)} | cut -d: -f1)"'
-    else:
-        name = shlex.quote(str(user))
-    return f"runuser -u {name} -- bash -c {shlex.quote(command)}"
-
-
 class BelvedirEnvironment(BaseEnvironment):
     """A task sandbox on the Belvedir platform, through its HTTP API."""
 
@@ -76,7 +64,7 @@ class BelvedirEnvironment(BaseEnvironment):
         return self._sandbox_id
 
     async def start(self, force_build: bool) -> None:
-        # The platform caches images by the context's content, so force_build changes nothing.
+        # The platform caches images by the context's content; force_build builds it again.
         with tempfile.TemporaryDirectory() as folder:
             context = self.environment_dir
             if not (context / "Dockerfile").is_file():
@@ -84,7 +72,9 @@ class BelvedirEnvironment(BaseEnvironment):
                 image = self.task_env_config.docker_image
                 (context / "Dockerfile").write_text(f"FROM {image}\n")
             try:
-                answer = await asyncio.to_thread(self.client.create, self.session_id, context)
+                answer = await asyncio.to_thread(
+                    self.client.create, self.session_id, context, force_build=force_build
+                )
             except PlatformError as exc:
                 if exc.status == 400:
                     raise SandboxBuildFailedError(str(exc)) from None
@@ -101,10 +91,10 @@ class BelvedirEnvironment(BaseEnvironment):
         await self._upload_environment_dir_after_start()
 
     async def stop(self, delete: bool) -> None:
+        # Removed either way, as Harbor's Docker environment removes its containers (`delete`
+        # is about images and volumes; the platform keeps task images cached): a sandbox kept
+        # would hold one of the run's HARBOR_CONCURRENCY slots until the run ends.
         if self._sandbox_id is None:
-            return
-        if not delete:  # the platform still removes it when the run ends
-            self.logger.info(f"keeping task sandbox {self._sandbox_id} until the run ends")
             return
         sandbox_id, self._sandbox_id = self._sandbox_id, None
         try:
@@ -121,7 +111,7 @@ class BelvedirEnvironment(BaseEnvironment):
         user: str | int | None = None,
     ) -> ExecResult:
         sandbox_id = self._require()
-        command = as_user(command, self._resolve_user(user))
+        user = self._resolve_user(user)  # None: the image's user, as `docker exec` without -u
         callback = self._output_callback()
         loop = asyncio.get_running_loop()
         on_output = None
@@ -138,6 +128,7 @@ class BelvedirEnvironment(BaseEnvironment):
                 cwd=cwd or self.task_env_config.workdir,
                 env=self._merge_env(env),
                 timeout_sec=timeout_sec,
+                user=None if user is None else str(user),
                 on_output=on_output,
             )
         except PlatformError as exc:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-CREATE_TIMEOUT = 1800  # a build can take minutes
+CREATE_TIMEOUT = 3600  # a build can take minutes (the platform caps it, 1800 s by default)
 READ_TIMEOUT = 120  # per socket read; exec streams a heartbeat every 15 s
 CHUNK = 1 << 20
 
@@ -119,15 +119,26 @@ class TaskSandboxes:
     # --- the endpoints ----------------------------------------------------------------------
 
     def create(
-        self, name: str, context_dir: Path, *, wait: Callable[[float], None] = time.sleep
+        self,
+        name: str,
+        context_dir: Path,
+        *,
+        force_build: bool = False,
+        wait: Callable[[float], None] = time.sleep,
     ) -> dict:
-        """Build the image of `context_dir` (a Dockerfile at its top) and start a task sandbox.
+        """Build the image of `context_dir` (a Dockerfile at its top; `force_build`: again,
+        without the cache) and start a task sandbox.
 
         Waits and retries while the run is at its concurrency (429) or the engine is away
         (503, a few times); every other refusal raises PlatformError.
         """
         boundary = uuid.uuid4().hex
         with tempfile.TemporaryFile() as body:
+            if force_build:
+                body.write(
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="force_build"'
+                    "\r\n\r\ntrue\r\n".encode()
+                )
             body.write(
                 f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n'
                 f"{name[:200]}\r\n--{boundary}\r\nContent-Disposition: form-data; "
@@ -167,15 +178,19 @@ class TaskSandboxes:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout_sec: int | None = None,
+        user: str | None = None,
         on_output: Callable[[str, str], None] | None = None,
     ) -> ExecOutcome:
-        """Run `command` (bash -lc) and read the streamed answer; `on_output(data, stream)` is
-        called for each chunk as it arrives."""
+        """Run `command` (bash -c; as `user`, a name or uid, None: the image's user) and read
+        the streamed answer; `on_output(data, stream)` is called for each chunk as it
+        arrives."""
         request: dict = {"command": command, "env": {k: str(v) for k, v in (env or {}).items()}}
         if cwd:
             request["cwd"] = cwd
         if timeout_sec:
             request["timeout_sec"] = max(1, int(timeout_sec))
+        if user:
+            request["user"] = user
         out: list[str] = []
         err: list[str] = []
         path = f"/task-sandboxes/{urllib.parse.quote(sandbox_id)}/exec"

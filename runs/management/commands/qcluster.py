@@ -8,7 +8,8 @@
   housekeeping cluster) fails it with a `belvedir:` note and removes its sandbox.
 - When the main process exits, no process it started is left running.
 
-A runs or GPU cluster also reaps on its own host every BELVEDIR_REAP_SECONDS (`HostReaper`):
+A runs or GPU cluster also reaps on its own host, once before it takes a task and then every
+BELVEDIR_REAP_SECONDS (`HostReaper`):
 each worker host's engine then has its orphan sandboxes removed by that host, and a vanished
 host's runs are failed by the hosts still there, whichever host runs the housekeeping cluster.
 """
@@ -94,7 +95,10 @@ class StoppableCluster(Cluster):
 
 class HostReaper(threading.Thread):
     """Report this host (`hosts.host_beat`) and `reaper.reap()` every BELVEDIR_REAP_SECONDS, in
-    the cluster's main process."""
+    the cluster's main process. The cluster makes one pass (`once`) before it takes any task:
+    a host coming back first removes the sandboxes of its runs that were failed while it was
+    gone, which would otherwise run beside its new runs (over its capacity, on a GPU device
+    handed out again) until the first timed pass."""
 
     def __init__(self, every: float):
         super().__init__(daemon=True, name="host-reaper")
@@ -102,22 +106,18 @@ class HostReaper(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        self.beat()
         while not self.stopped.wait(self.every):
-            try:
-                close_old_connections()
-                hosts.host_beat()
-                reaper.reap()
-            except Exception:  # a failed pass (a dropped connection) must not end them all
-                log.warning("the host reaper's pass failed; trying again", exc_info=True)
-                connection.close()
+            self.once()
         connection.close()
 
-    def beat(self) -> None:
+    def once(self) -> None:
         try:
+            close_old_connections()
             hosts.host_beat()
-        except Exception:
-            log.warning("could not report this worker host", exc_info=True)
+            reaper.reap()
+        except Exception:  # a failed pass (a dropped connection) must not end them all
+            log.warning("the host reaper's pass failed; trying again", exc_info=True)
+            connection.close()
 
 
 class Command(qcluster.Command):
@@ -130,11 +130,14 @@ class Command(qcluster.Command):
         gpu_type = gpu.queue_gpu_type(os.environ.get("Q_CLUSTER_NAME", ""))
         if gpu_type:
             self.serve_gpu(gpu_type)
-        cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
-        cluster.start()
         host_reaper = None
         if os.environ.get("Q_CLUSTER_NAME", "") != settings.Q_HOUSEKEEPING_CLUSTER:
             host_reaper = HostReaper(settings.BELVEDIR_REAP_SECONDS)
+            host_reaper.once()  # before any task is taken
+            connection.close()  # not shared with the processes the cluster forks
+        cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
+        cluster.start()
+        if host_reaper is not None:
             host_reaper.start()
         if options.get("run_once", False):
             cluster.stop()

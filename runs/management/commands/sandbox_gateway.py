@@ -13,6 +13,13 @@ def default_listen() -> str:
     return f"{settings.BELVEDIR_SANDBOX_GATEWAY}:{settings.BELVEDIR_SANDBOX_PORTS.split(':')[0]}"
 
 
+def default_timeout() -> float:
+    """Idle seconds before a connection is dropped: 600, or longer than a task sandbox's image
+    build (its create answers only once the image is built and the container runs; cut off
+    earlier, the driver would lose a sandbox that holds one of its run's slots)."""
+    return float(max(600, settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300))
+
+
 class Command(BaseCommand):
     help = (
         "Forward the sandbox-facing endpoints (tasks, traces, outcomes, the router, adapter "
@@ -34,9 +41,28 @@ class Command(BaseCommand):
             help="the platform's server (default BELVEDIR_SANDBOX_GATEWAY_UPSTREAM, "
             "http://127.0.0.1:8000)",
         )
-        parser.add_argument("--timeout", type=float, default=600.0, help="idle seconds")
+        parser.add_argument(
+            "--task-upstream",
+            default=None,
+            help="where the task-sandbox paths go (default BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM, "
+            "blank: the upstream); on a worker host, a platform process on this host's engine",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="idle seconds (default 600, or BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300 if longer)",
+        )
 
-    def handle(self, *args, listen: str | None, upstream: str | None, timeout: float, **options):
+    def handle(
+        self,
+        *args,
+        listen: str | None,
+        upstream: str | None,
+        task_upstream: str | None,
+        timeout: float | None,
+        **options,
+    ):
         host, sep, port = (listen or default_listen()).rpartition(":")
         if not sep or not host or not port.isdigit():
             raise CommandError(f"--listen must be host:port, not {listen!r}")
@@ -46,7 +72,8 @@ class Command(BaseCommand):
                 host=host,
                 port=int(port),
                 upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
-                timeout=timeout,
+                task_upstream=task_upstream or settings.BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM,
+                timeout=timeout or default_timeout(),
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None

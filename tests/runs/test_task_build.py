@@ -1,0 +1,164 @@
+"""Task image builds whose RUN steps run in containers made like task sandboxes (gVisor),
+the rest of the Dockerfile by the engine's builder (`runs.sandbox.taskbuild`): the image
+comes out as `docker build` makes it, a failed step says which and why, and what cannot be
+built that way is refused before any code runs."""
+
+import secrets
+import time
+
+import docker
+import pytest
+
+from runs.sandbox import taskbuild
+from runs.sandbox.tasks import LABEL_TASK_IMAGE, BuildFailed, ensure_image
+from tests.helpers.task_sandboxes import BASE_IMAGE, context_tar, remove_task_images
+
+LIMITS = taskbuild.Limits(
+    network="none",
+    memory=2**30,
+    cpus=1.0,
+    pids=256,
+    runtime="runsc",
+    cap_add=("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"),
+    labels={"belvedir.test": "task-build"},
+)
+MULTI_STAGE = f"""# escape=\\
+ARG BASE={BASE_IMAGE}
+FROM ${{BASE}} AS base
+USER root
+ARG GREETING=hello
+ENV WHO=world
+WORKDIR /app
+COPY data.txt ./
+RUN cat /proc/version > /app/version && \\
+    echo "$GREETING $WHO" > /app/greeting && id -u > /app/uid
+RUN cat /app/data.txt > /app/copy-of-data; echo gone > /tmp/t
+RUN test ! -e /tmp/t && echo "gVisor's /tmp" > /app/tmp-note
+FROM {BASE_IMAGE}
+COPY --from=base /app /copied
+USER root
+RUN ["sh", "-c", "cat /copied/uid > /copied/exec-form"]
+USER 1000:1000
+CMD ["python3", "-V"]
+"""
+
+
+@pytest.fixture
+def client(tmp_path):
+    """The engine, with the tags a test built (removed afterwards) and a folder for contexts."""
+    made: set[str] = set()
+    engine = docker.from_env()
+    engine.made, engine.tmp = made, tmp_path
+    yield engine
+    remove_task_images(made)
+    engine.close()
+
+
+def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout: float = 300):
+    tag = f"belvedir-task:build-{secrets.token_hex(6)}"
+    client.made.add(tag)
+    path = client.tmp / f"{tag.replace(':', '-')}.tar.gz"
+    path.write_bytes(context_tar(dockerfile, files))
+    ensure_image(
+        client,
+        context=path,
+        tag=tag,
+        network="none",
+        memory="1g",
+        timeout=timeout,
+        steps=LIMITS,
+    )
+    return tag
+
+
+def run(client, tag: str, script: str) -> str:
+    return client.containers.run(
+        tag, ["sh", "-c", script], remove=True, network_mode="none"
+    ).decode()
+
+
+def test_a_multi_stage_build_comes_out_as_docker_build_makes_it(client):
+    tag = build(
+        client,
+        MULTI_STAGE,
+        {"data.txt": "data\n", ".dockerignore": "secret.txt\n", "secret.txt": "s"},
+    )
+
+    out = run(
+        client,
+        tag,
+        "cd /copied && cat version greeting uid copy-of-data tmp-note exec-form; id -u; "
+        "env | grep -c -E '^(GREETING|BASE)='; "
+        "for f in secret.txt .dockerignore .belvedir-build data.txt; do "
+        "test -e $f && echo has $f; done",
+    )
+
+    lines = out.splitlines()
+    assert lines[0].startswith("Linux version 4.4.0")  # the RUN ran under gVisor
+    assert lines[1:6] == ["hello world", "0", "data", "gVisor's /tmp", "0"]
+    assert lines[6:8] == ["1000", "0"]  # the last USER; the build args not kept in the env
+    assert lines[8:] == ["has data.txt"]  # .dockerignore honoured, the pieces left out
+    config = client.api.inspect_image(tag)["Config"]
+    assert config["Cmd"] == ["python3", "-V"] and config["User"] == "1000:1000"
+    assert config["WorkingDir"] == "/workspace"  # the second stage's, from its base
+    assert config["Labels"][LABEL_TASK_IMAGE] == "1"
+    assert config["Labels"]["belvedir.test"] == ""  # the RUN containers' labels stay out
+    assert not [i for i in client.images.list() if any("belvedir-task-stage" in t for t in i.tags)]
+
+
+def test_a_failing_step_names_itself_its_exit_code_and_its_output(client):
+    dockerfile = f"FROM {BASE_IMAGE}\nRUN echo starting\nRUN echo about to fail >&2; exit 3\n"
+
+    with pytest.raises(BuildFailed) as failed:
+        build(client, dockerfile)
+
+    message = str(failed.value)
+    assert "step 3 (RUN echo about to fail >&2; exit 3)" in message
+    assert "returned a non-zero code: 3" in message
+    assert "about to fail" in message.split("--- build log ---")[1]
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "why"),
+    [
+        (
+            "FROM belvedir-no-such-image:1\nRUN true\n",
+            "is not on the engine and could not be pulled",
+        ),
+        (f"FROM {BASE_IMAGE}\nONBUILD RUN true\n", "ONBUILD is not supported"),
+        (f"FROM {BASE_IMAGE}\nRUN --mount=type=cache,target=/c true\n", "RUN flags"),
+        ("RUN true\n", "RUN before FROM"),
+    ],
+)
+def test_what_cannot_be_built_so_is_refused_before_any_code_runs(client, dockerfile, why):
+    with pytest.raises(BuildFailed, match=why.replace("(", r"\(").replace(")", r"\)")):
+        build(client, dockerfile)
+
+
+def test_a_step_past_the_builds_time_limit_is_stopped_and_removed(client):
+    started = time.monotonic()
+
+    with pytest.raises(BuildFailed, match="longer than its time limit"):
+        build(client, f"FROM {BASE_IMAGE}\nRUN sleep 60\n", timeout=8)
+
+    assert time.monotonic() - started < 30
+    left = client.containers.list(all=True, filters={"label": "belvedir.test=task-build"})
+    assert left == []
+
+
+def test_the_dockerfile_is_read_as_docker_reads_it():
+    steps = taskbuild.parse(
+        "# escape=`\n# a comment\nFROM base AS b\n\nRUN echo a `\n  # inside\n  && echo b\n"
+        'SHELL ["/bin/bash", "-c"]\nrun true'
+    )
+
+    assert [(s.keyword, s.rest) for s in steps] == [
+        ("FROM", "base AS b"),
+        ("RUN", "echo a  && echo b"),
+        ("SHELL", '["/bin/bash", "-c"]'),
+        ("RUN", "true"),
+    ]
+    values = {"A": "1", "E": ""}
+    assert taskbuild.expand("$A-${A}-${E:-d}-${A:+set}-${E:+x}-\\$A-$NONE", values) == (
+        "1-1-d-set--$A-"
+    )
