@@ -63,11 +63,19 @@ class Instruction:
     keyword: str
     rest: str
     text: str  # as written, continuations joined
+    heredocs: tuple[tuple[str, str], ...] = ()  # (name, body) of each `<<NAME` of a RUN
+
+
+# A heredoc's opening word (BuildKit's, for RUN, COPY and ADD): `<<NAME`, `<<-NAME` (tabs
+# stripped), `<<"NAME"` / `<<'NAME'`; not a here-string (`<<<`) nor a shift (`1<<2`).
+_HEREDOC = re.compile(r"(?:^|(?<=\s))\d*<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2(?=\s|$)")
 
 
 def parse(dockerfile: str) -> list[Instruction]:
-    """The Dockerfile's instructions: parser directives, comments and blank lines dropped,
-    continuation lines joined."""
+    """The Dockerfile's instructions as Docker reads them: parser directives, comments and
+    blank lines dropped; continuation lines joined (the escape character and the line break
+    removed, nothing added; comment and empty lines inside skipped); the bodies of a RUN's
+    heredocs collected."""
     lines = dockerfile.splitlines()
     escape, body = "\\", 0
     while body < len(lines):
@@ -77,20 +85,38 @@ def parse(dockerfile: str) -> list[Instruction]:
         if match.group(1).lower() == "escape":
             escape = match.group(2)
         body += 1
+    continued = re.compile(re.escape(escape) + r"[ \t]*$")
     found: list[Instruction] = []
-    pending = ""
-    for line in [*lines[body:], ""]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
+    rows = iter(lines[body:])
+    for line in rows:
+        text = line.strip()
+        if not text or text.startswith("#"):
             continue
-        if stripped.endswith(escape):
-            pending += stripped[: -len(escape)] + " "
-            continue
-        text = (pending + stripped).strip()
-        pending = ""
-        if text:
-            keyword, _, rest = text.partition(" ")
-            found.append(Instruction(keyword.upper(), rest.strip(), text))
+        while continued.search(text):
+            text = continued.sub("", text)
+            following = next(rows, None)
+            while following is not None and (
+                not following.strip() or following.lstrip().startswith("#")
+            ):
+                following = next(rows, None)
+            if following is None:
+                break
+            text += following.rstrip("\r\n")
+        text = text.strip()
+        keyword, _, rest = text.partition(" ")
+        keyword, rest = keyword.upper(), rest.strip()
+        heredocs: list[tuple[str, str]] = []
+        if keyword in ("RUN", "COPY", "ADD"):
+            for match in _HEREDOC.finditer(rest):
+                strip_tabs, name = match.group(1) == "-", match.group(3)
+                content: list[str] = []
+                for row in rows:
+                    row = row.lstrip("\t") if strip_tabs else row
+                    if row == name:
+                        break
+                    content.append(row + "\n")
+                heredocs.append((name, "".join(content)))
+        found.append(Instruction(keyword, rest, text, tuple(heredocs)))
     return found
 
 
@@ -210,6 +236,8 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
                 raise StepFailed(f'{where}: SHELL takes a JSON list, e.g. ["/bin/bash", "-c"]')
         elif step.keyword == "COPY" and "--from=" in step.rest:
             step = _copy_from(job, step)
+        if step.heredocs and step.keyword != "RUN":
+            raise StepFailed(f"{where}: heredocs are supported in RUN only, not in {step.keyword}")
         if step.keyword != "RUN":
             stage.pending.append(step)
             continue
@@ -327,7 +355,7 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     config = api.inspect_image(stage.image).get("Config") or {}
     env_names = {item.partition("=")[0] for item in config.get("Env") or []}
     args = [f"{k}={v}" for k, v in stage.values.items() if k not in env_names]
-    command = _json_list(step.rest) or [*stage.shell, step.rest]
+    command = _json_list(step.rest) or _shell_command(step, config.get("Shell") or stage.shell)
     # The build args reach the command through `env`, not the container's config: a commit
     # keeps the container's env, and build args must not stay in the image.
     command = ["env", *args, *command] if args else command
@@ -369,6 +397,22 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     finally:
         api.remove_container(container, force=True, v=True)
     stage.image = image
+
+
+def _shell_command(step: Instruction, shell: list[str]) -> list[str]:
+    """A shell-form RUN's command, its heredocs as BuildKit runs them: `RUN <<EOF` alone runs
+    the body (a script with a `#!` line: as that script), `RUN cmd <<EOF` gives the shell the
+    command with its heredocs."""
+    if not step.heredocs:
+        return [*shell, step.rest]
+    name, body = step.heredocs[0]
+    if len(step.heredocs) == 1 and _HEREDOC.fullmatch(step.rest):
+        if not body.startswith("#!"):
+            return [*shell, body]
+        script = 'f=$(mktemp) && printf %s "$1" > "$f" && chmod +x "$f" && "$f"; c=$?; rm -f "$f"; exit $c'
+        return ["/bin/sh", "-c", script, "heredoc", body]
+    full = step.rest + "".join(f"\n{body}{name}" for name, body in step.heredocs)
+    return [*shell, full]
 
 
 def _json_list(text: str) -> list[str] | None:
