@@ -155,6 +155,9 @@ class _Build:
     stages: dict[str, str] = field(default_factory=dict)  # name or index -> a temporary tag
     temporary: list[str] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_hex(6))
+    # The stage's image so far once a RUN of this build committed: made by this build alone
+    # (no build cache holds it), so removed when the build fails.
+    own: str = ""
     pieces: int = 0
     stage_count: int = 0
 
@@ -194,8 +197,10 @@ def build(
         _steps(job, parse(_dockerfile(context)), tag)
     except StepFailed as exc:
         exc.log = job.log
+        _forget(job)
         raise
     except (docker.errors.DockerException, requests.RequestException) as exc:
+        _forget(job)
         raise SandboxError(f"the engine failed during the build: {str(exc)[:300]}") from exc
     finally:
         for image in job.temporary:
@@ -203,6 +208,16 @@ def build(
                 client.api.remove_image(image)
             except (docker.errors.DockerException, requests.RequestException):
                 pass
+
+
+def _forget(job: _Build) -> None:
+    """A failed build's own images: the last one goes, and with it its untagged parents (the
+    engine prunes them), down to the base or an image that another build uses."""
+    if job.own:
+        try:
+            job.client.api.remove_image(job.own)
+        except (docker.errors.DockerException, requests.RequestException):
+            pass
 
 
 def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
@@ -292,6 +307,7 @@ def _end_stage(job: _Build, stage: _Stage) -> None:
     name = f"{STAGE_REPOSITORY}:{job.token}-{len(job.temporary)}"
     job.client.api.tag(stage.image, *name.split(":"))
     job.temporary.append(name)
+    job.own = ""  # the tag goes at the end, success or not
     for key in stage.names:
         job.stages[key] = name
 
@@ -344,6 +360,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
             image = event["aux"]["ID"]
     if error or not image:
         raise StepFailed(error or "the engine's builder gave no image")
+    if job.own and job.own == stage.image:
+        job.own = image
     stage.image = image
 
 
@@ -394,6 +412,7 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
         kept = {key: config.get(key) for key in ("Cmd", "Entrypoint", "Env", "User", "WorkingDir")}
         kept["Labels"] = config.get("Labels") or {}
         image = api.commit(container, conf={**config, **kept})["Id"]
+        job.own = image
     finally:
         api.remove_container(container, force=True, v=True)
     stage.image = image

@@ -205,3 +205,17 @@ def test_heredoc_runs_and_an_inherited_shell_run_as_buildkit_runs_them(client):
         "python",
         "$HOME",
     ]
+
+
+def test_a_failed_build_leaves_none_of_its_own_images(client):
+    marker = secrets.token_hex(8)  # every image past the LABEL carries it (a commit keeps it)
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nLABEL belvedir.test-marker={marker}\nUSER root\nRUN echo a > /a\n"
+        "ENV A=1\nRUN echo b > /b\nRUN exit 2\n"
+    )
+
+    with pytest.raises(BuildFailed, match="non-zero code: 2"):
+        build(client, dockerfile)
+
+    made = client.images.list(all=True, filters={"label": f"belvedir.test-marker={marker}"})
+    assert made == []
