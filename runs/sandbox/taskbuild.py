@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import re
 import secrets
 import tarfile
@@ -28,6 +29,7 @@ import docker
 import docker.errors
 import requests
 from docker.utils import parse_repository_tag
+from docker.utils.build import PatternMatcher
 
 from runs.sandbox.base import SandboxError
 
@@ -332,8 +334,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     lines += [step.text for step in stage.pending]
     stage.pending = []
     job.pieces += 1
-    name = f"{PIECES_DIR}/Dockerfile.{job.pieces}"
-    context = _with_piece(job.context, name, "\n".join(lines) + "\n")
+    name = f"{PIECES_DIR}-{job.pieces}.Dockerfile"
+    context = sent_context(job.context, (name, "\n".join(lines) + "\n"))
     image = ""
     error = ""
     for event in job.client.api.build(
@@ -454,29 +456,54 @@ def _dockerfile(context: bytes) -> str:
     raise StepFailed("the context has no Dockerfile at its top")
 
 
-def _with_piece(context: bytes, name: str, dockerfile: str) -> bytes:
-    """The context with one more file, the piece's Dockerfile, which .dockerignore keeps out
-    of the image (appended to the task's own .dockerignore, or made)."""
+def sent_context(context: bytes, piece: tuple[str, str] | None = None) -> bytes:
+    """The context (a tar, gzip or not) as the docker CLI sends it: less what the task's
+    .dockerignore excludes (the engine itself drops only the Dockerfile it builds and the
+    .dockerignore). `piece` (name, text): one more Dockerfile at its top, which the
+    .dockerignore sent keeps out of the image (appended to the task's own, or made)."""
     out = io.BytesIO()
-    ignore = b""
     with (
         tarfile.open(fileobj=io.BytesIO(context), mode="r:*") as source,
         tarfile.open(fileobj=out, mode="w") as tar,
     ):
-        for member in source:
-            clean = member.name.removeprefix("./")
-            if clean == ".dockerignore" and member.isfile():
+        members = source.getmembers()
+        ignore = b""
+        for member in members:
+            if member.name.removeprefix("./") == ".dockerignore" and member.isfile():
                 data = source.extractfile(member)
                 assert data is not None
                 ignore = data.read()
+        excluded = PatternMatcher(_ignore_patterns(ignore.decode("utf-8", "replace")))
+        for member in members:
+            clean = member.name.removeprefix("./").strip("/")
+            if clean == ".dockerignore" or (piece and clean.startswith(PIECES_DIR)):
                 continue
-            if clean.startswith(PIECES_DIR):
+            built = piece is None and clean == "Dockerfile"  # the engine drops it if excluded
+            if clean and clean != "." and not built and excluded.matches(clean):
                 continue
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
-        made = not ignore
-        ignore += f"\n{PIECES_DIR}\n".encode() + (b".dockerignore\n" if made else b"")
-        for path, data in ((".dockerignore", ignore), (name, dockerfile.encode())):
+        added = [(".dockerignore", ignore)] if ignore else []
+        if piece is not None:
+            made = not ignore
+            ignore += f"\n{PIECES_DIR}*\n".encode() + (b".dockerignore\n" if made else b"")
+            added = [(".dockerignore", ignore), (piece[0], piece[1].encode())]
+        for path, data in added:
             info = tarfile.TarInfo(path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def _ignore_patterns(text: str) -> list[str]:
+    """A .dockerignore's patterns as the docker CLI reads them (comments and blank lines
+    dropped, each cleaned and made relative)."""
+    patterns = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = posixpath.normpath(line.removeprefix("!").strip()).lstrip("/")
+        if line and line != ".":
+            patterns.append(("!" if negated else "") + line)
+    return patterns

@@ -54,7 +54,7 @@ def client(tmp_path):
     engine.close()
 
 
-def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout: float = 300):
+def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout=300, steps=LIMITS):
     tag = f"belvedir-task:build-{secrets.token_hex(6)}"
     client.made.add(tag)
     path = client.tmp / f"{tag.replace(':', '-')}.tar.gz"
@@ -66,7 +66,7 @@ def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout:
         network="none",
         memory="1g",
         timeout=timeout,
-        steps=LIMITS,
+        steps=steps,
     )
     return tag
 
@@ -219,3 +219,24 @@ def test_a_failed_build_leaves_none_of_its_own_images(client):
 
     made = client.images.list(all=True, filters={"label": f"belvedir.test-marker={marker}"})
     assert made == []
+
+
+@pytest.mark.parametrize("steps", [LIMITS, None], ids=["in-steps", "engine-builder"])
+def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client, steps):
+    files = {
+        ".dockerignore": "# not these\nsecret.txt\n/logs\n!logs/keep\nDockerfile\n",
+        "secret.txt": "s",
+        "a": "a",
+        "logs/x": "x",
+        "logs/keep": "k",
+    }
+
+    marker = secrets.token_hex(8)  # no build cache from an earlier build
+    dockerfile = f"FROM {BASE_IMAGE}\nLABEL m={marker}\nCOPY . /ctx\nRUN true\nCOPY . /ctx2\n"
+
+    tag = build(client, dockerfile, files, steps=steps)
+
+    listed = run(
+        client, tag, "cd /ctx && find . -mindepth 1 | sort; diff -r /ctx /ctx2 && echo same"
+    )
+    assert listed.split() == ["./.dockerignore", "./a", "./logs", "./logs/keep", "same"]
