@@ -12,14 +12,17 @@ host removes the container (its worker when the run ends, its reaper otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import logging
 import math
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from belvedir.errors import (
@@ -217,6 +220,22 @@ def task_sandbox_create(
         raise
 
 
+@contextlib.contextmanager
+def _building(tag: str) -> Iterator[None]:
+    """One build of a task image at a time on this engine (a PostgreSQL advisory lock, let go
+    with its connection if the process dies): concurrent creates of one environment wait for
+    the first build and then find the image cached, instead of each building it."""
+    key = f"belvedir-task-build|{engine_name()}|{tag}"
+    lock = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [lock])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock])
+
+
 def _start(
     *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
 ) -> TaskSandbox:
@@ -232,18 +251,19 @@ def _start(
         cap_add=docker_tasks.TASK_CAPABILITIES,
         labels={LABEL_TASK_SANDBOX: sandbox.pk},
     )
-    cached = docker_tasks.ensure_image(
-        client,
-        context=context,
-        tag=tag,
-        network=spec.network,
-        memory=spec.memory,
-        timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
-        force=force_build,
-        steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
-        if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
-        else None,
-    )
+    with _building(tag):
+        cached = docker_tasks.ensure_image(
+            client,
+            context=context,
+            tag=tag,
+            network=spec.network,
+            memory=spec.memory,
+            timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+            force=force_build,
+            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
+            if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
+            else None,
+        )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
     backend._forget_stream(handle)  # nobody reads a task sandbox's main output
