@@ -260,7 +260,7 @@ def _start(
             memory=spec.memory,
             timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
             force=force_build,
-            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
+            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk), disk=_disk())
             if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
             else None,
         )
@@ -282,6 +282,12 @@ def _start(
         raise Forbidden("The run ended while its task sandbox started.", code="not_managed")
     sandbox.refresh_from_db()
     return sandbox
+
+
+def _disk() -> int:
+    """What a task image's RUN steps may write: what a task sandbox may
+    (runs.task_sandbox_disk.limit_bytes, which imports this module)."""
+    return settings.BELVEDIR_TASK_SANDBOX_DISK or settings.BELVEDIR_SANDBOX_DISK
 
 
 def _remove(handle: SandboxHandle) -> None:

@@ -36,6 +36,7 @@ from runs.sandbox.base import SandboxError
 PIECES_DIR = ".belvedir-build"
 STAGE_REPOSITORY = "belvedir-task-stage"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
+DISK_CHECK_SECONDS = 2.0
 _VAR = re.compile(r"\\\$|\$(?:\{(\w+)(?::([-+])([^}]*))?\}|(\w+))")
 
 
@@ -55,6 +56,9 @@ class Limits:
     pids: int
     runtime: str
     cap_add: tuple[str, ...] = ()
+    # What the RUN steps together may write to the image, in bytes (0: no limit); checked
+    # every DISK_CHECK_SECONDS while a step runs, as a task sandbox's disk is.
+    disk: int = 0
     # The RUN containers' labels: the run's, so that the reaper removes one whose build's
     # process died (a commit keeps them in the image; a container of it gets the platform's).
     labels: dict[str, str] = field(default_factory=dict)
@@ -161,6 +165,7 @@ class _Build:
     # (no build cache holds it), so removed when the build fails.
     own: str = ""
     pieces: int = 0
+    written: int = 0  # what the committed RUN steps wrote
     stage_count: int = 0
 
     def left(self) -> float:
@@ -403,14 +408,12 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     )["Id"]
     try:
         api.start(container)
-        try:
-            code = api.wait(container, timeout=job.left()).get("StatusCode", -1)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            raise StepFailed(f"{where}: the build took longer than its time limit") from None
+        code = _wait(job, container, where)
         output = api.logs(container, stdout=True, stderr=True, tail=200)
         job.log.append(output.decode(errors="replace"))
         if code != 0:
             raise StepFailed(f"{where}: the command returned a non-zero code: {code}")
+        job.written += _check_disk(job, container, where)
         kept = {key: config.get(key) for key in ("Cmd", "Entrypoint", "Env", "User", "WorkingDir")}
         kept["Labels"] = config.get("Labels") or {}
         image = api.commit(container, conf={**config, **kept})["Id"]
@@ -418,6 +421,34 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     finally:
         api.remove_container(container, force=True, v=True)
     stage.image = image
+
+
+def _wait(job: _Build, container: str, where: str) -> int:
+    """The step's exit code; StepFailed past the build's deadline or its disk limit."""
+    api = job.client.api
+    while True:
+        left = job.deadline - time.monotonic()
+        if left <= 0:
+            raise StepFailed(f"{where}: the build took longer than its time limit")
+        try:
+            return api.wait(container, timeout=min(left, DISK_CHECK_SECONDS)).get("StatusCode", -1)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            pass
+        api.inspect_container(container)  # the engine still answers (else SandboxError)
+        _check_disk(job, container, where)
+
+
+def _check_disk(job: _Build, container: str, where: str) -> int:
+    """What the step wrote so far (its container's writable layer); StepFailed when the
+    build's steps together wrote more than the disk limit."""
+    if not job.limits.disk:
+        return 0
+    found = job.client.api.containers(all=True, size=True, filters={"id": container})
+    used = int((found[0].get("SizeRw") if found else 0) or 0)
+    if job.written + used > job.limits.disk:
+        limit = job.limits.disk // 2**20
+        raise StepFailed(f"{where}: the build's RUN steps wrote more than {limit} MiB")
+    return used
 
 
 def _shell_command(step: Instruction, shell: list[str]) -> list[str]:

@@ -236,9 +236,10 @@ def _build_in_steps(
         ) from None
 
 
-def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
+def step_limits(spec: SandboxSpec, labels: dict[str, str], disk: int = 0) -> taskbuild.Limits:
     """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
-    limits and capabilities), with `labels`."""
+    limits and capabilities), with `labels`; its RUN steps together write at most `disk`
+    bytes (0: no limit)."""
     return taskbuild.Limits(
         network=spec.network,
         memory=_bytes(spec.memory),
@@ -247,6 +248,7 @@ def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
         runtime=spec.runtime,
         cap_add=spec.cap_add,
         labels=labels,
+        disk=disk,
     )
 
 

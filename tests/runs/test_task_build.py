@@ -3,6 +3,7 @@ the rest of the Dockerfile by the engine's builder (`runs.sandbox.taskbuild`): t
 comes out as `docker build` makes it, a failed step says which and why, and what cannot be
 built that way is refused before any code runs."""
 
+import dataclasses
 import secrets
 import time
 
@@ -240,3 +241,17 @@ def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client,
         client, tag, "cd /ctx && find . -mindepth 1 | sort; diff -r /ctx /ctx2 && echo same"
     )
     assert listed.split() == ["./.dockerignore", "./a", "./logs", "./logs/keep", "same"]
+
+
+def test_the_run_steps_together_write_at_most_the_disk_limit(client):
+    limits = dataclasses.replace(LIMITS, disk=64 * 2**20)
+    write = "RUN dd if=/dev/zero of=/{} bs=1M count=40 status=none\n"
+    dockerfile = f"FROM {BASE_IMAGE}\nUSER root\n{write.format('a')}{write.format('b')}RUN true\n"
+
+    with pytest.raises(
+        BuildFailed, match=r"step 4 \(RUN dd .*\): the build's RUN steps wrote more"
+    ):
+        build(client, dockerfile, steps=limits)
+
+    left = client.containers.list(all=True, filters={"label": "belvedir.test=task-build"})
+    assert left == []
