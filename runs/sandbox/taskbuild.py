@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import re
 import secrets
 import tarfile
@@ -28,6 +29,7 @@ import docker
 import docker.errors
 import requests
 from docker.utils import parse_repository_tag
+from docker.utils.build import PatternMatcher
 
 from runs.sandbox.base import SandboxError
 
@@ -63,11 +65,19 @@ class Instruction:
     keyword: str
     rest: str
     text: str  # as written, continuations joined
+    heredocs: tuple[tuple[str, str], ...] = ()  # (name, body) of each `<<NAME` of a RUN
+
+
+# A heredoc's opening word (BuildKit's, for RUN, COPY and ADD): `<<NAME`, `<<-NAME` (tabs
+# stripped), `<<"NAME"` / `<<'NAME'`; not a here-string (`<<<`) nor a shift (`1<<2`).
+_HEREDOC = re.compile(r"(?:^|(?<=\s))\d*<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2(?=\s|$)")
 
 
 def parse(dockerfile: str) -> list[Instruction]:
-    """The Dockerfile's instructions: parser directives, comments and blank lines dropped,
-    continuation lines joined."""
+    """The Dockerfile's instructions as Docker reads them: parser directives, comments and
+    blank lines dropped; continuation lines joined (the escape character and the line break
+    removed, nothing added; comment and empty lines inside skipped); the bodies of a RUN's
+    heredocs collected."""
     lines = dockerfile.splitlines()
     escape, body = "\\", 0
     while body < len(lines):
@@ -77,20 +87,38 @@ def parse(dockerfile: str) -> list[Instruction]:
         if match.group(1).lower() == "escape":
             escape = match.group(2)
         body += 1
+    continued = re.compile(re.escape(escape) + r"[ \t]*$")
     found: list[Instruction] = []
-    pending = ""
-    for line in [*lines[body:], ""]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
+    rows = iter(lines[body:])
+    for line in rows:
+        text = line.strip()
+        if not text or text.startswith("#"):
             continue
-        if stripped.endswith(escape):
-            pending += stripped[: -len(escape)] + " "
-            continue
-        text = (pending + stripped).strip()
-        pending = ""
-        if text:
-            keyword, _, rest = text.partition(" ")
-            found.append(Instruction(keyword.upper(), rest.strip(), text))
+        while continued.search(text):
+            text = continued.sub("", text)
+            following = next(rows, None)
+            while following is not None and (
+                not following.strip() or following.lstrip().startswith("#")
+            ):
+                following = next(rows, None)
+            if following is None:
+                break
+            text += following.rstrip("\r\n")
+        text = text.strip()
+        keyword, _, rest = text.partition(" ")
+        keyword, rest = keyword.upper(), rest.strip()
+        heredocs: list[tuple[str, str]] = []
+        if keyword in ("RUN", "COPY", "ADD"):
+            for match in _HEREDOC.finditer(rest):
+                strip_tabs, name = match.group(1) == "-", match.group(3)
+                content: list[str] = []
+                for row in rows:
+                    row = row.lstrip("\t") if strip_tabs else row
+                    if row == name:
+                        break
+                    content.append(row + "\n")
+                heredocs.append((name, "".join(content)))
+        found.append(Instruction(keyword, rest, text, tuple(heredocs)))
     return found
 
 
@@ -129,6 +157,9 @@ class _Build:
     stages: dict[str, str] = field(default_factory=dict)  # name or index -> a temporary tag
     temporary: list[str] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_hex(6))
+    # The stage's image so far once a RUN of this build committed: made by this build alone
+    # (no build cache holds it), so removed when the build fails.
+    own: str = ""
     pieces: int = 0
     stage_count: int = 0
 
@@ -168,8 +199,10 @@ def build(
         _steps(job, parse(_dockerfile(context)), tag)
     except StepFailed as exc:
         exc.log = job.log
+        _forget(job)
         raise
     except (docker.errors.DockerException, requests.RequestException) as exc:
+        _forget(job)
         raise SandboxError(f"the engine failed during the build: {str(exc)[:300]}") from exc
     finally:
         for image in job.temporary:
@@ -177,6 +210,16 @@ def build(
                 client.api.remove_image(image)
             except (docker.errors.DockerException, requests.RequestException):
                 pass
+
+
+def _forget(job: _Build) -> None:
+    """A failed build's own images: the last one goes, and with it its untagged parents (the
+    engine prunes them), down to the base or an image that another build uses."""
+    if job.own:
+        try:
+            job.client.api.remove_image(job.own)
+        except (docker.errors.DockerException, requests.RequestException):
+            pass
 
 
 def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
@@ -210,6 +253,8 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
                 raise StepFailed(f'{where}: SHELL takes a JSON list, e.g. ["/bin/bash", "-c"]')
         elif step.keyword == "COPY" and "--from=" in step.rest:
             step = _copy_from(job, step)
+        if step.heredocs and step.keyword != "RUN":
+            raise StepFailed(f"{where}: heredocs are supported in RUN only, not in {step.keyword}")
         if step.keyword != "RUN":
             stage.pending.append(step)
             continue
@@ -264,6 +309,7 @@ def _end_stage(job: _Build, stage: _Stage) -> None:
     name = f"{STAGE_REPOSITORY}:{job.token}-{len(job.temporary)}"
     job.client.api.tag(stage.image, *name.split(":"))
     job.temporary.append(name)
+    job.own = ""  # the tag goes at the end, success or not
     for key in stage.names:
         job.stages[key] = name
 
@@ -288,8 +334,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     lines += [step.text for step in stage.pending]
     stage.pending = []
     job.pieces += 1
-    name = f"{PIECES_DIR}/Dockerfile.{job.pieces}"
-    context = _with_piece(job.context, name, "\n".join(lines) + "\n")
+    name = f"{PIECES_DIR}-{job.pieces}.Dockerfile"
+    context = sent_context(job.context, (name, "\n".join(lines) + "\n"))
     image = ""
     error = ""
     for event in job.client.api.build(
@@ -316,6 +362,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
             image = event["aux"]["ID"]
     if error or not image:
         raise StepFailed(error or "the engine's builder gave no image")
+    if job.own and job.own == stage.image:
+        job.own = image
     stage.image = image
 
 
@@ -327,7 +375,7 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     config = api.inspect_image(stage.image).get("Config") or {}
     env_names = {item.partition("=")[0] for item in config.get("Env") or []}
     args = [f"{k}={v}" for k, v in stage.values.items() if k not in env_names]
-    command = _json_list(step.rest) or [*stage.shell, step.rest]
+    command = _json_list(step.rest) or _shell_command(step, config.get("Shell") or stage.shell)
     # The build args reach the command through `env`, not the container's config: a commit
     # keeps the container's env, and build args must not stay in the image.
     command = ["env", *args, *command] if args else command
@@ -366,9 +414,26 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
         kept = {key: config.get(key) for key in ("Cmd", "Entrypoint", "Env", "User", "WorkingDir")}
         kept["Labels"] = config.get("Labels") or {}
         image = api.commit(container, conf={**config, **kept})["Id"]
+        job.own = image
     finally:
         api.remove_container(container, force=True, v=True)
     stage.image = image
+
+
+def _shell_command(step: Instruction, shell: list[str]) -> list[str]:
+    """A shell-form RUN's command, its heredocs as BuildKit runs them: `RUN <<EOF` alone runs
+    the body (a script with a `#!` line: as that script), `RUN cmd <<EOF` gives the shell the
+    command with its heredocs."""
+    if not step.heredocs:
+        return [*shell, step.rest]
+    name, body = step.heredocs[0]
+    if len(step.heredocs) == 1 and _HEREDOC.fullmatch(step.rest):
+        if not body.startswith("#!"):
+            return [*shell, body]
+        script = 'f=$(mktemp) && printf %s "$1" > "$f" && chmod +x "$f" && "$f"; c=$?; rm -f "$f"; exit $c'
+        return ["/bin/sh", "-c", script, "heredoc", body]
+    full = step.rest + "".join(f"\n{body}{name}" for name, body in step.heredocs)
+    return [*shell, full]
 
 
 def _json_list(text: str) -> list[str] | None:
@@ -391,29 +456,54 @@ def _dockerfile(context: bytes) -> str:
     raise StepFailed("the context has no Dockerfile at its top")
 
 
-def _with_piece(context: bytes, name: str, dockerfile: str) -> bytes:
-    """The context with one more file, the piece's Dockerfile, which .dockerignore keeps out
-    of the image (appended to the task's own .dockerignore, or made)."""
+def sent_context(context: bytes, piece: tuple[str, str] | None = None) -> bytes:
+    """The context (a tar, gzip or not) as the docker CLI sends it: less what the task's
+    .dockerignore excludes (the engine itself drops only the Dockerfile it builds and the
+    .dockerignore). `piece` (name, text): one more Dockerfile at its top, which the
+    .dockerignore sent keeps out of the image (appended to the task's own, or made)."""
     out = io.BytesIO()
-    ignore = b""
     with (
         tarfile.open(fileobj=io.BytesIO(context), mode="r:*") as source,
         tarfile.open(fileobj=out, mode="w") as tar,
     ):
-        for member in source:
-            clean = member.name.removeprefix("./")
-            if clean == ".dockerignore" and member.isfile():
+        members = source.getmembers()
+        ignore = b""
+        for member in members:
+            if member.name.removeprefix("./") == ".dockerignore" and member.isfile():
                 data = source.extractfile(member)
                 assert data is not None
                 ignore = data.read()
+        excluded = PatternMatcher(_ignore_patterns(ignore.decode("utf-8", "replace")))
+        for member in members:
+            clean = member.name.removeprefix("./").strip("/")
+            if clean == ".dockerignore" or (piece and clean.startswith(PIECES_DIR)):
                 continue
-            if clean.startswith(PIECES_DIR):
+            built = piece is None and clean == "Dockerfile"  # the engine drops it if excluded
+            if clean and clean != "." and not built and excluded.matches(clean):
                 continue
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
-        made = not ignore
-        ignore += f"\n{PIECES_DIR}\n".encode() + (b".dockerignore\n" if made else b"")
-        for path, data in ((".dockerignore", ignore), (name, dockerfile.encode())):
+        added = [(".dockerignore", ignore)] if ignore else []
+        if piece is not None:
+            made = not ignore
+            ignore += f"\n{PIECES_DIR}*\n".encode() + (b".dockerignore\n" if made else b"")
+            added = [(".dockerignore", ignore), (piece[0], piece[1].encode())]
+        for path, data in added:
             info = tarfile.TarInfo(path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def _ignore_patterns(text: str) -> list[str]:
+    """A .dockerignore's patterns as the docker CLI reads them (comments and blank lines
+    dropped, each cleaned and made relative)."""
+    patterns = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = posixpath.normpath(line.removeprefix("!").strip()).lstrip("/")
+        if line and line != ".":
+            patterns.append(("!" if negated else "") + line)
+    return patterns

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import posixpath
 import queue
 import socket
@@ -168,14 +169,18 @@ def ensure_image(
         return False
     log: list[str] = []
     error = ""
-    gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
     started = time.monotonic()
     try:
-        with context.open("rb") as data:
+        sent = taskbuild.sent_context(context.read_bytes())  # less what .dockerignore excludes
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BuildFailed(
+            f"the task's image did not build: the context is not a tar: {exc}"
+        ) from None
+    try:
+        with io.BytesIO(sent) as data:
             for event in client.api.build(
                 fileobj=data,
                 custom_context=True,
-                encoding="gzip" if gzipped else None,
                 tag=tag,
                 rm=True,
                 forcerm=True,

@@ -54,7 +54,7 @@ def client(tmp_path):
     engine.close()
 
 
-def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout: float = 300):
+def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout=300, steps=LIMITS):
     tag = f"belvedir-task:build-{secrets.token_hex(6)}"
     client.made.add(tag)
     path = client.tmp / f"{tag.replace(':', '-')}.tar.gz"
@@ -66,7 +66,7 @@ def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout:
         network="none",
         memory="1g",
         timeout=timeout,
-        steps=LIMITS,
+        steps=steps,
     )
     return tag
 
@@ -154,7 +154,7 @@ def test_the_dockerfile_is_read_as_docker_reads_it():
 
     assert [(s.keyword, s.rest) for s in steps] == [
         ("FROM", "base AS b"),
-        ("RUN", "echo a  && echo b"),
+        ("RUN", "echo a   && echo b"),  # the continuation line keeps its indent
         ("SHELL", '["/bin/bash", "-c"]'),
         ("RUN", "true"),
     ]
@@ -162,3 +162,81 @@ def test_the_dockerfile_is_read_as_docker_reads_it():
     assert taskbuild.expand("$A-${A}-${E:-d}-${A:+set}-${E:+x}-\\$A-$NONE", values) == (
         "1-1-d-set--$A-"
     )
+
+
+def test_continuations_are_joined_as_docker_joins_them():
+    steps = taskbuild.parse(
+        "FROM base\nRUN echo foo\\\nbar && \\\n\n    echo baz \\  \n# note\n  && true\nRUN last\n"
+    )
+
+    # The escape and line break go, nothing is added; empty and comment lines are skipped.
+    assert [s.rest for s in steps[1:]] == ["echo foobar &&     echo baz   && true", "last"]
+
+
+def test_a_runs_heredocs_are_read_with_it():
+    steps = taskbuild.parse(
+        "FROM base\nRUN <<EOF\necho one\n\n# kept\nEOF\n"
+        "RUN python3 - <<-'PY' <<<here $((1<<2))\n\tprint(1)\n\tPY\nRUN cat <<<x\n"
+    )
+
+    assert [(s.keyword, s.heredocs) for s in steps] == [
+        ("FROM", ()),
+        ("RUN", (("EOF", "echo one\n\n# kept\n"),)),
+        ("RUN", (("PY", "print(1)\n"),)),
+        ("RUN", ()),
+    ]
+
+
+def test_heredoc_runs_and_an_inherited_shell_run_as_buildkit_runs_them(client):
+    dockerfile = (
+        f'FROM {BASE_IMAGE} AS first\nSHELL ["/bin/bash", "-c"]\n'
+        "FROM first\nUSER root\nRUN echo ${BASH_VERSION:+bash} > /shell\n"
+        "RUN <<EOF\necho one > /h\necho two >> /h\nEOF\n"
+        "RUN <<EOF\n#!/usr/bin/env python3\nopen('/p', 'w').write('python')\nEOF\n"
+        "RUN cat > /c <<'END'\n$HOME\nEND\n"
+    )
+
+    tag = build(client, dockerfile)
+
+    assert run(client, tag, "cat /shell /h /p; echo; cat /c").split() == [
+        "bash",
+        "one",
+        "two",
+        "python",
+        "$HOME",
+    ]
+
+
+def test_a_failed_build_leaves_none_of_its_own_images(client):
+    marker = secrets.token_hex(8)  # every image past the LABEL carries it (a commit keeps it)
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nLABEL belvedir.test-marker={marker}\nUSER root\nRUN echo a > /a\n"
+        "ENV A=1\nRUN echo b > /b\nRUN exit 2\n"
+    )
+
+    with pytest.raises(BuildFailed, match="non-zero code: 2"):
+        build(client, dockerfile)
+
+    made = client.images.list(all=True, filters={"label": f"belvedir.test-marker={marker}"})
+    assert made == []
+
+
+@pytest.mark.parametrize("steps", [LIMITS, None], ids=["in-steps", "engine-builder"])
+def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client, steps):
+    files = {
+        ".dockerignore": "# not these\nsecret.txt\n/logs\n!logs/keep\nDockerfile\n",
+        "secret.txt": "s",
+        "a": "a",
+        "logs/x": "x",
+        "logs/keep": "k",
+    }
+
+    marker = secrets.token_hex(8)  # no build cache from an earlier build
+    dockerfile = f"FROM {BASE_IMAGE}\nLABEL m={marker}\nCOPY . /ctx\nRUN true\nCOPY . /ctx2\n"
+
+    tag = build(client, dockerfile, files, steps=steps)
+
+    listed = run(
+        client, tag, "cd /ctx && find . -mindepth 1 | sort; diff -r /ctx /ctx2 && echo same"
+    )
+    assert listed.split() == ["./.dockerignore", "./a", "./logs", "./logs/keep", "same"]
