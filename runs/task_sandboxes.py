@@ -378,6 +378,16 @@ def _is_task_container(backend, container_id: str) -> bool:
     return LABEL_TASK_SANDBOX in labels
 
 
+def task_sandboxes_unsettled() -> models.QuerySet[TaskSandbox]:
+    """Task sandboxes stopped but never settled (the process that stopped one died before
+    charging it), past the grace their own stop has to charge them. Served by the partial
+    index `task_sandbox_uncharged` (charged=False): each reaper pass reads the few uncharged
+    rows, not every task sandbox ever made."""
+    return TaskSandbox.objects.filter(
+        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
+    ).exclude(status__in=TaskSandbox.ALIVE)
+
+
 def task_sandboxes_reap() -> int:
     """The reaper's pass: stop the task sandboxes whose run is no longer running (their rows
     whichever host sees them first, their containers on this engine only), and remove this
@@ -390,11 +400,7 @@ def task_sandboxes_reap() -> int:
     run_ids = set(stale.values_list("run_id", flat=True))
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
-    # Stopped but never settled: the process that stopped it died before charging it.
-    unsettled = TaskSandbox.objects.filter(
-        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
-    ).exclude(status__in=TaskSandbox.ALIVE)
-    for sandbox_id in unsettled.values_list("pk", flat=True):
+    for sandbox_id in task_sandboxes_unsettled().values_list("pk", flat=True):
         task_sandbox_settle(sandbox_id=sandbox_id)
     try:
         _remove_stopped_containers()
