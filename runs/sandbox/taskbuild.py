@@ -280,9 +280,10 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
     base = expand(words[0], job.global_values) if words else ""
     if not base:
         raise StepFailed(f"{where}: FROM names no image")
-    alias = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
-    if base in job.stages:  # FROM an earlier stage
-        base = job.stages[base]
+    # Stage names are case-insensitive, as Docker reads them.
+    alias = words[2].lower() if len(words) == 3 and words[1].upper() == "AS" else ""
+    if base.lower() in job.stages:  # FROM an earlier stage
+        base = job.stages[base.lower()]
     elif base != "scratch":
         try:
             config = _base_config(job.client, base)
@@ -321,7 +322,7 @@ def _end_stage(job: _Build, stage: _Stage) -> None:
 
 def _copy_from(job: _Build, step: Instruction) -> Instruction:
     def swap(match: re.Match) -> str:
-        return f"--from={job.stages.get(match.group(1)) or match.group(1)}"
+        return f"--from={job.stages.get(match.group(1).lower()) or match.group(1)}"
 
     rest = re.sub(r"--from=(\S+)", swap, step.rest)
     return Instruction(step.keyword, rest, f"{step.keyword} {rest}")

@@ -255,3 +255,14 @@ def test_the_run_steps_together_write_at_most_the_disk_limit(client):
 
     left = client.containers.list(all=True, filters={"label": "belvedir.test=task-build"})
     assert left == []
+
+
+def test_stage_names_are_case_insensitive_as_docker_reads_them(client):
+    dockerfile = (
+        f"FROM {BASE_IMAGE} AS Builder\nUSER root\nRUN echo built > /x\n"
+        f"FROM builder AS Second\nFROM {BASE_IMAGE}\nCOPY --from=BUILDER /x /x\n"
+        "COPY --from=second /x /y\n"
+    )
+
+    assert run(client, build(client, dockerfile), "cat /x /y").split() == ["built", "built"]
+
