@@ -408,7 +408,11 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
         ),
     )["Id"]
     try:
-        api.start(container)
+        try:
+            api.start(container)
+        except docker.errors.APIError as exc:  # e.g. its USER is not in the image's passwd
+            reason = exc.explanation or str(exc)
+            raise StepFailed(f"{where}: the step could not start: {str(reason)[:300]}") from None
         code = _wait(job, container, where)
         output = api.logs(container, stdout=True, stderr=True, tail=200)
         job.log.append(output.decode(errors="replace"))

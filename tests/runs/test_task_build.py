@@ -266,3 +266,9 @@ def test_stage_names_are_case_insensitive_as_docker_reads_them(client):
 
     assert run(client, build(client, dockerfile), "cat /x /y").split() == ["built", "built"]
 
+
+def test_a_step_that_cannot_start_is_the_tasks_failure_not_the_engines(client):
+    with pytest.raises(
+        BuildFailed, match=r"step 3 \(RUN true\): the step could not start: .*nosuch"
+    ):
+        build(client, f"FROM {BASE_IMAGE}\nUSER nosuchuser\nRUN true\n")
