@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 import docker
+import docker.auth
 import docker.errors
 import requests
 from docker.utils import parse_repository_tag
@@ -286,7 +287,7 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
         base = job.stages[base.lower()]
     elif base != "scratch":
         try:
-            config = _base_config(job.client, base)
+            config = _base_config(job, base)
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise StepFailed(
                 f"{where}: the base image {base} is not on the engine and could not be pulled "
@@ -299,15 +300,38 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
     return _Stage(from_line=f"FROM {base}", names=names)
 
 
-def _base_config(client: docker.DockerClient, image: str) -> dict:
+def _base_config(job: _Build, image: str) -> dict:
     """The image's config; pulled first when the engine lacks it (one it holds is never
-    refreshed), as the engine's builder does."""
+    refreshed), as the engine's builder does, within the build's time limit (the SDK's
+    `pull` waits without one)."""
+    api = job.client.api
     try:
-        return client.api.inspect_image(image).get("Config") or {}
+        return api.inspect_image(image).get("Config") or {}
     except docker.errors.ImageNotFound:
-        repository, version = parse_repository_tag(image)
-        client.api.pull(repository, tag=version or "latest")
-        return client.api.inspect_image(image).get("Config") or {}
+        pass
+    repository, version = parse_repository_tag(image)
+    registry, _ = docker.auth.resolve_repository_name(repository)
+    header = docker.auth.get_config_header(api, registry)
+    try:
+        response = api._post(
+            api._url("/images/create"),
+            params={"fromImage": repository, "tag": version or "latest"},
+            headers={"X-Registry-Auth": header} if header else {},
+            stream=True,
+            timeout=job.left(),
+        )
+        try:
+            api._raise_for_status(response)
+            for event in api._stream_helper(response, decode=True):
+                if "error" in event:
+                    raise docker.errors.DockerException(str(event["error"]))
+                job.left()
+        finally:
+            response.close()
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        job.left()  # past the deadline: StepFailed saying so
+        raise
+    return api.inspect_image(image).get("Config") or {}
 
 
 def _end_stage(job: _Build, stage: _Stage) -> None:

@@ -3,8 +3,11 @@ the rest of the Dockerfile by the engine's builder (`runs.sandbox.taskbuild`): t
 comes out as `docker build` makes it, a failed step says which and why, and what cannot be
 built that way is refused before any code runs."""
 
+import contextlib
 import dataclasses
 import secrets
+import socket
+import threading
 import time
 
 import docker
@@ -272,3 +275,25 @@ def test_a_step_that_cannot_start_is_the_tasks_failure_not_the_engines(client):
         BuildFailed, match=r"step 3 \(RUN true\): the step could not start: .*nosuch"
     ):
         build(client, f"FROM {BASE_IMAGE}\nUSER nosuchuser\nRUN true\n")
+
+
+def test_pulling_a_missing_base_image_stays_within_the_builds_time_limit(client):
+    registry = socket.socket()  # a registry on this machine that never answers
+    registry.bind(("127.0.0.1", 0))
+    registry.listen(8)
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                held.append(registry.accept()[0])
+
+    threading.Thread(target=hold, daemon=True).start()
+    started = time.monotonic()
+
+    with pytest.raises(BuildFailed, match="longer than its time limit"):
+        build(client, f"FROM 127.0.0.1:{registry.getsockname()[1]}/slow:1\nRUN true\n", timeout=4)
+
+    assert time.monotonic() - started < 12  # the engine itself gives up only after ~25 s
+    assert held  # the engine did try to pull
+    registry.close()
