@@ -29,6 +29,7 @@ import docker
 import docker.auth
 import docker.errors
 import requests
+import urllib3
 from docker.utils import parse_repository_tag
 from docker.utils.build import PatternMatcher
 
@@ -38,6 +39,13 @@ PIECES_DIR = ".belvedir-build"
 STAGE_REPOSITORY = "belvedir-task-stage"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
 DISK_CHECK_SECONDS = 2.0
+# A read from the engine that waited out its timeout (urllib3's own error while a response
+# streams: requests wraps only what happens before it).
+_READ_TIMEOUT = (
+    requests.exceptions.ReadTimeout,
+    requests.exceptions.ConnectionError,
+    urllib3.exceptions.ReadTimeoutError,
+)
 _VAR = re.compile(r"\\\$|\$(?:\{(\w+)(?::([-+])([^}]*))?\}|(\w+))")
 
 
@@ -207,7 +215,11 @@ def build(
         exc.log = job.log
         _forget(job)
         raise
-    except (docker.errors.DockerException, requests.RequestException) as exc:
+    except (
+        docker.errors.DockerException,
+        requests.RequestException,
+        urllib3.exceptions.HTTPError,
+    ) as exc:
         _forget(job)
         raise SandboxError(f"the engine failed during the build: {str(exc)[:300]}") from exc
     finally:
@@ -328,7 +340,7 @@ def _base_config(job: _Build, image: str) -> dict:
                 job.left()
         finally:
             response.close()
-    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+    except _READ_TIMEOUT:
         job.left()  # past the deadline: StepFailed saying so
         raise
     return api.inspect_image(image).get("Config") or {}
@@ -368,28 +380,34 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     context = sent_context(job.context, (name, "\n".join(lines) + "\n"))
     image = ""
     error = ""
-    for event in job.client.api.build(
-        fileobj=io.BytesIO(context),
-        custom_context=True,
-        dockerfile=name,
-        rm=True,
-        forcerm=True,
-        pull=False,
-        nocache=job.nocache,
-        network_mode="none",
-        container_limits={"memory": job.limits.memory, "memswap": job.limits.memory},
-        # The RUN containers' labels stay out of the image (a container of it gets its own).
-        labels={**{key: "" for key in job.limits.labels}, **job.labels} if final else None,
-        decode=True,
-        timeout=job.left(),
-        use_config_proxy=False,
-    ):
-        if "stream" in event:
-            job.log.append(str(event["stream"]))
-        if "error" in event:
-            error = str(event["error"]).strip()
-        if "aux" in event and "ID" in (event["aux"] or {}):
-            image = event["aux"]["ID"]
+    try:
+        events = job.client.api.build(
+            fileobj=io.BytesIO(context),
+            custom_context=True,
+            dockerfile=name,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            nocache=job.nocache,
+            network_mode="none",
+            container_limits={"memory": job.limits.memory, "memswap": job.limits.memory},
+            # The RUN containers' labels stay out of the image (a container of it gets its own).
+            labels={**{key: "" for key in job.limits.labels}, **job.labels} if final else None,
+            decode=True,
+            timeout=job.left(),
+            use_config_proxy=False,
+        )
+        for event in events:
+            if "stream" in event:
+                job.log.append(str(event["stream"]))
+            if "error" in event:
+                error = str(event["error"]).strip()
+            if "aux" in event and "ID" in (event["aux"] or {}):
+                image = event["aux"]["ID"]
+            job.left()  # past the deadline: StepFailed (the read timeout is per read)
+    except _READ_TIMEOUT:
+        job.left()  # a read waited out the time left: StepFailed saying so
+        raise
     if error or not image:
         raise StepFailed(error or "the engine's builder gave no image")
     if job.own and job.own == stage.image:
@@ -461,7 +479,7 @@ def _wait(job: _Build, container: str, where: str) -> int:
             raise StepFailed(f"{where}: the build took longer than its time limit")
         try:
             return api.wait(container, timeout=min(left, DISK_CHECK_SECONDS)).get("StatusCode", -1)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        except _READ_TIMEOUT:
             pass
         api.inspect_container(container)  # the engine still answers (else SandboxError)
         _check_disk(job, container, where)

@@ -297,3 +297,24 @@ def test_pulling_a_missing_base_image_stays_within_the_builds_time_limit(client)
     assert time.monotonic() - started < 12  # the engine itself gives up only after ~25 s
     assert held  # the engine did try to pull
     registry.close()
+
+
+def test_a_slow_add_stays_within_the_builds_time_limit(client):
+    server = socket.socket()  # an ADD source on this machine that never answers
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=hold, daemon=True).start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/file"
+
+    with pytest.raises(BuildFailed, match="longer than its time limit"):
+        build(client, f"FROM {BASE_IMAGE}\nADD {url} /file\nRUN true\n", timeout=4)
+
+    assert held  # the engine did try to fetch it
+    server.close()
