@@ -362,6 +362,9 @@ BELVEDIR_SANDBOX_RUNTIME = envstr("BELVEDIR_SANDBOX_RUNTIME", "runsc")
 BELVEDIR_SANDBOX_DISK = envsize("BELVEDIR_SANDBOX_DISK", 10 * 2**30, minimum=16 * 2**20)
 BELVEDIR_SANDBOX_DATA_DIR = envstr("BELVEDIR_SANDBOX_DATA_DIR", "/var/lib/belvedir/sandboxes")
 BELVEDIR_MIN_FREE_DISK = envsize("BELVEDIR_MIN_FREE_DISK", 2 * 2**30, minimum=0)
+# Quota volumes a worker host keeps made ahead for the next sandboxes (0: none); an unused
+# one is released by the reaper after 10 minutes. Each counts against BELVEDIR_MIN_FREE_DISK.
+BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, minimum=0)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
 BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")

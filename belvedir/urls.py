@@ -50,7 +50,7 @@ api_v1 = [
     ),
     path(
         "environments/<str:environment_id>/export",
-        environment_api.EnvironmentExportView.as_view(),
+        run_api.RunEnvironmentExportView.as_view(),  # the run keys' limits live with runs
         name="api-environment-export",
     ),
     path(

@@ -45,11 +45,10 @@ from datetime import datetime
 from pathlib import Path
 
 import _common
-from _common import median, ms, table
+from _run_overhead_report import report, side_by_side
 
 DB_NAME = "belvedir_bench_run"
 IMAGE = os.environ.get("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
-TARGET_OVERHEAD_S = 1.0
 BENCH_LABEL = "belvedir.bench=run_overhead"
 INSTALL = "true"
 RUN = "python3 -c \"import json; json.dump({'score': 1}, open('results.json','w'))\""
@@ -143,7 +142,8 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor, "tar_directory", "exec: tar workspace")
     from runs.sandbox import volumes
 
-    probe.wrap(volumes, "allocate", "sandbox: quota volume (mkfs, seed, mount)")
+    probe.wrap(volumes, "allocate", "sandbox: quota volume (a spare, or copy + mount)")
+    probe.wrap(volumes, "make_spare", "exec: spare volume made (in remove)")
     probe.wrap(volumes, "release", "exec: quota volume release (in remove)")
     probe.wrap(DockerBackend, "_create", "sandbox: container create")
     probe.wrap(DockerBackend, "_put_workspace", "sandbox: put_archive")
@@ -151,11 +151,19 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor.Execution, "follow", "exec: follow (output, wait)")
     probe.wrap(executor.Execution, "finish", "exec: finish (collect, judge, record)")
 
+    def ended(args, kwargs, result):
+        if result is not None:
+            probe.marks["signed_exit"] = time.time()
+
+    probe.wrap(
+        executor.Execution, "_signed_exit", "follow: the entrypoint's exit record", after=ended
+    )
+
     def waited(args, kwargs, result):
         if result is not None:
             probe.marks["wait_returned"] = time.time()
 
-    probe.wrap(DockerBackend, "wait", "follow: backend.wait", after=waited)
+    probe.wrap(DockerBackend, "wait", "follow: backend.wait (own thread)", after=waited)
     probe.wrap(DockerBackend, "collect", "finish: collect stage + results.json")
 
     def finished(args, kwargs, result):
@@ -219,6 +227,10 @@ def platform_once(probe: Probe, project, harness, user, runtime: str) -> dict[st
         if "wait_returned" in probe.marks:
             out["follow: exit -> wait returned"] = (
                 probe.marks["wait_returned"] - probe.marks["finished"]
+            )
+        if "signed_exit" in probe.marks:  # negative: before the engine recorded the exit
+            out["follow: exit -> exit record read"] = (
+                probe.marks["signed_exit"] - probe.marks["finished"]
             )
     return out
 
@@ -285,112 +297,6 @@ def cleanup_containers(run_ids: list[str]) -> None:
                 subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=60)
         except Exception as exc:  # report, keep cleaning
             print(f"cleanup: {exc}", file=sys.stderr)
-
-
-def report(platform: list[dict], baseline: list[dict]) -> None:
-    p_tot = [r["total"] for r in platform]
-    b_tot = [r["total"] for r in baseline]
-    pm, bm = median(p_tot), median(b_tot)
-    paired = median([p - b for p, b in zip(p_tot, b_tot, strict=True)])
-    n = len(platform)
-    print()
-    print(f"Launch-to-finish of a trivial harness, {n} runs each after 1 warm-up (ms):")
-    print(
-        table(
-            [
-                ["platform (run_launch + execute_run)", ms(pm), ms(min(p_tot)), ms(max(p_tot))],
-                ["baseline (git clone + docker run -v)", ms(bm), ms(min(b_tot)), ms(max(b_tot))],
-            ],
-            ["path", "median", "min", "max"],
-        )
-    )
-    overhead = pm - bm
-    print()
-    print(f"ratio platform/baseline (medians): {pm / bm:.2f}x")
-    print(
-        f"platform overhead per run: {overhead * 1000:.0f} ms (median of paired differences: {paired * 1000:.0f} ms)"
-    )
-    verdict = "PASS" if overhead < TARGET_OVERHEAD_S else "MISS"
-    print(f"target: under {TARGET_OVERHEAD_S * 1000:.0f} ms of overhead per run -> {verdict}")
-
-    def breakdown(runs: list[dict], order: list[str]) -> list[list[str]]:
-        keys = order + sorted({k for r in runs for k in r} - set(order) - {"total"})
-        return [
-            [k, ms(median([r.get(k, 0.0) for r in runs]))]
-            for k in keys
-            if any(k in r for r in runs)
-        ]
-
-    print()
-    print("Platform time, median per step (ms; nested steps are indented by their prefix):")
-    order = [
-        "launch (run_launch)", "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue",
-        "execute_run", "exec: claim run", "exec: decrypt secrets",
-        "exec: clone (init/fetch/checkout, drop .git)", "exec: rmtree (work dir)", "exec: tar workspace",
-        "exec: launch (create, copy, attach, start)", "sandbox: quota volume (mkfs, seed, mount)",
-        "sandbox: container create", "sandbox: put_archive",
-        "exec: follow (output, wait)", "follow: backend.wait", "follow: exit -> wait returned",
-        "exec: finish (collect, judge, record)", "finish: collect stage + results.json",
-        "finish: run_finish (DB, revoke key)",
-        "exec: kill", "exec: container remove", "exec: cleanup after run_finish",
-        "in container (StartedAt -> FinishedAt)", "launch -> run marked succeeded",
-    ]  # fmt: skip
-    rows = breakdown(platform, order)
-    known = {
-        "launch (run_launch)": [
-            "launch: sandbox engine ping", "launch: git ls-remote", "launch: django-q2 enqueue"
-        ],
-        "execute_run": [
-            k for k in order if k.startswith("exec: ") and k != "exec: cleanup after run_finish"
-        ],
-        "exec: launch (create, copy, attach, start)": [
-            "sandbox: quota volume (mkfs, seed, mount)", "sandbox: container create",
-            "sandbox: put_archive",
-        ],
-        "exec: follow (output, wait)": ["follow: backend.wait"],
-        "exec: finish (collect, judge, record)": [
-            "finish: collect stage + results.json", "finish: run_finish (DB, revoke key)"
-        ],
-    }  # fmt: skip
-    for parent, parts in known.items():
-        rest = median([r.get(parent, 0.0) - sum(r.get(p, 0.0) for p in parts) for r in platform])
-        label = {
-            "launch (run_launch)": "launch: other (checks, caps, Run + key, DB)",
-            "execute_run": "exec: other (DB writes/reads, env, docker client)",
-            "exec: launch (create, copy, attach, start)": "sandbox: other (attach, start)",
-            "exec: follow (output, wait)": "follow: other (threads, draining the output, status)",
-            "exec: finish (collect, judge, record)": "finish: other (judging, notes)",
-        }[parent]
-        rows.append([label, ms(rest)])
-    print(table(rows, ["step", "median"]))
-    print()
-    print("Baseline time, median per step (ms):")
-    print(table(breakdown(baseline, []), ["step", "median"]))
-    pin = median([r.get("in container (StartedAt -> FinishedAt)", 0.0) for r in platform])
-    bin_ = median([r.get("in container (StartedAt -> FinishedAt)", 0.0) for r in baseline])
-    print()
-    print(
-        f"time inside the container: platform {pin * 1000:.0f} ms, baseline {bin_ * 1000:.0f} ms; "
-        f"outside it: platform {(pm - pin) * 1000:.0f} ms, baseline {(bm - bin_) * 1000:.0f} ms"
-    )
-
-
-def side_by_side(platform: dict[str, list[dict]], baseline: dict[str, list[dict]]) -> None:
-    """The runtimes next to each other: medians of both paths and the platform's overhead."""
-    rows = []
-    first = next(iter(platform))
-    for runtime in platform:
-        p = median([r["total"] for r in platform[runtime]])
-        b = median([r["total"] for r in baseline[runtime]])
-        inside = median(
-            [r.get("in container (StartedAt -> FinishedAt)", 0.0) for r in platform[runtime]]
-        )
-        ref = median([r["total"] for r in platform[first]])
-        rows.append([runtime, ms(p), ms(b), ms(p - b), ms(inside), f"{p / ref:.2f}x"])
-    print()
-    print("Side by side (ms, medians):")
-    header = ["runtime", "platform", "baseline", "overhead", "in container", f"vs {first}"]
-    print(table(rows, header))
 
 
 def main() -> int:

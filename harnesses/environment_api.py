@@ -4,12 +4,10 @@ and a harness backed by one."""
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
-from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Invalid
 from belvedir.schema import errors
 from harnesses import environments, generation
@@ -221,9 +219,10 @@ class EnvironmentHarnessView(AccessMixin, APIView):
 
 
 class EnvironmentExportView(AccessMixin, APIView):
-    # A run's own key may read its project's environments here: the Harbor driver fetches
-    # `HARBOR_DATASET=belvedir:<id>` from the run's sandbox.
-    authentication_classes = [RunKeyAuthentication, SessionAuthentication]
+    """Project keys and members. The route serves `runs.api.RunEnvironmentExportView`, this
+    view with a run's own key admitted for the environments its run names (the Harbor driver
+    fetches `HARBOR_DATASET=belvedir:<id>` from the run's sandbox): runs sit above this floor,
+    so only they know which run a key belongs to and what its harness names."""
 
     @extend_schema(
         operation_id="environments_export",
@@ -232,7 +231,9 @@ class EnvironmentExportView(AccessMixin, APIView):
             "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
             'tests/test.sh and solution/solve.sh (README, "Run an environment with Harbor"). '
             "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs. "
-            "A run's own key may fetch it too (the Harbor driver's HARBOR_DATASET=belvedir:<id>)."
+            "A run's own key may fetch only the environment its run's harness names "
+            "(HARBOR_DATASET=belvedir:<id>, or the environment the harness was made from); "
+            "any other is a 404 for it."
         ),
         parameters=[
             OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
@@ -245,10 +246,14 @@ class EnvironmentExportView(AccessMixin, APIView):
         },
     )
     def get(self, request, environment_id: str):
-        environment = self.access.get(Environment, pk=environment_id)
+        environment = self.environment(environment_id)
         return environment_export_response(
             environment=environment, limit=request.query_params.get("limit")
         )
+
+    def environment(self, environment_id: str) -> Environment:
+        """The environment the caller may export, else 404."""
+        return self.access.get(Environment, pk=environment_id)
 
 
 # --- generation -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,6 +13,7 @@ from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
 from belvedir.schema import errors
+from harnesses.environment_api import EnvironmentExportView
 from harnesses.models import Harness
 from models_registry.models import FineTunedModel
 from runs import selectors, services
@@ -254,6 +256,23 @@ class RunTasksView(APIView):
         if not tasks:
             raise NotFound("This run has no Tasks.")
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")
+
+
+class RunEnvironmentExportView(EnvironmentExportView):
+    """The environment export (harnesses), served to project keys and members as there, and to
+    a run's own key for the environments its run names only (`selectors.run_environment_ids`):
+    the Harbor driver fetches `HARBOR_DATASET=belvedir:<id>` from the run's sandbox. Any other
+    environment is a 404 for that key, as another project's is."""
+
+    authentication_classes = [RunKeyAuthentication, SessionAuthentication]
+
+    def environment(self, environment_id: str):
+        key = self.request.auth
+        if isinstance(key, ApiKey) and key.kind == ApiKey.Kind.RUN:
+            run = selectors.run_of_key(key)
+            if run is None or environment_id not in selectors.run_environment_ids(run):
+                raise NotFound("Not found.")
+        return super().environment(environment_id)
 
 
 class ModelRunLaunchSerializer(serializers.Serializer):

@@ -15,6 +15,8 @@ STAGE_FILE = f"{CONTROL_DIR}/stage"
 
 ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
+# The entrypoint's signed exit code, written as it ends (see runs/sandbox/entrypoint.py).
+EXIT_FILE = entrypoint.EXIT_FILE
 # The sandbox's command: runs/sandbox/entrypoint.py, out of reach of the harness's env.
 COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
 # What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's

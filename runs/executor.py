@@ -271,6 +271,8 @@ class Execution:
         self.tail = LogTail(run_secret_values(run))
         self.stage_key = secrets.token_hex(32)
         self.handle: SandboxHandle | None = None
+        self._waiter: threading.Thread | None = None
+        self._stop_waiting = threading.Event()  # set: `follow` no longer needs the engine's wait
 
     def execute(self, workdir: Path) -> str:
         isolation = isolation_status()
@@ -302,7 +304,9 @@ class Execution:
         clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
         control = workdir / ".belvedir"
         control.mkdir()
-        (control / "install.sh").write_text((snap.get("install_command") or "true") + "\n")
+        install = (snap.get("install_command") or "").strip()
+        if install not in ("", "true", ":"):  # else nothing to start for it (entrypoint.py)
+            (control / "install.sh").write_text(snap["install_command"] + "\n")
         (control / "run.sh").write_text(snap["run_command"] + "\n")
         (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
         (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
@@ -349,28 +353,84 @@ class Execution:
     def follow(self) -> int | None:
         """The exit code; None when the run was stopped (time cap, cancelled, reaped).
 
-        Returns only once all of the output is in the tail.
+        Returns only once all of the output is in the tail. The end is the first of: the
+        engine reports the exit, or the output ended and the entrypoint's signed exit code is
+        there (the engine reports the exit only once it has torn the sandbox down, 0.1-0.2 s
+        later). The record is written as the entrypoint returns, when the init process ends
+        the sandbox with every process in it; `clean_up` kills and removes it in any case.
         """
         assert self.handle is not None
         handle = self.handle
-        pumper = threading.Thread(target=self._pump, daemon=True, name=f"log {self.run.pk}")
+        changed = threading.Event()  # the output ended, or the engine answered
+        exited: list[int] = []
+        failed: list[SandboxError] = []
+        pumper = threading.Thread(
+            target=self._pump, args=(changed,), daemon=True, name=f"log {self.run.pk}"
+        )
+        self._waiter = threading.Thread(
+            target=self._wait,
+            args=(exited, failed, changed),
+            daemon=True,
+            name=f"wait {self.run.pk}",
+        )
         pumper.start()
+        self._waiter.start()
         deadline = time.monotonic() + settings.BELVEDIR_RUN_TIMEOUT
         exit_code = None
+        signed_looked = False
         try:
-            while exit_code is None and time.monotonic() < deadline:
-                exit_code = self.backend.wait(
-                    handle, timeout=min(2.0, max(0.1, deadline - time.monotonic()))
-                )
-                if exit_code is None and _status(self.run.pk) != Status.RUNNING:
+            while True:
+                if exited:
+                    exit_code = exited[0]
+                    break
+                if failed:
+                    raise failed[0]
+                if not pumper.is_alive() and not signed_looked:
+                    signed_looked = True
+                    exit_code = self._signed_exit()
+                    if exit_code is not None:
+                        break  # its first process returned: the sandbox is ending by itself
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if changed.wait(min(2.0, remaining)):
+                    changed.clear()  # then look again: whatever set it has left its result
+                elif _status(self.run.pk) != Status.RUNNING:
                     break  # cancelled, or reaped
         finally:
+            self._stop_waiting.set()
             if exit_code is None:
                 self.backend.kill(handle)
             pumper.join(timeout=DRAIN_SECONDS)
             if pumper.is_alive():
                 log.warning("the output of run %s did not end; finishing without it", self.run.pk)
         return exit_code
+
+    def _wait(self, exited: list[int], failed: list[SandboxError], changed: threading.Event):
+        """The engine's word on the exit (in a thread of its own), until `follow` is done."""
+        assert self.handle is not None
+        try:
+            while not self._stop_waiting.is_set():
+                code = self.backend.wait(self.handle, timeout=2.0)
+                if code is not None:
+                    exited.append(code)
+                    break
+        except SandboxError as exc:
+            if not self._stop_waiting.is_set():
+                failed.append(exc)
+        finally:
+            changed.set()
+
+    def _signed_exit(self) -> int | None:
+        """The exit code the entrypoint recorded as it ended, if the record is its own."""
+        assert self.handle is not None
+        try:
+            found = self.backend.collect(self.handle, [contract.EXIT_FILE], 256)
+        except SandboxError:
+            return None  # then the engine's word
+        stage = self._marker(found[contract.EXIT_FILE])
+        code = stage.removeprefix("exit-")
+        return int(code) if stage.startswith("exit-") and code.isdigit() else None
 
     def finish(self, exit_code: int | None) -> str:
         """Judge what the sandbox left behind and record the outcome (once)."""
@@ -480,16 +540,22 @@ class Execution:
         expected = contract.stage_marker(self.stage_key, stage)
         return stage if secrets.compare_digest(text.encode(), expected.encode()) else ""
 
-    def _pump(self) -> None:
+    def _pump(self, ended: threading.Event | None = None) -> None:
         assert self.handle is not None
         try:
             pump(self.backend.stream_logs(self.handle), self.tail)
         except SandboxError as exc:
             log.warning("the output of run %s broke off: %s", self.run.pk, exc)
+        finally:
+            if ended is not None:
+                ended.set()
 
     def clean_up(self) -> None:
         if self.handle is None:
             return
+        self._stop_waiting.set()
+        if self._waiter is not None:
+            self._waiter.join(timeout=10)  # the sandbox was killed: its wait returns now
         try:
             self.backend.kill(self.handle)
             self.backend.remove(self.handle)

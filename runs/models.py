@@ -258,7 +258,16 @@ class TaskSandbox(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "task sandboxes"
-        indexes = [models.Index(fields=["run", "status"])]
+        indexes = [
+            models.Index(fields=["run", "status"]),
+            # The reaper's pass looks for stopped ones never charged: only the few uncharged
+            # rows (running, or stopped and not yet settled), not every task sandbox ever.
+            models.Index(
+                fields=["stopped_at"],
+                condition=models.Q(charged=False),
+                name="task_sandbox_uncharged",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} ({self.name})"

@@ -27,7 +27,8 @@ def get_backend() -> SandboxBackend:
 
     Docker: the engine of DOCKER_HOST (else the local socket), the host CA bundle of
     BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`,
-    quota volumes under BELVEDIR_SANDBOX_DATA_DIR keeping BELVEDIR_MIN_FREE_DISK free.
+    quota volumes under BELVEDIR_SANDBOX_DATA_DIR keeping BELVEDIR_MIN_FREE_DISK free,
+    BELVEDIR_SANDBOX_SPARE_VOLUMES of them made ahead.
     """
     name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
     if name == "docker":
@@ -36,6 +37,7 @@ def get_backend() -> SandboxBackend:
             instance=instance_id(),
             data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),
             reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
+            spare_volumes=settings.BELVEDIR_SANDBOX_SPARE_VOLUMES,
         )
     raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
 

@@ -16,6 +16,25 @@ def run_of_key(key: ApiKey) -> Run | None:
     return Run.objects.filter(ingest_key=key).first()
 
 
+ENVIRONMENT_DATASET = "belvedir:"  # HARBOR_DATASET=belvedir:<environment id> (the Harbor driver)
+
+
+def run_environment_ids(run: Run) -> set[str]:
+    """The environments a run's key may export: the one its harness named at launch in
+    `HARBOR_DATASET=belvedir:<id>`, and the one its harness was made from (if it still
+    exists). Its project's others are not the run's business."""
+    env = (run.harness_snapshot or {}).get("env") or {}
+    dataset = str(env.get("HARBOR_DATASET") or "").strip()
+    ids = set()
+    if dataset.startswith(ENVIRONMENT_DATASET):
+        ids.add(dataset[len(ENVIRONMENT_DATASET) :].strip())
+    if run.harness_id is not None:
+        ids.add(run.harness.environment_id)
+    ids.discard("")
+    ids.discard(None)
+    return ids
+
+
 def runs_for(
     *,
     project: Project,

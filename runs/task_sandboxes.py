@@ -12,14 +12,17 @@ host removes the container (its worker when the run ends, its reaper otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import logging
 import math
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from belvedir.errors import (
@@ -217,6 +220,22 @@ def task_sandbox_create(
         raise
 
 
+@contextlib.contextmanager
+def _building(tag: str) -> Iterator[None]:
+    """One build of a task image at a time on this engine (a PostgreSQL advisory lock, let go
+    with its connection if the process dies): concurrent creates of one environment wait for
+    the first build and then find the image cached, instead of each building it."""
+    key = f"belvedir-task-build|{engine_name()}|{tag}"
+    lock = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [lock])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock])
+
+
 def _start(
     *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
 ) -> TaskSandbox:
@@ -232,18 +251,19 @@ def _start(
         cap_add=docker_tasks.TASK_CAPABILITIES,
         labels={LABEL_TASK_SANDBOX: sandbox.pk},
     )
-    cached = docker_tasks.ensure_image(
-        client,
-        context=context,
-        tag=tag,
-        network=spec.network,
-        memory=spec.memory,
-        timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
-        force=force_build,
-        steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk))
-        if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
-        else None,
-    )
+    with _building(tag):
+        cached = docker_tasks.ensure_image(
+            client,
+            context=context,
+            tag=tag,
+            network=spec.network,
+            memory=spec.memory,
+            timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
+            force=force_build,
+            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk), disk=_disk())
+            if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
+            else None,
+        )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
     backend._forget_stream(handle)  # nobody reads a task sandbox's main output
@@ -262,6 +282,12 @@ def _start(
         raise Forbidden("The run ended while its task sandbox started.", code="not_managed")
     sandbox.refresh_from_db()
     return sandbox
+
+
+def _disk() -> int:
+    """What a task image's RUN steps may write: what a task sandbox may
+    (runs.task_sandbox_disk.limit_bytes, which imports this module)."""
+    return settings.BELVEDIR_TASK_SANDBOX_DISK or settings.BELVEDIR_SANDBOX_DISK
 
 
 def _remove(handle: SandboxHandle) -> None:
@@ -352,6 +378,16 @@ def _is_task_container(backend, container_id: str) -> bool:
     return LABEL_TASK_SANDBOX in labels
 
 
+def task_sandboxes_unsettled() -> models.QuerySet[TaskSandbox]:
+    """Task sandboxes stopped but never settled (the process that stopped one died before
+    charging it), past the grace their own stop has to charge them. Served by the partial
+    index `task_sandbox_uncharged` (charged=False): each reaper pass reads the few uncharged
+    rows, not every task sandbox ever made."""
+    return TaskSandbox.objects.filter(
+        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
+    ).exclude(status__in=TaskSandbox.ALIVE)
+
+
 def task_sandboxes_reap() -> int:
     """The reaper's pass: stop the task sandboxes whose run is no longer running (their rows
     whichever host sees them first, their containers on this engine only), and remove this
@@ -364,11 +400,7 @@ def task_sandboxes_reap() -> int:
     run_ids = set(stale.values_list("run_id", flat=True))
     for run_id in run_ids:
         task_sandboxes_stop_for_run(run_id=run_id)
-    # Stopped but never settled: the process that stopped it died before charging it.
-    unsettled = TaskSandbox.objects.filter(
-        charged=False, stopped_at__lt=timezone.now() - timedelta(seconds=SETTLE_GRACE)
-    ).exclude(status__in=TaskSandbox.ALIVE)
-    for sandbox_id in unsettled.values_list("pk", flat=True):
+    for sandbox_id in task_sandboxes_unsettled().values_list("pk", flat=True):
         task_sandbox_settle(sandbox_id=sandbox_id)
     try:
         _remove_stopped_containers()

@@ -3,7 +3,8 @@
 #
 # Idempotent and quick when everything is in place. It installs docker.io,
 # debootstrap (for the offline sandbox image recipe) and runsc (gVisor, the
-# sandboxes' default runtime) when missing; registers runsc in
+# sandboxes' default runtime: the pinned release of scripts/gvisor.sh, else Debian's)
+# when missing; registers runsc in
 # /etc/docker/daemon.json (merged into what is there, never clobbered); starts
 # dockerd detached from this shell (setsid + nohup, log in /var/log/dockerd.log)
 # when it is not running, or makes a running one reload its configuration with
@@ -16,8 +17,11 @@ LOG=/var/log/dockerd.log
 WAIT_SECONDS=${DOCKER_WAIT_SECONDS:-60}
 DAEMON_JSON=${DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
 # ptrace works on every VM (no KVM needed); --network=host makes gVisor use the network
-# namespace Docker made for the container, so Docker's bridge and our rules apply to it.
-RUNSC_ARGS='["--platform=ptrace", "--network=host"]'
+# namespace Docker made for the container, so Docker's bridge and our rules apply to it;
+# --overlay2=none keeps writes to the root filesystem in the container's layer on the host (as
+# runc does: `docker commit` of a task build's RUN step and the disk watch see them), not in
+# gVisor's own filestore (its default since 2023).
+RUNSC_ARGS='["--platform=ptrace", "--network=host", "--overlay2=none"]'
 
 say() { echo "ensure-docker: $*"; }
 die() {
@@ -47,13 +51,18 @@ if ! command -v debootstrap >/dev/null 2>&1; then
     apt_install debootstrap
 fi
 
-if ! command -v runsc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt_install runsc || say "WARNING: runsc (gVisor) could not be installed; sandboxes need BELVEDIR_SANDBOX_RUNTIME=runc"
+RUNSC=""
+if [ "$(id -u)" = 0 ]; then
+    RUNSC=$(bash scripts/gvisor.sh)
+    if [ -z "$RUNSC" ]; then
+        apt_install runsc || say "WARNING: runsc (gVisor) could not be installed; sandboxes need BELVEDIR_SANDBOX_RUNTIME=runc"
+        RUNSC=$(command -v runsc || true)
+    fi
 fi
 
 # Merge the runsc runtime into daemon.json; prints "changed" when the file was rewritten.
 register_runsc() {
-    python3 - "$DAEMON_JSON" "$(command -v runsc)" "$RUNSC_ARGS" <<'PY'
+    python3 - "$DAEMON_JSON" "$RUNSC" "$RUNSC_ARGS" <<'PY'
 import json, os, sys
 path, binary, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 try:
@@ -75,16 +84,23 @@ print("changed")
 PY
 }
 
-runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+# dockerd knows runsc with the path and arguments registered (a change needs a reload too).
+runsc_registered() {
+    docker info --format '{{json .Runtimes.runsc}}' 2>/dev/null | python3 -c '
+import json, sys
+seen = json.loads(sys.stdin.read() or "null") or {}
+sys.exit(seen.get("path") != sys.argv[1] or seen.get("runtimeArgs") != json.loads(sys.argv[2]))
+' "$RUNSC" "$RUNSC_ARGS"
+}
 
 changed=""
-if command -v runsc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+if [ -n "$RUNSC" ]; then
     changed=$(register_runsc) || die "could not update $DAEMON_JSON"
     [ -n "$changed" ] && say "registered runsc in $DAEMON_JSON"
 fi
 
 if docker_ok; then
-    if command -v runsc >/dev/null 2>&1 && ! runsc_registered && [ "$(id -u)" = 0 ]; then
+    if [ -n "$RUNSC" ] && ! runsc_registered; then
         pid=$(dockerd_pid)
         [ -n "$pid" ] || die "docker answers but no local dockerd to reload (is it remote?)"
         say "dockerd (pid $pid) reloads its configuration (SIGHUP) to pick up runsc"

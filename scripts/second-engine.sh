@@ -53,12 +53,12 @@ start() {
     command -v dockerd >/dev/null || die "dockerd is missing (scripts/prepare-machine.sh installs it)"
     if ! running_pid >/dev/null; then
         mkdir -p "$DATA" "$EXEC"
-        python3 - "$CONFIG" "$(command -v runsc || true)" <<'PY'
+        python3 - "$CONFIG" "$(bash scripts/gvisor.sh)" <<'PY'
 import json, sys
 path, runsc = sys.argv[1], sys.argv[2]
 config = {}
 if runsc:  # the same registration as scripts/ensure-docker.sh gives the main engine
-    config["runtimes"] = {"runsc": {"path": runsc, "runtimeArgs": ["--platform=ptrace", "--network=host"]}}
+    config["runtimes"] = {"runsc": {"path": runsc, "runtimeArgs": ["--platform=ptrace", "--network=host", "--overlay2=none"]}}
 with open(path, "w") as f:
     json.dump(config, f, indent=2)
 PY

@@ -68,6 +68,7 @@ class DockerBackend:
         instance: str | None = None,
         data_dir: Path | None = None,
         reserve_bytes: int = 0,
+        spare_volumes: int = 0,
     ) -> None:
         """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
@@ -76,12 +77,16 @@ class DockerBackend:
         sessions) sharing one engine only ever list, and reap, their own.
         `data_dir`: where quota volumes live (needed for `spec.disk_bytes`); new ones are
         refused unless the disk keeps `reserve_bytes` free with every volume full.
+        `spare_volumes`: how many quota volumes to keep made ahead on this host, each made
+        after a sandbox is removed and taken by the next one (`volumes.make_spare`).
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
         self.instance = instance
         self.data_dir = data_dir
         self.reserve_bytes = reserve_bytes
+        self.spare_volumes = spare_volumes
+        self._spare_layout: dict[str, object] | None = None  # the last quota sandbox's
         self._attached: dict[str, Iterator[bytes]] = {}
         self._volumes: dict[str, str] = {}  # container id -> its quota volume
         # container id -> (its workdir, the quota volume's folder mounted there, on this host)
@@ -117,23 +122,29 @@ class DockerBackend:
             raise SandboxError("a sandbox needs a command")
         name = _container_name(spec.run_id)
         mounts: dict[str, dict[str, str]] = {}
+        volume = ""
         if spec.disk_bytes:
             if self.data_dir is None:
                 raise SandboxError("a disk quota needs the backend's data_dir")
-            _, mounts = volumes.allocate(
+            self._spare_layout = {
+                "image": spec.image,
+                "workdir": spec.workdir,
+                "size_bytes": spec.disk_bytes,
+            }
+            made, mounts = volumes.allocate(
                 self.client,
-                image=spec.image,
-                workdir=spec.workdir,
+                **self._spare_layout,
                 data_dir=self.data_dir,
                 name=volumes.volume_name(name),
-                size_bytes=spec.disk_bytes,
                 reserve_bytes=self.reserve_bytes,
+                spare=self.spare_volumes > 0,
             )
+            volume = made.name
         try:
-            handle = self._create(spec, name, mounts)
+            handle = self._create(spec, name, mounts, volume)
         except BaseException:
-            if mounts:
-                volumes.release(self.data_dir, volumes.volume_name(name))
+            if volume:
+                volumes.release(self.data_dir, volume)
             raise
         try:
             host_workdir = next(
@@ -162,7 +173,7 @@ class DockerBackend:
         return handle
 
     def _create(
-        self, spec: SandboxSpec, name: str, mounts: dict[str, dict[str, str]]
+        self, spec: SandboxSpec, name: str, mounts: dict[str, dict[str, str]], volume: str = ""
     ) -> SandboxHandle:
         options: dict[str, object] = {}
         binds = dict(mounts)
@@ -186,7 +197,7 @@ class DockerBackend:
         labels = self._labels({**spec.labels, LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id})
         # Always set, so an image's own label (a task image's `LABEL belvedir.volume=…`) can
         # never name another sandbox's volume for `remove` to release.
-        labels[volumes.LABEL_VOLUME] = volumes.volume_name(name) if mounts else ""
+        labels[volumes.LABEL_VOLUME] = volume
         if mounts:
             options["read_only"] = True
         with _docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
@@ -212,8 +223,8 @@ class DockerBackend:
                 tty=False,
                 **options,
             )
-        if mounts:
-            self._volumes[container.id] = volumes.volume_name(name)
+        if volume:
+            self._volumes[container.id] = volume
         return SandboxHandle(id=container.id, run_id=spec.run_id)
 
     def _put_workspace(
@@ -368,6 +379,20 @@ class DockerBackend:
             raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
         if volume and self.data_dir is not None:
             volumes.release(self.data_dir, volume)
+        self.make_spare()
+
+    def make_spare(self) -> str | None:
+        """A spare quota volume for the next sandbox like the last one launched here (see
+        `spare_volumes`); its name, or None when none was needed or could be made."""
+        if not self.spare_volumes or self._spare_layout is None or self.data_dir is None:
+            return None
+        return volumes.make_spare(
+            self.client,
+            **self._spare_layout,
+            data_dir=self.data_dir,
+            reserve_bytes=self.reserve_bytes,
+            keep=self.spare_volumes,
+        )
 
     def _volume_of(self, handle: SandboxHandle) -> str | None:
         """The quota volume's name from the container's label (a sandbox another process made)."""

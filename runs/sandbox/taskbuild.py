@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import re
 import secrets
 import tarfile
@@ -25,15 +26,18 @@ import time
 from dataclasses import dataclass, field
 
 import docker
+import docker.auth
 import docker.errors
 import requests
 from docker.utils import parse_repository_tag
+from docker.utils.build import PatternMatcher
 
 from runs.sandbox.base import SandboxError
 
 PIECES_DIR = ".belvedir-build"
 STAGE_REPOSITORY = "belvedir-task-stage"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
+DISK_CHECK_SECONDS = 2.0
 _VAR = re.compile(r"\\\$|\$(?:\{(\w+)(?::([-+])([^}]*))?\}|(\w+))")
 
 
@@ -53,6 +57,9 @@ class Limits:
     pids: int
     runtime: str
     cap_add: tuple[str, ...] = ()
+    # What the RUN steps together may write to the image, in bytes (0: no limit); checked
+    # every DISK_CHECK_SECONDS while a step runs, as a task sandbox's disk is.
+    disk: int = 0
     # The RUN containers' labels: the run's, so that the reaper removes one whose build's
     # process died (a commit keeps them in the image; a container of it gets the platform's).
     labels: dict[str, str] = field(default_factory=dict)
@@ -63,11 +70,19 @@ class Instruction:
     keyword: str
     rest: str
     text: str  # as written, continuations joined
+    heredocs: tuple[tuple[str, str], ...] = ()  # (name, body) of each `<<NAME` of a RUN
+
+
+# A heredoc's opening word (BuildKit's, for RUN, COPY and ADD): `<<NAME`, `<<-NAME` (tabs
+# stripped), `<<"NAME"` / `<<'NAME'`; not a here-string (`<<<`) nor a shift (`1<<2`).
+_HEREDOC = re.compile(r"(?:^|(?<=\s))\d*<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2(?=\s|$)")
 
 
 def parse(dockerfile: str) -> list[Instruction]:
-    """The Dockerfile's instructions: parser directives, comments and blank lines dropped,
-    continuation lines joined."""
+    """The Dockerfile's instructions as Docker reads them: parser directives, comments and
+    blank lines dropped; continuation lines joined (the escape character and the line break
+    removed, nothing added; comment and empty lines inside skipped); the bodies of a RUN's
+    heredocs collected."""
     lines = dockerfile.splitlines()
     escape, body = "\\", 0
     while body < len(lines):
@@ -77,20 +92,38 @@ def parse(dockerfile: str) -> list[Instruction]:
         if match.group(1).lower() == "escape":
             escape = match.group(2)
         body += 1
+    continued = re.compile(re.escape(escape) + r"[ \t]*$")
     found: list[Instruction] = []
-    pending = ""
-    for line in [*lines[body:], ""]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
+    rows = iter(lines[body:])
+    for line in rows:
+        text = line.strip()
+        if not text or text.startswith("#"):
             continue
-        if stripped.endswith(escape):
-            pending += stripped[: -len(escape)] + " "
-            continue
-        text = (pending + stripped).strip()
-        pending = ""
-        if text:
-            keyword, _, rest = text.partition(" ")
-            found.append(Instruction(keyword.upper(), rest.strip(), text))
+        while continued.search(text):
+            text = continued.sub("", text)
+            following = next(rows, None)
+            while following is not None and (
+                not following.strip() or following.lstrip().startswith("#")
+            ):
+                following = next(rows, None)
+            if following is None:
+                break
+            text += following.rstrip("\r\n")
+        text = text.strip()
+        keyword, _, rest = text.partition(" ")
+        keyword, rest = keyword.upper(), rest.strip()
+        heredocs: list[tuple[str, str]] = []
+        if keyword in ("RUN", "COPY", "ADD"):
+            for match in _HEREDOC.finditer(rest):
+                strip_tabs, name = match.group(1) == "-", match.group(3)
+                content: list[str] = []
+                for row in rows:
+                    row = row.lstrip("\t") if strip_tabs else row
+                    if row == name:
+                        break
+                    content.append(row + "\n")
+                heredocs.append((name, "".join(content)))
+        found.append(Instruction(keyword, rest, text, tuple(heredocs)))
     return found
 
 
@@ -129,7 +162,11 @@ class _Build:
     stages: dict[str, str] = field(default_factory=dict)  # name or index -> a temporary tag
     temporary: list[str] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_hex(6))
+    # The stage's image so far once a RUN of this build committed: made by this build alone
+    # (no build cache holds it), so removed when the build fails.
+    own: str = ""
     pieces: int = 0
+    written: int = 0  # what the committed RUN steps wrote
     stage_count: int = 0
 
     def left(self) -> float:
@@ -168,8 +205,10 @@ def build(
         _steps(job, parse(_dockerfile(context)), tag)
     except StepFailed as exc:
         exc.log = job.log
+        _forget(job)
         raise
     except (docker.errors.DockerException, requests.RequestException) as exc:
+        _forget(job)
         raise SandboxError(f"the engine failed during the build: {str(exc)[:300]}") from exc
     finally:
         for image in job.temporary:
@@ -177,6 +216,16 @@ def build(
                 client.api.remove_image(image)
             except (docker.errors.DockerException, requests.RequestException):
                 pass
+
+
+def _forget(job: _Build) -> None:
+    """A failed build's own images: the last one goes, and with it its untagged parents (the
+    engine prunes them), down to the base or an image that another build uses."""
+    if job.own:
+        try:
+            job.client.api.remove_image(job.own)
+        except (docker.errors.DockerException, requests.RequestException):
+            pass
 
 
 def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
@@ -210,6 +259,8 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
                 raise StepFailed(f'{where}: SHELL takes a JSON list, e.g. ["/bin/bash", "-c"]')
         elif step.keyword == "COPY" and "--from=" in step.rest:
             step = _copy_from(job, step)
+        if step.heredocs and step.keyword != "RUN":
+            raise StepFailed(f"{where}: heredocs are supported in RUN only, not in {step.keyword}")
         if step.keyword != "RUN":
             stage.pending.append(step)
             continue
@@ -230,12 +281,13 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
     base = expand(words[0], job.global_values) if words else ""
     if not base:
         raise StepFailed(f"{where}: FROM names no image")
-    alias = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
-    if base in job.stages:  # FROM an earlier stage
-        base = job.stages[base]
+    # Stage names are case-insensitive, as Docker reads them.
+    alias = words[2].lower() if len(words) == 3 and words[1].upper() == "AS" else ""
+    if base.lower() in job.stages:  # FROM an earlier stage
+        base = job.stages[base.lower()]
     elif base != "scratch":
         try:
-            config = _base_config(job.client, base)
+            config = _base_config(job, base)
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise StepFailed(
                 f"{where}: the base image {base} is not on the engine and could not be pulled "
@@ -248,15 +300,38 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
     return _Stage(from_line=f"FROM {base}", names=names)
 
 
-def _base_config(client: docker.DockerClient, image: str) -> dict:
+def _base_config(job: _Build, image: str) -> dict:
     """The image's config; pulled first when the engine lacks it (one it holds is never
-    refreshed), as the engine's builder does."""
+    refreshed), as the engine's builder does, within the build's time limit (the SDK's
+    `pull` waits without one)."""
+    api = job.client.api
     try:
-        return client.api.inspect_image(image).get("Config") or {}
+        return api.inspect_image(image).get("Config") or {}
     except docker.errors.ImageNotFound:
-        repository, version = parse_repository_tag(image)
-        client.api.pull(repository, tag=version or "latest")
-        return client.api.inspect_image(image).get("Config") or {}
+        pass
+    repository, version = parse_repository_tag(image)
+    registry, _ = docker.auth.resolve_repository_name(repository)
+    header = docker.auth.get_config_header(api, registry)
+    try:
+        response = api._post(
+            api._url("/images/create"),
+            params={"fromImage": repository, "tag": version or "latest"},
+            headers={"X-Registry-Auth": header} if header else {},
+            stream=True,
+            timeout=job.left(),
+        )
+        try:
+            api._raise_for_status(response)
+            for event in api._stream_helper(response, decode=True):
+                if "error" in event:
+                    raise docker.errors.DockerException(str(event["error"]))
+                job.left()
+        finally:
+            response.close()
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        job.left()  # past the deadline: StepFailed saying so
+        raise
+    return api.inspect_image(image).get("Config") or {}
 
 
 def _end_stage(job: _Build, stage: _Stage) -> None:
@@ -264,13 +339,14 @@ def _end_stage(job: _Build, stage: _Stage) -> None:
     name = f"{STAGE_REPOSITORY}:{job.token}-{len(job.temporary)}"
     job.client.api.tag(stage.image, *name.split(":"))
     job.temporary.append(name)
+    job.own = ""  # the tag goes at the end, success or not
     for key in stage.names:
         job.stages[key] = name
 
 
 def _copy_from(job: _Build, step: Instruction) -> Instruction:
     def swap(match: re.Match) -> str:
-        return f"--from={job.stages.get(match.group(1)) or match.group(1)}"
+        return f"--from={job.stages.get(match.group(1).lower()) or match.group(1)}"
 
     rest = re.sub(r"--from=(\S+)", swap, step.rest)
     return Instruction(step.keyword, rest, f"{step.keyword} {rest}")
@@ -288,8 +364,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     lines += [step.text for step in stage.pending]
     stage.pending = []
     job.pieces += 1
-    name = f"{PIECES_DIR}/Dockerfile.{job.pieces}"
-    context = _with_piece(job.context, name, "\n".join(lines) + "\n")
+    name = f"{PIECES_DIR}-{job.pieces}.Dockerfile"
+    context = sent_context(job.context, (name, "\n".join(lines) + "\n"))
     image = ""
     error = ""
     for event in job.client.api.build(
@@ -316,6 +392,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
             image = event["aux"]["ID"]
     if error or not image:
         raise StepFailed(error or "the engine's builder gave no image")
+    if job.own and job.own == stage.image:
+        job.own = image
     stage.image = image
 
 
@@ -327,7 +405,7 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     config = api.inspect_image(stage.image).get("Config") or {}
     env_names = {item.partition("=")[0] for item in config.get("Env") or []}
     args = [f"{k}={v}" for k, v in stage.values.items() if k not in env_names]
-    command = _json_list(step.rest) or [*stage.shell, step.rest]
+    command = _json_list(step.rest) or _shell_command(step, config.get("Shell") or stage.shell)
     # The build args reach the command through `env`, not the container's config: a commit
     # keeps the container's env, and build args must not stay in the image.
     command = ["env", *args, *command] if args else command
@@ -354,21 +432,68 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
         ),
     )["Id"]
     try:
-        api.start(container)
         try:
-            code = api.wait(container, timeout=job.left()).get("StatusCode", -1)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            raise StepFailed(f"{where}: the build took longer than its time limit") from None
+            api.start(container)
+        except docker.errors.APIError as exc:  # e.g. its USER is not in the image's passwd
+            reason = exc.explanation or str(exc)
+            raise StepFailed(f"{where}: the step could not start: {str(reason)[:300]}") from None
+        code = _wait(job, container, where)
         output = api.logs(container, stdout=True, stderr=True, tail=200)
         job.log.append(output.decode(errors="replace"))
         if code != 0:
             raise StepFailed(f"{where}: the command returned a non-zero code: {code}")
+        job.written += _check_disk(job, container, where)
         kept = {key: config.get(key) for key in ("Cmd", "Entrypoint", "Env", "User", "WorkingDir")}
         kept["Labels"] = config.get("Labels") or {}
         image = api.commit(container, conf={**config, **kept})["Id"]
+        job.own = image
     finally:
         api.remove_container(container, force=True, v=True)
     stage.image = image
+
+
+def _wait(job: _Build, container: str, where: str) -> int:
+    """The step's exit code; StepFailed past the build's deadline or its disk limit."""
+    api = job.client.api
+    while True:
+        left = job.deadline - time.monotonic()
+        if left <= 0:
+            raise StepFailed(f"{where}: the build took longer than its time limit")
+        try:
+            return api.wait(container, timeout=min(left, DISK_CHECK_SECONDS)).get("StatusCode", -1)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            pass
+        api.inspect_container(container)  # the engine still answers (else SandboxError)
+        _check_disk(job, container, where)
+
+
+def _check_disk(job: _Build, container: str, where: str) -> int:
+    """What the step wrote so far (its container's writable layer); StepFailed when the
+    build's steps together wrote more than the disk limit."""
+    if not job.limits.disk:
+        return 0
+    found = job.client.api.containers(all=True, size=True, filters={"id": container})
+    used = int((found[0].get("SizeRw") if found else 0) or 0)
+    if job.written + used > job.limits.disk:
+        limit = job.limits.disk // 2**20
+        raise StepFailed(f"{where}: the build's RUN steps wrote more than {limit} MiB")
+    return used
+
+
+def _shell_command(step: Instruction, shell: list[str]) -> list[str]:
+    """A shell-form RUN's command, its heredocs as BuildKit runs them: `RUN <<EOF` alone runs
+    the body (a script with a `#!` line: as that script), `RUN cmd <<EOF` gives the shell the
+    command with its heredocs."""
+    if not step.heredocs:
+        return [*shell, step.rest]
+    name, body = step.heredocs[0]
+    if len(step.heredocs) == 1 and _HEREDOC.fullmatch(step.rest):
+        if not body.startswith("#!"):
+            return [*shell, body]
+        script = 'f=$(mktemp) && printf %s "$1" > "$f" && chmod +x "$f" && "$f"; c=$?; rm -f "$f"; exit $c'
+        return ["/bin/sh", "-c", script, "heredoc", body]
+    full = step.rest + "".join(f"\n{body}{name}" for name, body in step.heredocs)
+    return [*shell, full]
 
 
 def _json_list(text: str) -> list[str] | None:
@@ -391,29 +516,54 @@ def _dockerfile(context: bytes) -> str:
     raise StepFailed("the context has no Dockerfile at its top")
 
 
-def _with_piece(context: bytes, name: str, dockerfile: str) -> bytes:
-    """The context with one more file, the piece's Dockerfile, which .dockerignore keeps out
-    of the image (appended to the task's own .dockerignore, or made)."""
+def sent_context(context: bytes, piece: tuple[str, str] | None = None) -> bytes:
+    """The context (a tar, gzip or not) as the docker CLI sends it: less what the task's
+    .dockerignore excludes (the engine itself drops only the Dockerfile it builds and the
+    .dockerignore). `piece` (name, text): one more Dockerfile at its top, which the
+    .dockerignore sent keeps out of the image (appended to the task's own, or made)."""
     out = io.BytesIO()
-    ignore = b""
     with (
         tarfile.open(fileobj=io.BytesIO(context), mode="r:*") as source,
         tarfile.open(fileobj=out, mode="w") as tar,
     ):
-        for member in source:
-            clean = member.name.removeprefix("./")
-            if clean == ".dockerignore" and member.isfile():
+        members = source.getmembers()
+        ignore = b""
+        for member in members:
+            if member.name.removeprefix("./") == ".dockerignore" and member.isfile():
                 data = source.extractfile(member)
                 assert data is not None
                 ignore = data.read()
+        excluded = PatternMatcher(_ignore_patterns(ignore.decode("utf-8", "replace")))
+        for member in members:
+            clean = member.name.removeprefix("./").strip("/")
+            if clean == ".dockerignore" or (piece and clean.startswith(PIECES_DIR)):
                 continue
-            if clean.startswith(PIECES_DIR):
+            built = piece is None and clean == "Dockerfile"  # the engine drops it if excluded
+            if clean and clean != "." and not built and excluded.matches(clean):
                 continue
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
-        made = not ignore
-        ignore += f"\n{PIECES_DIR}\n".encode() + (b".dockerignore\n" if made else b"")
-        for path, data in ((".dockerignore", ignore), (name, dockerfile.encode())):
+        added = [(".dockerignore", ignore)] if ignore else []
+        if piece is not None:
+            made = not ignore
+            ignore += f"\n{PIECES_DIR}*\n".encode() + (b".dockerignore\n" if made else b"")
+            added = [(".dockerignore", ignore), (piece[0], piece[1].encode())]
+        for path, data in added:
             info = tarfile.TarInfo(path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def _ignore_patterns(text: str) -> list[str]:
+    """A .dockerignore's patterns as the docker CLI reads them (comments and blank lines
+    dropped, each cleaned and made relative)."""
+    patterns = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = posixpath.normpath(line.removeprefix("!").strip()).lstrip("/")
+        if line and line != ".":
+            patterns.append(("!" if negated else "") + line)
+    return patterns

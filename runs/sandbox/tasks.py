@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import posixpath
 import queue
 import socket
@@ -168,14 +169,18 @@ def ensure_image(
         return False
     log: list[str] = []
     error = ""
-    gzipped = context.read_bytes()[:2] == b"\x1f\x8b"
     started = time.monotonic()
     try:
-        with context.open("rb") as data:
+        sent = taskbuild.sent_context(context.read_bytes())  # less what .dockerignore excludes
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BuildFailed(
+            f"the task's image did not build: the context is not a tar: {exc}"
+        ) from None
+    try:
+        with io.BytesIO(sent) as data:
             for event in client.api.build(
                 fileobj=data,
                 custom_context=True,
-                encoding="gzip" if gzipped else None,
                 tag=tag,
                 rm=True,
                 forcerm=True,
@@ -231,9 +236,10 @@ def _build_in_steps(
         ) from None
 
 
-def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
+def step_limits(spec: SandboxSpec, labels: dict[str, str], disk: int = 0) -> taskbuild.Limits:
     """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
-    limits and capabilities), with `labels`."""
+    limits and capabilities), with `labels`; its RUN steps together write at most `disk`
+    bytes (0: no limit)."""
     return taskbuild.Limits(
         network=spec.network,
         memory=_bytes(spec.memory),
@@ -242,6 +248,7 @@ def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
         runtime=spec.runtime,
         cap_add=spec.cap_add,
         labels=labels,
+        disk=disk,
     )
 
 

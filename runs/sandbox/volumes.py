@@ -8,6 +8,10 @@ venv start as copies of the image's own (extracted once per image into
 
 A container carries its volume's name in the label `belvedir.volume`; removing the
 container releases the volume, and `sweep` releases volumes whose container is gone.
+
+With spares (`allocate(..., spare=True)`), a volume made ahead by `make_spare` after the
+previous sandbox is taken when there is one (`diskquota.take_spare`); a spare left unused
+for SWEEP_GRACE_SECONDS is released by the sweep like any volume without a container.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,36 +116,74 @@ def allocate(
     name: str,
     size_bytes: int,
     reserve_bytes: int,
+    spare: bool = False,
 ) -> tuple[diskquota.QuotaVolume, dict[str, dict[str, str]]]:
-    """A new quota volume for a sandbox of `image`, and the docker `volumes` that mount it."""
-    try:
-        diskquota.check_room(root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes)
-    except diskquota.DiskQuotaError as exc:
-        raise SandboxError(str(exc)) from exc
+    """A new quota volume for a sandbox of `image`, and the docker `volumes` that mount it.
+
+    `spare`: a spare of the same layout when one is ready (its name is then not `name`); a
+    spare already counts among the volumes the disk keeps room for."""
     wanted = places(workdir)
-    image_id = _image_id(client, image)  # one look-up for every seeded place
-    folders = {
-        place.name: diskquota.Folder(
-            mode=place.mode,
-            seed=_seed(client, image, image_id, data_dir, place.target) if place.seeded else None,
-        )
-        for place in wanted
-    }
+    folders = _folders(client, image, data_dir, wanted)
+    layout = dict(root=data_dir, size_bytes=size_bytes, folders=folders)
     try:
-        volume = diskquota.allocate(
-            root=data_dir,
-            name=name,
-            size_bytes=size_bytes,
-            folders=folders,
-            uid=SANDBOX_UID,
-            gid=SANDBOX_GID,
-        )
+        volume = diskquota.take_spare(**layout, uid=SANDBOX_UID, gid=SANDBOX_GID) if spare else None
+        if volume is None:
+            diskquota.check_room(root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes)
+            volume = diskquota.allocate(**layout, name=name, uid=SANDBOX_UID, gid=SANDBOX_GID)
     except diskquota.DiskQuotaError as exc:
         raise SandboxError(str(exc)) from exc
     mounts = {
         str(volume.folder(place.name)): {"bind": place.target, "mode": "rw"} for place in wanted
     }
     return volume, mounts
+
+
+def _folders(
+    client: docker.DockerClient, image: str, data_dir: Path, wanted: list[Place]
+) -> dict[str, diskquota.Folder]:
+    image_id = _image_id(client, image)  # one look-up for every seeded place
+    return {
+        place.name: diskquota.Folder(
+            mode=place.mode,
+            seed=_seed(client, image, image_id, data_dir, place.target) if place.seeded else None,
+        )
+        for place in wanted
+    }
+
+
+_making = threading.Lock()
+
+
+def make_spare(
+    client: docker.DockerClient,
+    *,
+    image: str,
+    workdir: str,
+    data_dir: Path,
+    size_bytes: int,
+    reserve_bytes: int,
+    keep: int,
+) -> str | None:
+    """Make a spare volume for the next sandbox of this kind unless `keep` are ready, the
+    disk cannot keep its reserve with one more, or this process is making one already; the
+    name of the one made. Never raises: a missing spare only means a slower next start."""
+    if keep < 1 or not _making.acquire(blocking=False):
+        return None
+    try:
+        folders = _folders(client, image, data_dir, places(workdir))
+        diskquota.check_room(root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes)
+        return diskquota.make_spare(
+            root=data_dir,
+            size_bytes=size_bytes,
+            folders=folders,
+            uid=SANDBOX_UID,
+            gid=SANDBOX_GID,
+            keep=keep,
+        )
+    except (SandboxError, diskquota.DiskQuotaError, OSError):
+        return None
+    finally:
+        _making.release()
 
 
 def release(data_dir: Path, name: str) -> None:
@@ -176,16 +219,23 @@ def sweep(client: docker.DockerClient, data_dir: Path) -> list[str]:
     for name in diskquota.volume_names(root=data_dir):
         if name in used:
             continue
-        image = data_dir / f"{name}{diskquota.IMAGE_SUFFIX}"
-        try:
-            age = time.time() - image.stat().st_mtime
-        except FileNotFoundError:
-            age = SWEEP_GRACE_SECONDS  # a mount point without its image: half released
-        if age < SWEEP_GRACE_SECONDS:
+        if _age(data_dir, name) < SWEEP_GRACE_SECONDS:
             continue
+        # An unused spare is taken out of the pool first; when a worker took it meanwhile,
+        # the worker made it young again before (diskquota.take_spare).
+        if not diskquota.claim_spare(root=data_dir, name=name):
+            if _age(data_dir, name) < SWEEP_GRACE_SECONDS:
+                continue
         release(data_dir, name)
         released.append(name)
     return released
+
+
+def _age(data_dir: Path, name: str) -> float:
+    try:
+        return time.time() - (data_dir / f"{name}{diskquota.IMAGE_SUFFIX}").stat().st_mtime
+    except FileNotFoundError:
+        return SWEEP_GRACE_SECONDS  # a mount point without its image: half released
 
 
 @contextlib.contextmanager

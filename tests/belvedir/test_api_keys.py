@@ -271,3 +271,28 @@ def test_the_browsable_api_works_with_a_project_key(owner):
     response = owner.api.get("/api/v1/harnesses", HTTP_ACCEPT="text/html")
     assert response.status_code == 200
     assert b"Harness" in response.content
+
+
+def test_authenticating_reads_the_key_project_and_organization_as_the_orm_does(
+    owner, django_assert_num_queries
+):
+    services.api_key_create(project=owner.project, name="other", created_by=owner.user)
+    key = services.api_key_authenticate(owner.key)
+    orm = ApiKey.objects.select_related("project__organization").get(pk=key.pk)
+
+    # Read with one SQL text made once, not the ORM: every field as the ORM reads it, and
+    # the project and its organization attached (no further query).
+    with django_assert_num_queries(0):
+        pairs = [
+            (key, orm),
+            (key.project, orm.project),
+            (key.project.organization, orm.project.organization),
+        ]
+    for ours, theirs in pairs:
+        fields = type(ours)._meta.concrete_fields
+        assert [getattr(ours, f.attname) for f in fields] == [
+            getattr(theirs, f.attname) for f in fields
+        ]
+        assert (ours._state.adding, ours._state.db) == (False, "default")
+    services.api_key_revoke(key=key, actor=owner.user)
+    assert services.api_key_authenticate(owner.key) is None

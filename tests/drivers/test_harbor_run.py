@@ -45,6 +45,11 @@ def test_a_platform_run_uses_the_belvedir_environment_and_plain_agent_names(tmp_
         "-m",
         "openai/m",
     ]
+    # No asciinema recording in the managed workspace (it never starts under its gVisor).
+    assert "record_terminal_session=false" in command
+    assert "record_terminal_session=false" not in run.harbor_command(
+        {**terminus, "MODAL_TOKEN_ID": "a", "MODAL_TOKEN_SECRET": "b"}, dataset, tmp_path
+    )
     # Both Modal tokens: the user's Modal account; one alone changes nothing.
     one = run.harbor_command({**env, "MODAL_TOKEN_ID": "a"}, dataset, tmp_path)
     assert one[one.index("--env") + 1] == run.ENVIRONMENT_IMPORT_PATH

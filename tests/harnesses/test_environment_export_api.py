@@ -1,6 +1,7 @@
 """The Harbor export as a streamed zip, from the API (GET /api/v1/environments/{id}/export) and
 the environment page's "Export for Harbor": any member may download it (it is a read),
-outsiders get 404, a bad limit is a 400 naming `limit`."""
+outsiders get 404, a bad limit is a 400 naming `limit`. What a run's own key may export:
+tests/runs/test_run_key_export.py."""
 
 import io
 import json
@@ -97,21 +98,3 @@ def test_the_page_download_is_scoped_like_the_page(readonly, outsider, environme
     assert outsider.web.get(url).status_code == 404
     bad = readonly.web.get(url, {"limit": "none"})
     assert bad.status_code == 400 and "limit must be a whole number" in bad.content.decode()
-
-
-@pytest.mark.usefixtures("owner_pays_as_you_go")
-def test_a_run_key_fetches_its_projects_export_and_nothing_else(owner, environment, client):
-    """The Harbor driver fetches HARBOR_DATASET=belvedir:<id> from the run's sandbox with the
-    run's key: it reads the export, and still cannot use the rest of the API."""
-    from belvedir.models import ApiKey
-    from belvedir.services import api_key_create
-    from harnesses.environments import environment_harness_create
-
-    harness = environment_harness_create(environment=environment, preset="harbor-runner")
-    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
-    _, key = api_key_create(project=owner.project, name="run r", kind=ApiKey.Kind.RUN)
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
-    response = client.get(f"/api/v1/environments/{environment.pk}/export?limit=1", **auth)
-    assert archive_of(response).namelist()[0].startswith("Support-desk-v1/")
-    assert client.get("/api/v1/environments", **auth).status_code == 403
-    assert client.get("/api/v1/environments/env_nope/export", **auth).status_code == 404

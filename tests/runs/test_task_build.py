@@ -3,7 +3,11 @@ the rest of the Dockerfile by the engine's builder (`runs.sandbox.taskbuild`): t
 comes out as `docker build` makes it, a failed step says which and why, and what cannot be
 built that way is refused before any code runs."""
 
+import contextlib
+import dataclasses
 import secrets
+import socket
+import threading
 import time
 
 import docker
@@ -54,7 +58,7 @@ def client(tmp_path):
     engine.close()
 
 
-def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout: float = 300):
+def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout=300, steps=LIMITS):
     tag = f"belvedir-task:build-{secrets.token_hex(6)}"
     client.made.add(tag)
     path = client.tmp / f"{tag.replace(':', '-')}.tar.gz"
@@ -66,7 +70,7 @@ def build(client, dockerfile: str, files: dict[str, str] | None = None, timeout:
         network="none",
         memory="1g",
         timeout=timeout,
-        steps=LIMITS,
+        steps=steps,
     )
     return tag
 
@@ -154,7 +158,7 @@ def test_the_dockerfile_is_read_as_docker_reads_it():
 
     assert [(s.keyword, s.rest) for s in steps] == [
         ("FROM", "base AS b"),
-        ("RUN", "echo a  && echo b"),
+        ("RUN", "echo a   && echo b"),  # the continuation line keeps its indent
         ("SHELL", '["/bin/bash", "-c"]'),
         ("RUN", "true"),
     ]
@@ -162,3 +166,134 @@ def test_the_dockerfile_is_read_as_docker_reads_it():
     assert taskbuild.expand("$A-${A}-${E:-d}-${A:+set}-${E:+x}-\\$A-$NONE", values) == (
         "1-1-d-set--$A-"
     )
+
+
+def test_continuations_are_joined_as_docker_joins_them():
+    steps = taskbuild.parse(
+        "FROM base\nRUN echo foo\\\nbar && \\\n\n    echo baz \\  \n# note\n  && true\nRUN last\n"
+    )
+
+    # The escape and line break go, nothing is added; empty and comment lines are skipped.
+    assert [s.rest for s in steps[1:]] == ["echo foobar &&     echo baz   && true", "last"]
+
+
+def test_a_runs_heredocs_are_read_with_it():
+    steps = taskbuild.parse(
+        "FROM base\nRUN <<EOF\necho one\n\n# kept\nEOF\n"
+        "RUN python3 - <<-'PY' <<<here $((1<<2))\n\tprint(1)\n\tPY\nRUN cat <<<x\n"
+    )
+
+    assert [(s.keyword, s.heredocs) for s in steps] == [
+        ("FROM", ()),
+        ("RUN", (("EOF", "echo one\n\n# kept\n"),)),
+        ("RUN", (("PY", "print(1)\n"),)),
+        ("RUN", ()),
+    ]
+
+
+def test_heredoc_runs_and_an_inherited_shell_run_as_buildkit_runs_them(client):
+    dockerfile = (
+        f'FROM {BASE_IMAGE} AS first\nSHELL ["/bin/bash", "-c"]\n'
+        "FROM first\nUSER root\nRUN echo ${BASH_VERSION:+bash} > /shell\n"
+        "RUN <<EOF\necho one > /h\necho two >> /h\nEOF\n"
+        "RUN <<EOF\n#!/usr/bin/env python3\nopen('/p', 'w').write('python')\nEOF\n"
+        "RUN cat > /c <<'END'\n$HOME\nEND\n"
+    )
+
+    tag = build(client, dockerfile)
+
+    assert run(client, tag, "cat /shell /h /p; echo; cat /c").split() == [
+        "bash",
+        "one",
+        "two",
+        "python",
+        "$HOME",
+    ]
+
+
+def test_a_failed_build_leaves_none_of_its_own_images(client):
+    marker = secrets.token_hex(8)  # every image past the LABEL carries it (a commit keeps it)
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nLABEL belvedir.test-marker={marker}\nUSER root\nRUN echo a > /a\n"
+        "ENV A=1\nRUN echo b > /b\nRUN exit 2\n"
+    )
+
+    with pytest.raises(BuildFailed, match="non-zero code: 2"):
+        build(client, dockerfile)
+
+    made = client.images.list(all=True, filters={"label": f"belvedir.test-marker={marker}"})
+    assert made == []
+
+
+@pytest.mark.parametrize("steps", [LIMITS, None], ids=["in-steps", "engine-builder"])
+def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client, steps):
+    files = {
+        ".dockerignore": "# not these\nsecret.txt\n/logs\n!logs/keep\nDockerfile\n",
+        "secret.txt": "s",
+        "a": "a",
+        "logs/x": "x",
+        "logs/keep": "k",
+    }
+
+    marker = secrets.token_hex(8)  # no build cache from an earlier build
+    dockerfile = f"FROM {BASE_IMAGE}\nLABEL m={marker}\nCOPY . /ctx\nRUN true\nCOPY . /ctx2\n"
+
+    tag = build(client, dockerfile, files, steps=steps)
+
+    listed = run(
+        client, tag, "cd /ctx && find . -mindepth 1 | sort; diff -r /ctx /ctx2 && echo same"
+    )
+    assert listed.split() == ["./.dockerignore", "./a", "./logs", "./logs/keep", "same"]
+
+
+def test_the_run_steps_together_write_at_most_the_disk_limit(client):
+    limits = dataclasses.replace(LIMITS, disk=64 * 2**20)
+    write = "RUN dd if=/dev/zero of=/{} bs=1M count=40 status=none\n"
+    dockerfile = f"FROM {BASE_IMAGE}\nUSER root\n{write.format('a')}{write.format('b')}RUN true\n"
+
+    with pytest.raises(
+        BuildFailed, match=r"step 4 \(RUN dd .*\): the build's RUN steps wrote more"
+    ):
+        build(client, dockerfile, steps=limits)
+
+    left = client.containers.list(all=True, filters={"label": "belvedir.test=task-build"})
+    assert left == []
+
+
+def test_stage_names_are_case_insensitive_as_docker_reads_them(client):
+    dockerfile = (
+        f"FROM {BASE_IMAGE} AS Builder\nUSER root\nRUN echo built > /x\n"
+        f"FROM builder AS Second\nFROM {BASE_IMAGE}\nCOPY --from=BUILDER /x /x\n"
+        "COPY --from=second /x /y\n"
+    )
+
+    assert run(client, build(client, dockerfile), "cat /x /y").split() == ["built", "built"]
+
+
+def test_a_step_that_cannot_start_is_the_tasks_failure_not_the_engines(client):
+    with pytest.raises(
+        BuildFailed, match=r"step 3 \(RUN true\): the step could not start: .*nosuch"
+    ):
+        build(client, f"FROM {BASE_IMAGE}\nUSER nosuchuser\nRUN true\n")
+
+
+def test_pulling_a_missing_base_image_stays_within_the_builds_time_limit(client):
+    registry = socket.socket()  # a registry on this machine that never answers
+    registry.bind(("127.0.0.1", 0))
+    registry.listen(8)
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                held.append(registry.accept()[0])
+
+    threading.Thread(target=hold, daemon=True).start()
+    started = time.monotonic()
+
+    with pytest.raises(BuildFailed, match="longer than its time limit"):
+        build(client, f"FROM 127.0.0.1:{registry.getsockname()[1]}/slow:1\nRUN true\n", timeout=4)
+
+    assert time.monotonic() - started < 12  # the engine itself gives up only after ~25 s
+    assert held  # the engine did try to pull
+    registry.close()

@@ -257,3 +257,26 @@ def test_a_task_sandbox_stopped_by_a_process_that_died_before_charging_it_is_cha
     lost.refresh_from_db()
     assert lost.charged and lost.charged_micros == 500_000
     assert LedgerEntry.objects.filter(reference=lost.pk).count() == 1
+
+
+def test_concurrent_creates_of_one_environment_build_its_image_once(
+    owner, sandbox_settings, context
+):
+    """Harbor starts HARBOR_CONCURRENCY trials at once, and an exported environment's tasks
+    share their Dockerfile: one builds, the others wait for it and find it cached."""
+    run, key = make_managed_run(owner)
+    client = Client(sandbox_settings.BELVEDIR_SANDBOX_BASE_URL, key)
+
+    def create(index: int) -> dict:
+        try:
+            answer = client.create(f"task-{index}", context[0])
+            assert answer.status == 201, answer.body
+            return answer.json()
+        finally:
+            close_old_connections()
+
+    with ThreadPoolExecutor(3) as pool:
+        made = list(pool.map(create, range(3)))
+    context[1].add(made[0]["image"])
+
+    assert sorted(m["cached"] for m in made) == [False, True, True]

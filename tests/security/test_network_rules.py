@@ -209,6 +209,10 @@ def test_a_bad_network_setting_is_refused_by_name(values, message):
         NetworkConfig(**values).validated()
 
 
+# scripts/gvisor.sh: Debian 13's runsc (Debian 12's breaks `ls` in every sandbox).
+PINNED_RUNSC = "/usr/local/lib/belvedir/gvisor/0.0-20240729.0-4+b7/runsc"
+
+
 def test_ensure_docker_registers_gvisor_by_merging_into_an_existing_daemon_json(tmp_path):
     daemon_json = tmp_path / "daemon.json"
     daemon_json.write_text(
@@ -231,8 +235,8 @@ def test_ensure_docker_registers_gvisor_by_merging_into_an_existing_daemon_json(
         "runtimes": {
             "kata": {"path": "/usr/bin/kata"},
             "runsc": {
-                "path": "/usr/bin/runsc",
-                "runtimeArgs": ["--platform=ptrace", "--network=host"],
+                "path": PINNED_RUNSC,
+                "runtimeArgs": ["--platform=ptrace", "--network=host", "--overlay2=none"],
             },
         },
     }

@@ -68,12 +68,8 @@ def _sessions_for(project, external_ids: set[str]) -> tuple[dict, bool]:
     sessions had to be made or claimed (then the caller holds a transaction around this)."""
     if not external_ids:
         return {}, False
-    with connection.cursor() as cursor:  # every batch asks: plain SQL, not the ORM's build-up
-        cursor.execute(
-            f"SELECT id, external_id, run_id FROM {_SESSION_TABLE} WHERE project_id = %s "
-            f"AND external_id IN ({', '.join(['%s'] * len(external_ids))})",
-            [project.pk, *external_ids],
-        )
+    with _psycopg_cursor() as cursor:  # every batch asks: plain SQL, one prepared text
+        cursor.execute(_SESSIONS_SQL, [project.pk, list(external_ids)])
         sessions = {e: (pk, run_id) for pk, e, run_id in cursor.fetchall()}
     missing = sorted(external_ids - sessions.keys())
     # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
@@ -236,6 +232,10 @@ def _json(rows: list[dict]) -> str:
 
 _SPAN_TABLE = Span._meta.db_table
 _SESSION_TABLE = Session._meta.db_table
+_SESSIONS_SQL = (
+    f"SELECT id, external_id, run_id FROM {_SESSION_TABLE} "
+    "WHERE project_id = %s AND external_id = ANY(%s)"
+)
 # The spans go in from one JSON parameter (skipping a stored (project, trace id, span id));
 # what was new is summed per session; then the batch's sessions are locked in id order
 # (the Sort below the row locks needs the whole insert first, so every batch takes span
@@ -286,12 +286,18 @@ def _store(rows: list[dict], session_ids: list[str], now) -> None:
     """
     qn = connection.ops.quote_name
     sql = _STORE_SQL.format(columns=", ".join(qn(c) for c in rows[0]))
-    connection.ensure_connection()
-    # A server-side binding cursor on Django's connection (same transaction): the JSON goes
-    # as a parameter, not quoted into the SQL text for PostgreSQL to lex, and psycopg
-    # prepares the statement once it repeats. Errors come out as Django's, as elsewhere.
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    with _psycopg_cursor() as cursor:  # the JSON as a parameter, not lexed from the SQL text
         cursor.execute(sql, [_json(rows), session_ids, now])
+
+
+@contextlib.contextmanager
+def _psycopg_cursor():
+    """A server-side binding cursor of psycopg's own on Django's connection (same
+    transaction): psycopg prepares a statement once it repeats, so PostgreSQL plans it once
+    per connection. Errors come out as Django's, as elsewhere."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        yield cursor
 
 
 def _refresh_sessions(session_ids: list[str], now) -> None:

@@ -145,6 +145,13 @@ def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
         command += ["-m", model]
     command += ["-n", str(concurrency)]
     where = environment_choice(env)
+    if (
+        agent_argument(env.get("HARBOR_AGENT", "").strip()) in LITELLM_AGENTS
+        and where == "belvedir"
+    ):
+        # asciinema's recorder never starts its shell under the platform's gVisor (20240729),
+        # so terminus-2 would type into a dead pane: no recording in the managed workspace.
+        command += ["--ak", "record_terminal_session=false"]
     command += ["--env", ENVIRONMENT_IMPORT_PATH if where == "belvedir" else where]
     if n_tasks:
         command += ["--n-tasks", str(n_tasks)]
