@@ -162,10 +162,12 @@ def ensure_image(
         pass
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not look up the task image: {exc}") from exc
+    replaced = _image_id(client, tag) if force else ""
     if steps is not None:
         _build_in_steps(
             client, context=context, tag=tag, limits=steps, timeout=timeout, force=force
         )
+        _drop_replaced(client, tag, replaced)
         return False
     log: list[str] = []
     error = ""
@@ -207,7 +209,28 @@ def ensure_image(
         raise BuildFailed(
             f"the task's image did not build: {error[:300]}\n--- build log ---\n{tail}"
         )
+    _drop_replaced(client, tag, replaced)
     return False
+
+
+def _image_id(client: docker.DockerClient, tag: str) -> str:
+    try:
+        return client.api.inspect_image(tag)["Id"]
+    except docker.errors.ImageNotFound:
+        return ""
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not look up the task image: {exc}") from exc
+
+
+def _drop_replaced(client: docker.DockerClient, tag: str, replaced: str) -> None:
+    """The image a forced build took the tag from, removed (its layers with it) unless a
+    task sandbox still runs it; it would stay on the engine's disk untagged for good."""
+    if not replaced or replaced == _image_id(client, tag):
+        return
+    try:
+        client.api.remove_image(replaced)
+    except (docker.errors.DockerException, requests.RequestException):
+        pass  # in use, or another tag holds it
 
 
 def _build_in_steps(

@@ -318,3 +318,20 @@ def test_a_slow_add_stays_within_the_builds_time_limit(client):
 
     assert held  # the engine did try to fetch it
     server.close()
+
+
+@pytest.mark.parametrize("steps", [LIMITS, None], ids=["in-steps", "engine-builder"])
+def test_a_forced_build_removes_the_image_it_replaces(client, steps):
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nLABEL m={secrets.token_hex(8)}\nUSER root\nRUN date +%N > /t\n"
+    )
+    tag = build(client, dockerfile, steps=steps)
+    first = client.api.inspect_image(tag)["Id"]
+    path = client.tmp / f"{tag.replace(':', '-')}.tar.gz"
+
+    again = dict(network="none", memory="1g", timeout=300, steps=steps)
+    ensure_image(client, context=path, tag=tag, force=True, **again)
+
+    assert client.api.inspect_image(tag)["Id"] != first
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.api.inspect_image(first)
