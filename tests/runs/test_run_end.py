@@ -72,3 +72,26 @@ def test_an_empty_install_command_starts_nothing(sandbox_settings, launch, insta
     run = run_it(launch(harness={"install_command": install, "run_command": check}))
     assert run.status == "succeeded" and run.score == 1, (run.notes, run.log_tail)
     assert "belvedir: starting the run command" in run.log_tail
+
+
+def test_the_entrypoints_hmac_is_hmac_sha256():
+    """Its own HMAC (hmac/hashlib load OpenSSL, tens of ms under gVisor) agrees with hmac's,
+    for keys shorter than, as long as and longer than SHA-256's 64-byte block; RFC 4231 #2."""
+    import hashlib
+    import hmac
+
+    from runs.sandbox.entrypoint import hmac_sha256
+
+    rfc = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    assert hmac_sha256(b"Jefe", b"what do ya want for nothing?") == rfc
+    for key in (b"", b"k", b"x" * 64, b"y" * 65, bytes(range(256))):
+        for message in (b"", b"belvedir-stage:exit-0"):
+            assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def test_the_harness_gets_sigpipe_and_sigxfsz_at_their_defaults(sandbox_settings, launch):
+    """Python ignores both; the entrypoint starts the commands with them restored (as
+    subprocess did): a pipe's writer ends on SIGPIPE, not on a write error it may not check."""
+    check = f"[ -z \"$(trap -p SIGPIPE SIGXFSZ)\" ] && {WRITE_SCORE}"  # bash lists ignored ones
+    run = run_it(launch(harness={"install_command": check, "run_command": check}))
+    assert run.status == "succeeded" and run.score == 1, (run.notes, run.log_tail)
