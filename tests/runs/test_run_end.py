@@ -92,6 +92,6 @@ def test_the_entrypoints_hmac_is_hmac_sha256():
 def test_the_harness_gets_sigpipe_and_sigxfsz_at_their_defaults(sandbox_settings, launch):
     """Python ignores both; the entrypoint starts the commands with them restored (as
     subprocess did): a pipe's writer ends on SIGPIPE, not on a write error it may not check."""
-    check = f"[ -z \"$(trap -p SIGPIPE SIGXFSZ)\" ] && {WRITE_SCORE}"  # bash lists ignored ones
+    check = f'[ -z "$(trap -p SIGPIPE SIGXFSZ)" ] && {WRITE_SCORE}'  # bash lists ignored ones
     run = run_it(launch(harness={"install_command": check, "run_command": check}))
     assert run.status == "succeeded" and run.score == 1, (run.notes, run.log_tail)
