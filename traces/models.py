@@ -61,8 +61,15 @@ class Span(models.Model):
     (session, start time) (which serves session lookups) and run.
     """
 
+    # No foreign-key constraint in the database: a span's project is its session's (which has
+    # one), and checking it cost every stored span a lookup and a shared lock on the same
+    # project row. Deleting a project still deletes its spans (Django's collector cascades).
     project = models.ForeignKey(
-        "belvedir.Project", on_delete=models.CASCADE, related_name="spans", db_index=False
+        "belvedir.Project",
+        on_delete=models.CASCADE,
+        related_name="spans",
+        db_index=False,
+        db_constraint=False,
     )
     session = models.ForeignKey(
         Session,
