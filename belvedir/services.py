@@ -161,8 +161,9 @@ def api_key_revoke(*, key: ApiKey, actor=None) -> ApiKey:
 
 # The key with its project and the project's organization, as select_related would give
 # them, from one SQL text made once: every API request (each ingest batch among them)
-# authenticates, and building that ORM query cost more than running it. The fields have
-# no converters (a test compares this with the ORM's reading).
+# authenticates, and building that ORM query cost more than running it. On PostgreSQL the
+# fields have no converters (a test compares this with the ORM's reading); elsewhere (SQLite,
+# `make up`'s default) the ORM reads it.
 _KEY_MODELS = (ApiKey, Project, Organization)
 
 
@@ -186,6 +187,12 @@ def _key_query() -> tuple[str, list[list[str]]]:
 
 
 def _active_key_with_project(prefix: str) -> ApiKey | None:
+    if connection.vendor != "postgresql":  # SQLite's columns need converters (aware datetimes)
+        return (
+            ApiKey.objects.select_related("project__organization")
+            .filter(prefix=prefix, revoked_at__isnull=True)
+            .first()
+        )
     sql, attnames = _key_query()
     with connection.cursor() as cursor:
         cursor.execute(sql, [prefix])
