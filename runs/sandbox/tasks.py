@@ -105,17 +105,26 @@ def dockerfile_bases(path: Path) -> list[str]:
             text = data.read().decode("utf-8", "replace") if data is not None else ""
     except (tarfile.TarError, OSError, EOFError):
         return []
+    # taskbuild's reading of the Dockerfile: continuations, comments, the escape directive,
+    # and global ARGs expanded in FROM as the build expands them.
     bases: list[str] = []
     stages: set[str] = {"scratch"}
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) < 2 or words[0].upper() != "FROM":
+    values: dict[str, str] = {}  # the ARGs before the first FROM
+    seen_from = False
+    for step in taskbuild.parse(text):
+        if step.keyword == "ARG" and not seen_from:
+            name, default = taskbuild._arg(step.rest)
+            values[name] = taskbuild.expand(default or "", values)
             continue
-        rest = [w for w in words[1:] if not w.startswith("--")]
+        if step.keyword != "FROM":
+            continue
+        seen_from = True
+        rest = [w for w in step.rest.split() if not w.startswith("--")]
         if not rest:
             continue
-        if rest[0].lower() not in stages:
-            bases.append(rest[0])
+        base = taskbuild.expand(rest[0], values)
+        if base.lower() not in stages:
+            bases.append(base)
         if len(rest) >= 3 and rest[1].upper() == "AS":
             stages.add(rest[2].lower())
     return bases
