@@ -152,7 +152,7 @@ def machine_busy() -> tuple[float, float]:
 
 
 def postgres_backends() -> list[int]:
-    """Process ids of the PostgreSQL backends serving the bench database (the web worker's)."""
+    """Process ids of the PostgreSQL backends serving the bench database (the web workers')."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -369,12 +369,17 @@ def main() -> int:
         if args.profile and workers:
             profiler = py_spy(workers[0], TIME_CAP_S, tmp / "profile.txt")
             time.sleep(1.0)  # let py-spy attach
-        backends = postgres_backends()
+        pg_before = {pid: cpu_seconds(pid) for pid in postgres_backends()}
         cpu0, busy0, own0 = sum(map(cpu_seconds, workers)), machine_busy(), os.times()
-        pg0 = sum(cpu_seconds(pid) for pid in backends)
         elapsed, answered, sent = load.run(timed, TIME_CAP_S)
         cpu1, busy1, own1 = sum(map(cpu_seconds, workers)), machine_busy(), os.times()
-        pg1 = sum(cpu_seconds(pid) for pid in backends)
+        # A worker thread that took its first request during the timed phase opened its
+        # connection then: its backend's CPU counts from zero (all of it is this phase's).
+        backends = postgres_backends()
+        pg_after = {pid: cpu_seconds(pid) for pid in backends}
+        pg0 = sum(pg_before.get(pid, 0.0) for pid in pg_after)
+        pg1 = sum(pg_after.values())
+        pg_new = len(pg_after.keys() - pg_before.keys())
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             try:
@@ -438,7 +443,8 @@ def main() -> int:
         client = (own1.user + own1.system) - (own0.user + own0.system)
         print(
             f"CPU during the timed phase: web workers {100 * (cpu1 - cpu0) / elapsed:.0f}% of a core, "
-            f"its {len(backends)} PostgreSQL backends {100 * (pg1 - pg0) / elapsed:.0f}%, "
+            f"their {len(backends)} PostgreSQL backends ({pg_new} opened during it) "
+            f"{100 * (pg1 - pg0) / elapsed:.0f}%, "
             f"load client {100 * client / elapsed:.0f}%; whole machine {100 * busy:.0f}% "
             f"of {os.cpu_count()} cores, so other processes took "
             f"~{max(0.0, 100 * (busy - (cpu1 - cpu0 + pg1 - pg0 + client) / elapsed)):.0f}%"
