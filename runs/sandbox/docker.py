@@ -16,6 +16,7 @@ instead of losing output to log rotation.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import secrets
@@ -54,6 +55,7 @@ _GO_MODE_SOCKET = 1 << 24
 _GO_MODE_CHAR_DEVICE = 1 << 21
 _GO_MODE_IRREGULAR = 1 << 19
 _LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
+log = logging.getLogger(__name__)
 PING_TIMEOUT = 5.0
 
 
@@ -202,7 +204,9 @@ class DockerBackend:
         assert self.pool is not None and spec.workspace is not None
         member = self.pool.take(spec.run_id)
         if member is None:
+            log.info("no warm sandbox for run %s: a cold start", spec.run_id)
             return None
+        log.info("run %s takes the warm sandbox %s", spec.run_id, member.name)
         handle = SandboxHandle(id=member.id, run_id=spec.run_id)
         host_workdir = Path(member.workdir)
         self._volumes[handle.id] = member.volume
