@@ -295,6 +295,16 @@ class WarmPool:
         self.fill()
         return removed
 
+    def drain(self) -> list[str]:
+        """Remove every member of this engine's pool no run has taken (a host taken out of
+        service, a benchmark's end); the ids removed."""
+        removed: list[str] = []
+        for item in self._listed():
+            owner = self.claimed_by(item["Id"])
+            if owner == SWEEP_CLAIM or (owner is None and self.claim(item["Id"], SWEEP_CLAIM)):
+                self._remove_quietly(item["Id"], removed)
+        return removed
+
     def _remove_quietly(self, container_id: str, removed: list[str]) -> None:
         try:
             self._discard(container_id)

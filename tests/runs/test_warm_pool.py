@@ -204,7 +204,7 @@ def test_the_sweep_removes_its_own_engines_stale_members_only(warm_settings):
     fresh = filled(backend)  # the sweep filled the pool again
     assert fresh.id not in (stale.id, theirs.id)
     assert backend.sweep_warm() == []  # a fresh member is left alone
-    other.pool.remove(theirs.id)
+    assert other.pool.drain() == [theirs.id]  # a host out of service: its waiting ones go
     assert not exists(theirs.id)
     backend.remove(SandboxHandle(fresh.id, ""))  # removed like any sandbox: the record too
     assert fresh.id not in {m.id for m in backend.pool.members()}
