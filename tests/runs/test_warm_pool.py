@@ -208,3 +208,16 @@ def test_the_sweep_removes_its_own_engines_stale_members_only(warm_settings):
     assert not exists(theirs.id)
     backend.remove(SandboxHandle(fresh.id, ""))  # removed like any sandbox: the record too
     assert fresh.id not in {m.id for m in backend.pool.members()}
+
+
+def test_the_reaper_removes_a_taken_warm_sandbox_whose_run_is_over(warm_settings, make_run):
+    from runs import reaper
+
+    backend = get_backend()
+    member = filled(backend)
+    run = make_run(status="failed")  # its worker died after the take; the run was failed
+    assert backend.pool.take(run.pk) == member
+    assert [i.id for i in backend.list_by_label({"belvedir.run_id": run.pk})] == [member.id]
+
+    assert reaper.reap()["removed"] == 1
+    assert not exists(member.id) and backend.pool.claimed_by(member.id) is None
