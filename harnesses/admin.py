@@ -160,7 +160,7 @@ class EnvironmentVersionAdmin(admin.ModelAdmin):
     list_filter = ["environment__project__organization"]
     search_fields = ["environment__id", "environment__name", "name"]
     readonly_fields = ["environment", "number", "name", "description", "tasks", "created_by"]
-    list_select_related = ["environment"]
+    list_select_related = ["environment", "created_by"]
 
     def has_add_permission(self, request) -> bool:
         return False

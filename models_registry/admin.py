@@ -105,7 +105,7 @@ class FineTunedModelAdmin(admin.ModelAdmin):
     list_display = ["name", "base_model", "project", "gated", "adapter_mb", "created_at"]
     list_filter = ["gated", "created_at"]
     search_fields = ["id", "name", "base_model", "project__name", "project__organization__name"]
-    list_select_related = ["project"]
+    list_select_related = ["project__organization"]
     readonly_fields = ["id", "adapter", "adapter_size", "created_by", "created_at"]
     fields = ["id", "project", "name", "base_model", "gated", *readonly_fields[1:]]
     actions = ["delete_with_files"]
@@ -133,6 +133,7 @@ class HuggingFaceTokenAdmin(admin.ModelAdmin):
     """Who set an organization's token and when; never the token."""
 
     list_display = ["organization", "updated_by", "updated_at"]
+    list_select_related = ["organization", "updated_by"]
     search_fields = ["organization__name"]
     fields = ["organization", "updated_by", "updated_at"]
     readonly_fields = fields

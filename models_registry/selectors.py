@@ -42,14 +42,16 @@ def lab_for_model(model_id: str) -> Lab | None:
     return _vendor_lab(labs, vendor) or _name_lab(labs, name)
 
 
-def chinese_lab_for_model(model_id: str) -> Lab | None:
+def chinese_lab_for_model(model_id: str, *, labs: list[Lab] | None = None) -> Lab | None:
     """The Chinese lab behind `model_id` by its vendor or by its model name, whichever says so:
     another maker's build of a Chinese lab's model (`nvidia/DeepSeek-R1-FP4`) is still that
-    lab's model, and a reseller's path (`accounts/x/models/qwen3-8b`) hides nothing."""
+    lab's model, and a reseller's path (`accounts/x/models/qwen3-8b`) hides nothing. `labs`:
+    the labs already read, to judge many models with one query."""
     vendor, name = _split(model_id)
     if not name:
         return None
-    labs = list(Lab.objects.all())
+    if labs is None:
+        labs = list(Lab.objects.all())
     for lab in (_vendor_lab(labs, vendor), _name_lab(labs, name)):
         if lab is not None and lab.is_chinese:
             return lab

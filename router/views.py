@@ -19,9 +19,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
-from belvedir.errors import Invalid
 from models_registry.api import FineTunedModelUploadView
-from models_registry.selectors import covered_models
 from router import reserve, upstream
 from router.pricing import (
     choices_problem,
@@ -41,7 +39,7 @@ from router.services import (
 )
 from router.settlement import settler
 from router.sse import StreamReader
-from runs.model_access import covered_model_check
+from runs.model_access import covered_models_allowed
 
 MAX_BODY_BYTES = 8 * 2**20
 
@@ -502,14 +500,6 @@ async def models(request):
     return JsonResponse({"object": "list", "data": data})
 
 
-def _allowed(run, model: str) -> bool:
-    try:
-        covered_model_check(project=run.project, model=model)
-    except Invalid:
-        return False
-    return True
-
-
 def _model_list(run) -> list[dict]:
     """The covered models this run may call: none for a run whose usage is not covered, no
     Chinese lab's for a project without the permission."""
@@ -528,6 +518,5 @@ def _model_list(run) -> list[dict]:
             },
             "max_output_tokens": entry.max_output_tokens,
         }
-        for entry in covered_models()
-        if _allowed(run, entry.model_id)
+        for entry in covered_models_allowed(project=run.project)
     ]

@@ -143,6 +143,7 @@ class GpuDeviceAdmin(admin.ModelAdmin):
     list_display = ["gpu_type", "host", "device_id", "run", "held_at", "registered_at"]
     list_filter = ["gpu_type", "host"]
     search_fields = ["host", "device_id", "run__id"]
+    list_select_related = ["run"]
     readonly_fields = ["run", "held_at", "registered_at"]
     actions = [free_devices]
 

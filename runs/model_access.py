@@ -11,8 +11,8 @@ from django.conf import settings
 from belvedir.errors import Invalid
 from belvedir.models import Project
 from models_registry.inference import resolve_api_base
-from models_registry.models import CoveredModel
-from models_registry.selectors import chinese_lab_for_model, covered_model
+from models_registry.models import CoveredModel, Lab
+from models_registry.selectors import chinese_lab_for_model, covered_model, covered_models
 
 ROUTER_PATH = "/api/v1"
 
@@ -73,6 +73,23 @@ def covered_model_check(*, project: Project, model: str, field: str = "model") -
         )
     _refuse_chinese(project=project, name=model, catalog_lab=entry.lab, field=field)
     return entry
+
+
+def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
+    """Every catalog entry `covered_model_check` lets `project`'s covered runs call, read in
+    two queries whatever the catalog's size (the router's model list): none when the platform
+    covers no usage, no Chinese lab's model unless the project allows them."""
+    if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+        return []
+    entries = list(covered_models())
+    if project.chinese_models_allowed:
+        return entries
+    labs = list(Lab.objects.all())
+    return [
+        entry
+        for entry in entries
+        if not entry.lab.is_chinese and chinese_lab_for_model(entry.model_id, labs=labs) is None
+    ]
 
 
 def _access(

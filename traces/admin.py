@@ -26,6 +26,7 @@ class SessionAdmin(admin.ModelAdmin):
     ]
     list_filter = ["outcome", "project__organization"]
     search_fields = ["external_id", "id", "run__id", "model"]
+    list_select_related = ["project__organization", "run"]
     readonly_fields = [f.name for f in Session._meta.fields]
     actions = [form_tasks_now]
 
@@ -62,6 +63,7 @@ class TaskAdmin(admin.ModelAdmin):
     ]
     list_filter = ["kind", "status"]
     search_fields = ["name", "normalized_name", "session__external_id"]
+    list_select_related = ["group", "session"]
     readonly_fields = [f.name for f in Task._meta.fields]
 
 

@@ -311,3 +311,44 @@ def test_a_covered_chinese_model_filed_under_another_lab_is_still_refused(owner,
     assert refused.value.code == "chinese_models" and "DeepSeek" in refused.value.message
     owner.project.chinese_models_allowed = True
     assert check(owner.project, model="nvidia/deepseek-r1-0528-fp4").model.covered
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_the_routers_model_list_is_what_the_check_lets_through_in_two_queries(
+    owner, upstream, allowed, django_assert_max_num_queries
+):
+    """The router's GET /models lists the entries a covered run may call: the same answer as
+    `covered_model_check` on each (the seeded catalog, an NVIDIA-filed DeepSeek build and a
+    disabled entry), read in two queries whatever the catalog's size, not two per entry."""
+    from models_registry.models import CoveredModel, Lab
+    from runs.model_access import covered_model_check, covered_models_allowed
+
+    nvidia = Lab.objects.get(slug="nvidia")
+    for model_id, enabled in [("nvidia/deepseek-r1-0528-fp4", True), ("nvidia/off", False)]:
+        CoveredModel.objects.create(
+            model_id=model_id,
+            display_name=model_id,
+            lab=nvidia,
+            input_price_micros=1,
+            output_price_micros=1,
+            enabled=enabled,
+        )
+    owner.project.chinese_models_allowed = allowed
+
+    def passes(model_id: str) -> bool:
+        try:
+            covered_model_check(project=owner.project, model=model_id)
+        except Invalid:
+            return False
+        return True
+
+    expected = [m for m in CoveredModel.objects.values_list("model_id", flat=True) if passes(m)]
+    with django_assert_max_num_queries(2):
+        listed = [entry.model_id for entry in covered_models_allowed(project=owner.project)]
+    assert sorted(listed) == sorted(expected)
+    assert ("z-ai/glm-4.5" in listed) is allowed
+    assert ("nvidia/deepseek-r1-0528-fp4" in listed) is allowed
+    assert "google/gemma-3-27b-it" in listed and "nvidia/off" not in listed
+    with django_assert_max_num_queries(0):
+        upstream.BELVEDIR_ROUTER_UPSTREAM_KEY = ""
+        assert covered_models_allowed(project=owner.project) == []

@@ -27,6 +27,10 @@ def test_my_benchmarks_and_its_filters_and_partials_take_a_fixed_number_of_queri
         ("/runs/?fragment=table", HTMX, 7),
         ("/runs/?fragment=dashboard", HTMX, 7),
         ("/", {}, 6),
+        # The New benchmark dialog: the harness picker (3) and the models used (3) as choices.
+        ("/runs/new/", {}, 7),
+        ("/runs/new/", HTMX, 7),
+        (f"/runs/launch/{harness}/", {}, 7),
     ]
     assert_bounded(owner.web, pages, django_assert_max_num_queries)
     assert seeded.runs[-1].pk in owner.web.get("/runs/").content.decode()
