@@ -1,7 +1,8 @@
 """Trace ingest throughput: spans/s stored through POST /api/v1/traces by the web processes.
 
     .venv/bin/python bench/ingest.py [--batches 200] [--sessions 10] [--clients 4] [--workers 2]
-                                     [--threads 4] [--profile] [--keep-db] [--app-dir DIR]
+                                     [--server uvicorn|gunicorn] [--threads 4] [--profile]
+                                     [--keep-db] [--app-dir DIR]
 
 * Payloads: the SDK-captured body tests/traces/fixtures/sdk_batch.json (docs/sdk-wire-format.md),
   its 8 spans (4 LLM calls: 2 current-format openai.chat with messages, 2 indexed-format raw
@@ -12,9 +13,11 @@
   thousands of spans during the run).
 * Parse-only rate: `traces.otlp.decode_request` + `parse_llm_call` + `session_id_of` per span
   over the same payloads, in this process, before the server starts.
-* Stored rate: gunicorn serving belvedir.wsgi with --workers processes (gthread, --threads;
-  2 by default, one per core of this machine; --workers 1 measures one process)
-  on 127.0.0.1, DEBUG off, PostgreSQL database `belvedir_bench_ingest` (dropped and created at
+* Stored rate: the app served as production serves it (README, "Serving in production"):
+  `uvicorn belvedir.asgi:application --workers N` (ingest runs in a pool of threads per
+  process, belvedir/asgi.py); --server gunicorn serves belvedir.wsgi with gthread workers
+  (--threads) instead. --workers processes, 2 by default (one per core of this machine;
+  --workers 1 measures one process), on 127.0.0.1, DEBUG off, PostgreSQL database `belvedir_bench_ingest` (dropped and created at
   start, dropped at the end); --clients threads POST the batches over keep-alive
   connections (http.client) with a project key. 10 warm-up batches first, then --batches timed ones
   (a 120 s cap). Afterwards the database must hold exactly the spans sent (else it is an
@@ -276,8 +279,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument(
-        "--server", choices=["gunicorn", "uvicorn"], default="gunicorn",
-        help="gunicorn gthread (WSGI) or uvicorn (ASGI, as production and make up serve)",
+        "--server", choices=["uvicorn", "gunicorn"], default="uvicorn",
+        help="uvicorn (ASGI, as production and make up serve; the default) or gunicorn gthread",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the worker")
     parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
