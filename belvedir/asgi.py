@@ -4,7 +4,16 @@ The model router's paths (OpenAI-compatible, called by sandboxes with a run key)
 Django handler with no middleware: sessions, CSRF, auth, messages and the lockout checks are
 for people in browsers, and under ASGI each of Django's own middleware hops to a worker thread
 and back twice per request, which is most of what the router would add to a model call. Its
-views answer their own errors, OpenAI-style. Everything else goes through the full stack.
+views answer their own errors, OpenAI-style.
+
+The OTLP endpoint (`POST /api/v1/traces`, `INGEST_PATHS`) goes to a handler with no middleware
+either, whose sync view runs in a pool of long-lived threads (`IngestHandler`). Under Django's
+ASGI handler every request runs its sync code in a thread of its own, whose database connection
+dies with it: each batch of spans paid for a new PostgreSQL connection (backend start, its
+caches, statements planned afresh), which cut ingest under uvicorn to well below what the same
+code stores under a WSGI server (bench/ingest.py `--server uvicorn`). The pool's threads keep
+their connections (CONN_MAX_AGE, health-checked before each request, as the request signals
+do elsewhere). Everything else goes through the full stack.
 
 The ASGI lifespan's startup imports the URLconf (so no request pays for it), its shutdown runs
 what the apps left for it (`belvedir.lifespan`: the router's settlements still pending).
@@ -15,6 +24,7 @@ import contextlib
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -77,6 +87,65 @@ class BareHandler(ASGIHandler):
 
 
 bare = BareHandler()
+
+INGEST_PATHS = frozenset({"/api/v1/traces"})
+_ingest_pool: ThreadPoolExecutor | None = None
+
+
+def ingest_pool() -> ThreadPoolExecutor:
+    """The threads ingest requests run in: one more than the view lets in at once, so the
+    request past BELVEDIR_INGEST_CONCURRENCY gets the view's 503 rather than a queue."""
+    global _ingest_pool
+    if _ingest_pool is None:
+        from django.conf import settings
+
+        size = settings.BELVEDIR_INGEST_CONCURRENCY + 1
+        _ingest_pool = ThreadPoolExecutor(size, thread_name_prefix="ingest")
+    return _ingest_pool
+
+
+def _serve_in_thread(request):
+    """The view, in a pool thread, with the full stack's duties for it: the connection
+    checked before and after (request_started / request_finished's close_old_connections),
+    the query log reset, and an unexpected error under /api/ answered as JSON
+    (ApiServerErrorMiddleware)."""
+    from django.core.exceptions import PermissionDenied
+    from django.db import close_old_connections, reset_queries
+    from django.http import Http404
+    from django.urls import resolve
+
+    from belvedir.errors import DomainError
+    from belvedir.middleware import api_server_error_response, log
+
+    reset_queries()
+    close_old_connections()
+    try:
+        match = resolve(request.path_info)
+        return match.func(request, *match.args, **match.kwargs)
+    except (Http404, PermissionDenied, DomainError):
+        raise  # answered as the full stack answers them (none comes from the ingest view)
+    except Exception as exc:
+        log.error(
+            "Internal Server Error: %s", request.path, exc_info=exc, extra={"request": request}
+        )
+        return api_server_error_response()
+    finally:
+        close_old_connections()
+
+
+class IngestHandler(BareHandler):
+    """The bare handler with its view run in `ingest_pool()` instead of a thread per request."""
+
+    def load_middleware(self, is_async=False):
+        super().load_middleware(is_async)
+        self._middleware_chain = convert_exception_to_response(self._in_pool)
+
+    async def _in_pool(self, request):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(ingest_pool(), _serve_in_thread, request)
+
+
+ingest = IngestHandler()
 
 
 async def _lifespan(receive, send) -> None:
@@ -171,6 +240,8 @@ async def _upload_refused(scope, send, limit: UploadLimit) -> bool:
 async def application(scope, receive, send):
     if scope["type"] == "http" and _bare(scope):
         return await bare(scope, receive, send)
+    if scope["type"] == "http" and scope["path"] in INGEST_PATHS:
+        return await ingest(scope, receive, send)
     limit = _upload_limit(scope) if scope["type"] == "http" else None
     if limit is not None and await _upload_refused(scope, send, limit):
         return

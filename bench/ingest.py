@@ -51,6 +51,7 @@ from pathlib import Path
 import _common
 from _common import table
 from _ingest_data import SPANS_PER_BATCH, make_payloads, mix_of, parse_only
+from _profile import print_profile, py_spy
 
 DB_NAME = "belvedir_bench_ingest"
 TARGET = 8000
@@ -70,7 +71,9 @@ def free_port() -> int:
 
 
 class Server:
-    """gunicorn with `workers` worker processes, in its own process group."""
+    """gunicorn (WSGI, gthread) with `workers` worker processes, in its own process group; or
+    uvicorn (ASGI, as README's "Serving in production" and `make up` run the app), whose
+    workers each run Django's sync views in one thread (`threads` does not apply)."""
 
     def __init__(
         self,
@@ -79,6 +82,7 @@ class Server:
         log_path: Path,
         app_dir: Path = _common.ROOT,
         workers: int = 1,
+        server: str = "gunicorn",
     ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -90,12 +94,20 @@ class Server:
             "DJANGO_SETTINGS_MODULE": "belvedir.settings",
         }
         self.log = open(log_path, "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            [
+        if server == "uvicorn":
+            command = [
+                str(VENV_BIN / "uvicorn"), "belvedir.asgi:application", "--workers", str(workers),
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                "--no-access-log",
+            ]  # fmt: skip
+        else:
+            command = [
                 str(VENV_BIN / "gunicorn"), "belvedir.wsgi", "--workers", str(workers),
                 "--threads", str(threads), "--bind", f"127.0.0.1:{self.port}",
                 "--log-level", "warning", "--timeout", "60",
-            ],
+            ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command,
             cwd=app_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
@@ -116,11 +128,15 @@ class Server:
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s")
 
     def worker_pids(self) -> list[int]:
+        """The worker processes (uvicorn with one worker serves from its main process)."""
         try:
             children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-            return [int(pid) for pid in children.split()]
+            pids = [int(pid) for pid in children.split()]
         except (OSError, ValueError):
             return []
+        # uvicorn's multiprocessing also starts a resource tracker: not a worker.
+        workers = [pid for pid in pids if "resource_tracker" not in _cmdline(pid)]
+        return workers or [self.proc.pid]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -134,6 +150,13 @@ class Server:
                     pass
                 self.proc.wait(timeout=5)
         self.log.close()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -152,7 +175,7 @@ def machine_busy() -> tuple[float, float]:
 
 
 def postgres_backends() -> list[int]:
-    """Process ids of the PostgreSQL backends serving the bench database (the web worker's)."""
+    """Process ids of the PostgreSQL backends serving the bench database (the web workers')."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -242,62 +265,6 @@ class Load:
         return time.perf_counter() - started, sorted(answered), len(answered)
 
 
-def py_spy(pid: int, seconds: int, out: Path) -> subprocess.Popen | None:
-    exe = shutil.which("py-spy") or str(VENV_BIN / "py-spy")
-    if not Path(exe).exists():
-        print("(py-spy is not installed: pip install py-spy to profile)", file=sys.stderr)
-        return None
-    return subprocess.Popen(
-        [exe, "record", "--pid", str(pid), "--duration", str(seconds), "--format", "raw",
-         "--rate", "200", "--gil", "--output", str(out), "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-
-def print_profile(raw: Path, top: int = 25) -> None:
-    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
-    if not raw.exists():
-        print("(no profile written)")
-        return
-    total = 0
-    own: dict[str, int] = {}
-    inclusive: dict[str, int] = {}
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        frames = stack.split(";")
-        # Idle worker threads wait in the gthread poller / queue: skip those stacks.
-        if any(
-            f.startswith(("wait (threading", "select (selectors", "_worker (concurrent"))
-            for f in frames[-2:]
-        ):
-            continue
-        total += n
-        own[frames[-1]] = own.get(frames[-1], 0) + n
-        for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + n
-    if not total:
-        print("(empty profile)")
-        return
-    print(f"\npy-spy, web worker during the timed phase ({total} busy samples):")
-    rows = [
-        [f[:90], f"{100 * n / total:5.1f}%"]
-        for f, n in sorted(own.items(), key=lambda x: -x[1])[:top]
-    ]
-    print(table(rows, ["function (self time)", "share"]))
-    interesting = ("spans_ingest", "_sessions_for", "_resolve_session_ids", "_store", "_json ",
-                   "decode_request", "parse_llm_call", "api_key_authenticate", "execute (psycopg",
-                   "encode_response", "handle_request (gunicorn", "get_response (django",
-                   "_read_body", "traces (traces/ingest.py")  # fmt: skip
-    rows = []
-    for frame, n in sorted(inclusive.items(), key=lambda x: -x[1]):
-        if any(word in frame for word in interesting):
-            rows.append([frame[:90], f"{100 * n / total:5.1f}%"])
-    print(table(rows[:top], ["function (inclusive)", "share"]))
-
-
 # --- main ----------------------------------------------------------------------------------
 
 
@@ -308,6 +275,10 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4, help="client threads (default 4)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument(
+        "--server", choices=["gunicorn", "uvicorn"], default="gunicorn",
+        help="gunicorn gthread (WSGI) or uvicorn (ASGI, as production and make up serve)",
+    )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the worker")
     parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
     parser.add_argument(
@@ -317,9 +288,10 @@ def main() -> int:
         help="serve another checkout of the project (same schema), e.g. to compare before/after",
     )
     args = parser.parse_args()
-    if not (VENV_BIN / "gunicorn").exists():
+    if not (VENV_BIN / args.server).exists():
         print(
-            f"gunicorn is not installed in {VENV_BIN.parent}: {VENV_BIN / 'pip'} install gunicorn",
+            f"{args.server} is not installed in {VENV_BIN.parent}: "
+            f"{VENV_BIN / 'pip'} install {args.server}",
             file=sys.stderr,
         )
         return 1
@@ -359,8 +331,9 @@ def main() -> int:
         print(f"parse-only: {parse_rate:,.0f} spans/s (one thread, this process)", flush=True)
 
         server = Server(
-            url, args.threads, tmp / "gunicorn.log", args.app_dir.resolve(), args.workers
-        )
+            url, args.threads, tmp / "server.log", args.app_dir.resolve(), args.workers,
+            args.server,
+        )  # fmt: skip
         server.wait_ready()
         load = Load(server.url, key, args.clients)
         load.run(warmup, TIME_CAP_S)
@@ -369,12 +342,17 @@ def main() -> int:
         if args.profile and workers:
             profiler = py_spy(workers[0], TIME_CAP_S, tmp / "profile.txt")
             time.sleep(1.0)  # let py-spy attach
-        backends = postgres_backends()
+        pg_before = {pid: cpu_seconds(pid) for pid in postgres_backends()}
         cpu0, busy0, own0 = sum(map(cpu_seconds, workers)), machine_busy(), os.times()
-        pg0 = sum(cpu_seconds(pid) for pid in backends)
         elapsed, answered, sent = load.run(timed, TIME_CAP_S)
         cpu1, busy1, own1 = sum(map(cpu_seconds, workers)), machine_busy(), os.times()
-        pg1 = sum(cpu_seconds(pid) for pid in backends)
+        # A worker thread that took its first request during the timed phase opened its
+        # connection then: its backend's CPU counts from zero (all of it is this phase's).
+        backends = postgres_backends()
+        pg_after = {pid: cpu_seconds(pid) for pid in backends}
+        pg0 = sum(pg_before.get(pid, 0.0) for pid in pg_after)
+        pg1 = sum(pg_after.values())
+        pg_new = len(pg_after.keys() - pg_before.keys())
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             try:
@@ -412,9 +390,10 @@ def main() -> int:
         ]
         print(table(rows, ["spans per second", "rate"]))
         print()
+        threads = f"{args.threads} threads each" if args.server == "gunicorn" else "ASGI"
         print(
-            f"{sent * SPANS_PER_BATCH:,} spans in {elapsed:.1f} s by {args.workers} gunicorn "
-            f"worker(s) ({args.threads} threads each), {args.clients} client threads, keep-alive; "
+            f"{sent * SPANS_PER_BATCH:,} spans in {elapsed:.1f} s by {args.workers} {args.server} "
+            f"worker(s) ({threads}), {args.clients} client threads, keep-alive; "
             f"DB verified: {stored:,} spans (incl. warm-up) as sent; {count_note}"
         )
         ratio = rate / parse_rate
@@ -438,7 +417,8 @@ def main() -> int:
         client = (own1.user + own1.system) - (own0.user + own0.system)
         print(
             f"CPU during the timed phase: web workers {100 * (cpu1 - cpu0) / elapsed:.0f}% of a core, "
-            f"its {len(backends)} PostgreSQL backends {100 * (pg1 - pg0) / elapsed:.0f}%, "
+            f"their {len(backends)} PostgreSQL backends ({pg_new} opened during it) "
+            f"{100 * (pg1 - pg0) / elapsed:.0f}%, "
             f"load client {100 * client / elapsed:.0f}%; whole machine {100 * busy:.0f}% "
             f"of {os.cpu_count()} cores, so other processes took "
             f"~{max(0.0, 100 * (busy - (cpu1 - cpu0 + pg1 - pg0 + client) / elapsed)):.0f}%"

@@ -164,6 +164,26 @@ def start_cluster(env: dict, app_dir: Path, tmp: Path, tag: str, runtime: str) -
     return cluster
 
 
+def warm_starts(log: Path, label: str, runs: int) -> None:
+    """How many of a cluster's runs took a warm sandbox (runs/sandbox/warm.py), from its log."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    warm, cold = text.count("takes the warm sandbox"), text.count("no warm sandbox for run")
+    if warm or cold:
+        print(
+            f"{label or 'platform'}: {warm} warm starts, {cold} cold (pool empty), {runs + 1} runs"
+        )
+
+
+def drain_warm_pools() -> None:
+    """Remove the warm sandboxes the clusters left on this engine (every shape of this
+    platform instance: the database is dropped next)."""
+    from runs.sandbox_config import get_backend
+
+    pool = getattr(get_backend(), "pool", None)
+    if pool is not None:
+        pool.drain()
+
+
 def platform_once(http, url: str, harness_id: str) -> dict[str, float]:
     from runs.models import Run
 
@@ -357,6 +377,8 @@ def main() -> int:
                 for cluster in clusters:
                     cluster.stop()
                 for label, _, _ in targets:
+                    warm_starts(tmp / f"qcluster-{broker}{label}-{runtime}.log", label, args.runs)
+                for label, _, _ in targets:
                     tag = f"{broker} {label}".strip()
                     summary.append(print_broker(tag, runtime, platform[label], baseline))
             for server in servers:
@@ -377,6 +399,7 @@ def main() -> int:
             from runs.models import Run
 
             run_overhead.cleanup_containers(list(Run.objects.values_list("pk", flat=True)))
+            drain_warm_pools()
         except Exception as exc:  # report, keep cleaning
             print(f"cleanup: {exc}", file=sys.stderr)
         if "redis" in args.brokers:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import _common
 from _common import table
-from ingest import print_profile, py_spy
+from _profile import print_profile, py_spy
 
 DB_NAME = "belvedir_bench_router"
 MODEL = "benchlab/bench-model"

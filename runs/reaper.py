@@ -89,19 +89,32 @@ def reap() -> dict:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
     task_sandboxes.task_sandboxes_reap()  # rows of task sandboxes whose run ended
     freed = gpu.devices_release_stale()
+    sweep_warm = getattr(backend, "sweep_warm", None)  # this engine's warm pool, if any
+    try:
+        warm_removed = sweep_warm() if sweep_warm is not None else []
+    except SandboxError as exc:
+        log.warning("reaper could not sweep the warm sandboxes: %s", exc)
+        warm_removed = []
     try:
         released = backend.sweep_volumes()
     except SandboxError as exc:
         log.warning("reaper could not release orphan disk volumes: %s", exc)
         released = []
-    if failed or requeued or removed or released or freed:
+    if failed or requeued or removed or released or freed or warm_removed:
         log.info(
             "reaper: failed %s, requeued %s, removed %d sandboxes, released volumes %s, "
-            "freed GPU devices %s",
+            "freed GPU devices %s, removed %d stale warm sandboxes",
             failed,
             requeued,
             removed,
             released,
             freed,
+            len(warm_removed),
         )
-    return {"failed": failed, "requeued": requeued, "removed": removed, "released": released}
+    return {
+        "failed": failed,
+        "requeued": requeued,
+        "removed": removed,
+        "released": released,
+        "warm_removed": warm_removed,
+    }

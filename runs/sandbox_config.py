@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from runs import contract
 from runs.sandbox.base import SandboxBackend, SandboxError, SandboxSpec
 from runs.sandbox.docker import DockerBackend
 from runs.sandbox.image import ImageConfig
@@ -28,7 +29,8 @@ def get_backend() -> SandboxBackend:
     Docker: the engine of DOCKER_HOST (else the local socket), the host CA bundle of
     BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`,
     quota volumes under BELVEDIR_SANDBOX_DATA_DIR keeping BELVEDIR_MIN_FREE_DISK free,
-    BELVEDIR_SANDBOX_SPARE_VOLUMES of them made ahead.
+    BELVEDIR_SANDBOX_SPARE_VOLUMES of them made ahead, BELVEDIR_SANDBOX_WARM sandboxes of the
+    default shape (`warm_template()`) started ahead on this host's engine.
     """
     name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
     if name == "docker":
@@ -38,6 +40,10 @@ def get_backend() -> SandboxBackend:
             data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),
             reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
             spare_volumes=settings.BELVEDIR_SANDBOX_SPARE_VOLUMES,
+            warm_size=settings.BELVEDIR_SANDBOX_WARM,
+            warm_template=warm_template(),
+            warm_engine=engine_name(),
+            warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
         )
     raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
 
@@ -72,6 +78,12 @@ def spec_from_settings(**fields: Any) -> SandboxSpec:
         "disk_bytes": settings.BELVEDIR_SANDBOX_DISK or None,
     }
     return SandboxSpec(**{**defaults, **fields})
+
+
+def warm_template() -> SandboxSpec:
+    """The shape of the warm pool's sandboxes: a run sandbox as the executor asks for one
+    (the entrypoint, the workspace, the settings' image and limits, no GPU)."""
+    return spec_from_settings(run_id="", command=list(contract.COMMAND), workdir=contract.WORKSPACE)
 
 
 def instance_id() -> str:

@@ -1,5 +1,7 @@
 """Shared fixtures: an owner, a read-only member and an outsider of another organization."""
 
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -16,8 +18,17 @@ pytest_plugins = [
 ]
 
 
+# No warm sandboxes (runs/sandbox/warm.py) unless a test asks for them (tests/runs/test_warm_pool.py):
+# tests that count a host's containers and volumes see only their own. Workers started in
+# another process inherit it.
+os.environ.setdefault("BELVEDIR_SANDBOX_WARM", "0")
+
+
 def pytest_configure(config):
     load_profile()  # few examples locally, the full count in CI (tests/helpers/hypothesis_profiles)
+    from django.conf import settings
+
+    settings.BELVEDIR_SANDBOX_WARM = int(os.environ["BELVEDIR_SANDBOX_WARM"])
 
 
 @pytest.fixture

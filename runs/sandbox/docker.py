@@ -16,6 +16,7 @@ instead of losing output to log rotation.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import secrets
@@ -32,7 +33,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from runs.sandbox import hostfiles, volumes
+from runs.sandbox import hostfiles, volumes, warm
 from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -54,6 +55,7 @@ _GO_MODE_SOCKET = 1 << 24
 _GO_MODE_CHAR_DEVICE = 1 << 21
 _GO_MODE_IRREGULAR = 1 << 19
 _LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
+log = logging.getLogger(__name__)
 PING_TIMEOUT = 5.0
 
 
@@ -69,6 +71,10 @@ class DockerBackend:
         data_dir: Path | None = None,
         reserve_bytes: int = 0,
         spare_volumes: int = 0,
+        warm_size: int = 0,
+        warm_template: SandboxSpec | None = None,
+        warm_engine: str = "",
+        warm_max_age: float = 3600.0,
     ) -> None:
         """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
@@ -79,6 +85,9 @@ class DockerBackend:
         refused unless the disk keeps `reserve_bytes` free with every volume full.
         `spare_volumes`: how many quota volumes to keep made ahead on this host, each made
         after a sandbox is removed and taken by the next one (`volumes.make_spare`).
+        `warm_size`: how many sandboxes of `warm_template`'s shape to keep started ahead on
+        this host for runs of that shape (`runs.sandbox.warm`; needs a disk quota), on the
+        engine named `warm_engine`, each removed unused after `warm_max_age` s.
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
@@ -93,6 +102,19 @@ class DockerBackend:
         self._workdirs: dict[str, tuple[str, Path]] = {}
         self._disk_full: set[str] = set()  # container ids whose volume was seen full
         self._lock = threading.Lock()
+        self.pool: warm.WarmPool | None = None
+        if warm_template is not None and warm_template.disk_bytes and data_dir is not None:
+            self.pool = warm.WarmPool(
+                lambda: self.client,
+                data_dir=data_dir,
+                template=warm_template,
+                engine=warm_engine,
+                size=warm_size,
+                max_age=warm_max_age,
+                instance=instance,
+                make=self._make_warm,
+                discard=lambda container_id: self._remove(SandboxHandle(container_id, "")),
+            )
 
     @property
     def client(self) -> docker.DockerClient:
@@ -117,29 +139,16 @@ class DockerBackend:
         `spec.gpu_device` requests that one GPU by its device id (never all of the host's).
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
         `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
+        A spec of the warm pool's shape takes a sandbox started ahead when there is one.
         """
         if not spec.command:
             raise SandboxError("a sandbox needs a command")
+        if self.pool is not None and self.pool.fits(spec):
+            handle = self._launch_warm(spec)
+            if handle is not None:
+                return handle
         name = _container_name(spec.run_id)
-        mounts: dict[str, dict[str, str]] = {}
-        volume = ""
-        if spec.disk_bytes:
-            if self.data_dir is None:
-                raise SandboxError("a disk quota needs the backend's data_dir")
-            self._spare_layout = {
-                "image": spec.image,
-                "workdir": spec.workdir,
-                "size_bytes": spec.disk_bytes,
-            }
-            made, mounts = volumes.allocate(
-                self.client,
-                **self._spare_layout,
-                data_dir=self.data_dir,
-                name=volumes.volume_name(name),
-                reserve_bytes=self.reserve_bytes,
-                spare=self.spare_volumes > 0,
-            )
-            volume = made.name
+        volume, mounts = self._allocate(spec, name)
         try:
             handle = self._create(spec, name, mounts, volume)
         except BaseException:
@@ -155,12 +164,7 @@ class DockerBackend:
                 self._workdirs[handle.id] = (spec.workdir, host_workdir)
             if spec.workspace is not None:
                 self._put_workspace(handle, spec.workdir, spec.workspace, host_workdir)
-            with _docker_errors("attach to the sandbox output"):
-                stream = self.client.api.attach(
-                    handle.id, stdout=True, stderr=True, stream=True, logs=False
-                )
-            with self._lock:
-                self._attached[handle.id] = stream
+            self._attach(handle)
             with _docker_errors("start the sandbox"):
                 self.client.api.start(handle.id)
         except BaseException:
@@ -172,8 +176,103 @@ class DockerBackend:
             raise
         return handle
 
+    def _allocate(self, spec: SandboxSpec, name: str) -> tuple[str, dict[str, dict[str, str]]]:
+        """The quota volume of a sandbox named `name` ("" without a quota), and its mounts."""
+        if not spec.disk_bytes:
+            return "", {}
+        if self.data_dir is None:
+            raise SandboxError("a disk quota needs the backend's data_dir")
+        self._spare_layout = {
+            "image": spec.image,
+            "workdir": spec.workdir,
+            "size_bytes": spec.disk_bytes,
+        }
+        made, mounts = volumes.allocate(
+            self.client,
+            **self._spare_layout,
+            data_dir=self.data_dir,
+            name=volumes.volume_name(name),
+            reserve_bytes=self.reserve_bytes,
+            spare=self.spare_volumes > 0,
+        )
+        return made.name, mounts
+
+    def _launch_warm(self, spec: SandboxSpec) -> SandboxHandle | None:
+        """Hand the run to a warm sandbox: its workspace into the sandbox's workdir folder, an
+        attach to its output, then the go file (the env); None (nothing left behind) when the
+        pool has none or it failed, for the cold path to start one."""
+        assert self.pool is not None and spec.workspace is not None
+        member = self.pool.take(spec.run_id)
+        if member is None:
+            log.info("no warm sandbox for run %s: a cold start", spec.run_id)
+            return None
+        log.info("run %s takes the warm sandbox %s", spec.run_id, member.name)
+        handle = SandboxHandle(id=member.id, run_id=spec.run_id)
+        host_workdir = Path(member.workdir)
+        self._volumes[handle.id] = member.volume
+        self._workdirs[handle.id] = (spec.workdir, host_workdir)
+        try:
+            self._put_workspace(handle, spec.workdir, spec.workspace, host_workdir)
+            self._attach(handle)
+            warm.send_go(host_workdir, spec.env, spec.command[-1])
+        except (SandboxError, OSError):
+            try:
+                self.remove(handle)
+            except SandboxError:
+                pass  # the reaper removes it: claimed by a run that is not running on it
+            return None
+        try:  # its name says whose it is now, as a cold sandbox's does (`docker ps`)
+            self.client.api.rename(handle.id, _container_name(spec.run_id))
+        except (docker.errors.DockerException, requests.RequestException):
+            pass
+        return handle
+
+    def _attach(self, handle: SandboxHandle) -> None:
+        """Attach to the sandbox's output from now on (before its command says anything)."""
+        with _docker_errors("attach to the sandbox output"):
+            stream = self.client.api.attach(
+                handle.id, stdout=True, stderr=True, stream=True, logs=False
+            )
+        with self._lock:
+            self._attached[handle.id] = stream
+
+    def _make_warm(self, spec: SandboxSpec) -> warm.Member:
+        """Start a pool member of `spec` (`warm.waiter_spec`'s): not managed, no run yet."""
+        name = f"belvedir-warm-{secrets.token_hex(4)}"
+        volume, mounts = self._allocate(spec, name)
+        workdir = next((src for src, m in mounts.items() if m["bind"] == spec.workdir), "")
+        try:
+            handle = self._create(spec, name, mounts, volume, managed=False)
+        except BaseException:
+            if volume:
+                volumes.release(self.data_dir, volume)
+            raise
+        self._volumes.pop(handle.id, None)  # the process that takes it learns it from the pool
+        try:
+            with _docker_errors("start a warm sandbox"):
+                image_id = self.client.api.inspect_container(handle.id)["Image"]
+                self.client.api.start(handle.id)
+        except BaseException:
+            self._remove(handle)
+            raise
+        return warm.Member(
+            id=handle.id,
+            name=name,
+            key=spec.labels.get(warm.LABEL_WARM, ""),
+            image_id=image_id,
+            workdir=workdir,
+            volume=volume,
+            created=time.time(),
+        )
+
     def _create(
-        self, spec: SandboxSpec, name: str, mounts: dict[str, dict[str, str]], volume: str = ""
+        self,
+        spec: SandboxSpec,
+        name: str,
+        mounts: dict[str, dict[str, str]],
+        volume: str = "",
+        *,
+        managed: bool = True,
     ) -> SandboxHandle:
         options: dict[str, object] = {}
         binds = dict(mounts)
@@ -194,7 +293,8 @@ class DockerBackend:
             }
         if binds:
             options["volumes"] = binds
-        labels = self._labels({**spec.labels, LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id})
+        own = {LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id} if managed else {}
+        labels = self._labels({**spec.labels, **own})
         # Always set, so an image's own label (a task image's `LABEL belvedir.volume=…`) can
         # never name another sandbox's volume for `remove` to release.
         labels[volumes.LABEL_VOLUME] = volume
@@ -363,7 +463,13 @@ class DockerBackend:
 
     def remove(self, handle: SandboxHandle) -> None:
         """Remove the container (killing it if needed), its anonymous volumes and its quota
-        volume."""
+        volume; a warm sandbox's record in the pool too, and the pool is filled again."""
+        self._remove(handle)
+        if self.pool is not None:
+            self.pool.forget(handle.id)
+            self.pool.fill_later()
+
+    def _remove(self, handle: SandboxHandle) -> None:
         self._forget_stream(handle)
         volume = self._volumes.pop(handle.id, None) or self._volume_of(handle)
         self._workdirs.pop(handle.id, None)
@@ -402,6 +508,13 @@ class DockerBackend:
             return None
         return labels.get(volumes.LABEL_VOLUME)
 
+    def sweep_warm(self) -> list[str]:
+        """Remove this engine's stale warm sandboxes, then fill the pool (`WarmPool.sweep`)."""
+        if self.pool is None:
+            return []
+        with _docker_errors("sweep the warm sandboxes"):
+            return self.pool.sweep()
+
     def sweep_volumes(self) -> list[str]:
         """Release quota volumes whose container is gone (see `volumes.sweep`)."""
         if self.data_dir is None:
@@ -416,14 +529,23 @@ class DockerBackend:
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         with _docker_errors("list sandboxes"):
             containers = self.client.api.containers(all=True, filters=filters)
-        return [
-            SandboxInfo(
-                run_id=(item.get("Labels") or {}).get(LABEL_RUN_ID, ""),
-                id=item["Id"],
-                status=item.get("State", ""),
-            )
-            for item in containers
-        ]
+            found = [
+                SandboxInfo(
+                    run_id=(item.get("Labels") or {}).get(LABEL_RUN_ID, ""),
+                    id=item["Id"],
+                    status=item.get("State", ""),
+                )
+                for item in containers
+            ]
+            if self.pool is not None:  # warm sandboxes a run took: listed under its id
+                wanted = dict(label_filter or {})
+                run_id = wanted.pop(LABEL_RUN_ID, None)
+                found += [
+                    SandboxInfo(run_id=owner, id=item["Id"], status=item.get("State", ""))
+                    for owner, item in self.pool.listed_claimed(wanted)
+                    if run_id is None or owner == run_id
+                ]
+        return found
 
     # --- internals ------------------------------------------------------------------------
 

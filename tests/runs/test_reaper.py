@@ -126,7 +126,13 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
     assert containers_of(run.pk) == []
     assert ApiKey.objects.get(ingest_run=run).revoked_at is not None
 
-    assert reaper.reap() == {"failed": [], "requeued": [], "removed": 0, "released": []}
+    assert reaper.reap() == {
+        "failed": [],
+        "requeued": [],
+        "removed": 0,
+        "released": [],
+        "warm_removed": [],
+    }
 
 
 def test_the_reaper_removes_orphan_sandboxes_and_leaves_healthy_runs_alone(

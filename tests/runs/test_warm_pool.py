@@ -1,0 +1,223 @@
+"""The warm pool (runs/sandbox/warm.py): sandboxes started ahead under gVisor, each taken by one
+run, which runs in it as in a cold sandbox (score, logs, cancel, time cap), its secrets never in
+the container's config; other shapes and a pool of 0 start cold; the sweep removes only its own
+engine's stale members.
+
+The rest of the suite runs with BELVEDIR_SANDBOX_WARM=0 (tests/conftest.py); these tests turn
+it on with an instance of their own, so their pool is theirs alone on a shared engine.
+"""
+
+import dataclasses
+import json
+import threading
+import time
+import uuid
+
+import docker
+import pytest
+
+from runs.executor import execute_run
+from runs.models import Run
+from runs.sandbox import warm
+from runs.sandbox.base import LABEL_INSTANCE, SandboxHandle, tar_files
+from runs.sandbox_config import get_backend, warm_template
+from runs.services import run_model_secrets
+from tests.runs.helpers import Background, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def warm_settings(sandbox_settings):
+    """A pool of one warm sandbox under gVisor, in an instance of this test's own."""
+    sandbox_settings.BELVEDIR_SANDBOX_WARM = 1
+    sandbox_settings.BELVEDIR_SANDBOX_RUNTIME = "runsc"
+    sandbox_settings.BELVEDIR_INSTANCE = f"warm-test-{uuid.uuid4().hex[:8]}"
+    yield sandbox_settings
+    filling_done()
+    client = docker.from_env()
+    backend = get_backend()
+    for item in client.api.containers(
+        all=True, filters={"label": f"{LABEL_INSTANCE}={sandbox_settings.BELVEDIR_INSTANCE}"}
+    ):
+        backend.pool.remove(item["Id"])
+    client.close()
+
+
+def filling_done() -> None:
+    """Wait for the fills started after a run's end (WarmPool.fill_later) to be done."""
+    for thread in threading.enumerate():
+        if thread.name == "warm-fill":
+            thread.join(timeout=30)
+
+
+def filled(backend) -> warm.Member:
+    """The pool's one unclaimed member, waiting (started by `fill` if need be)."""
+    filling_done()
+    backend.pool.fill()
+    [member] = [
+        m
+        for m in backend.pool.members()
+        if m.key == backend.pool.key and backend.pool.claimed_by(m.id) is None
+    ]
+    return member
+
+
+def exists(container_id: str) -> bool:
+    client = docker.from_env()
+    try:
+        client.api.inspect_container(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+    finally:
+        client.close()
+
+
+def test_a_run_takes_the_warm_sandbox_and_succeeds_with_its_score_and_logs(warm_settings, launch):
+    backend = get_backend()
+    member = filled(backend)
+    assert backend.list_by_label() == [] or member.id not in {i.id for i in backend.list_by_label()}
+
+    run = launch()
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.container_id == member.id
+    assert run.score == pytest.approx(0.85)
+    assert run.log_tail.count("starting in") == 1
+    # Used once, then removed with its run; the pool is filled with another one.
+    assert not exists(member.id)
+    assert filled(backend).id != member.id
+
+
+def test_a_warm_run_keeps_its_secrets_out_of_inspect_and_can_be_cancelled(
+    warm_settings, launch, owner
+):
+    backend = get_backend()
+    member = filled(backend)
+    run = launch(env={"SLEEP": "60"})
+    worker = Background(run.pk)
+    wait_for(
+        lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,
+        30,
+        "the run to be running and ticking",
+    )
+    run.refresh_from_db()
+    assert run.container_id == member.id
+    assert [i.id for i in backend.list_by_label({"belvedir.run_id": run.pk})] == [member.id]
+    client = docker.from_env()
+    inspected = json.dumps(client.api.inspect_container(member.id))
+    client.close()
+    run_key = run_model_secrets(run)["run_key"]
+    assert (
+        len(run_key) > 8
+        and run_key not in inspected
+        and run.pk not in inspected.split("Env")[1][:2000]
+    )
+
+    response = owner.api.post(f"/api/v1/runs/{run.pk}/cancel")
+    assert response.status_code == 200
+    assert worker.join(timeout=20) == "cancelled"
+    assert not exists(member.id)
+
+
+def test_the_time_cap_stops_a_warm_run(warm_settings, launch):
+    warm_settings.BELVEDIR_RUN_TIMEOUT = 3
+    member = filled(get_backend())
+    run = launch(env={"SLEEP": "60"})
+    assert execute_run(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.container_id == member.id
+    assert "took longer than its 3 s limit" in " ".join(run.notes)
+    assert not exists(member.id)
+
+
+def test_two_claims_at_once_never_get_the_same_warm_sandbox(warm_settings):
+    pool = get_backend().pool
+    member = filled(get_backend())
+    got, start = [], threading.Barrier(4)
+
+    def taker(n: int) -> None:
+        start.wait()
+        got.append(pool.take(f"run_claim{n}"))
+
+    threads = [threading.Thread(target=taker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [m.id for m in got if m is not None] == [member.id]
+    assert pool.take("run_late") is None  # taken: the next run starts cold
+
+
+def test_no_pool_and_other_shapes_start_cold(warm_settings, launch):
+    backend = get_backend()
+    member = filled(backend)
+    template = warm_template()
+    assert backend.pool.fits(dataclasses.replace(template, run_id="r", workspace=b"x"))
+    for other in ({"memory": "512m"}, {"image": "other:1"}, {"runtime": "runc"}, {"cpus": 0.5}):
+        spec = dataclasses.replace(template, run_id="r", workspace=b"x", **other)
+        assert not backend.pool.fits(spec)
+    # A launch of another shape leaves the warm sandbox waiting.
+    spec = dataclasses.replace(
+        template,
+        run_id=f"run_cold{uuid.uuid4().hex[:6]}",
+        memory="512m",
+        command=["/bin/true"],
+        workspace=tar_files({"a.txt": b"a"}),
+    )
+    handle = backend.launch(spec)
+    try:
+        assert handle.id != member.id
+    finally:
+        backend.remove(handle)
+    assert backend.pool.claimed_by(member.id) is None and exists(member.id)
+
+    warm_settings.BELVEDIR_SANDBOX_WARM = 0
+    cold = get_backend()
+    assert cold.pool.fill() == []
+    run = launch()
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.container_id != member.id and exists(member.id)
+
+
+def test_the_sweep_removes_its_own_engines_stale_members_only(warm_settings):
+    backend = get_backend()
+    stale = filled(backend)
+    other = type(backend)(
+        instance=backend.instance,
+        data_dir=backend.data_dir,
+        warm_size=1,
+        warm_template=warm_template(),
+        warm_engine="another-host unix:///var/run/docker.sock",
+    )
+    theirs = filled(other)
+    assert theirs.key != stale.key
+
+    # Older than the limit: stale.
+    old = dataclasses.replace(stale, created=time.time() - backend.pool.max_age - 1)
+    (backend.pool.dir / f"{stale.id}.ready").write_text(json.dumps(dataclasses.asdict(old)))
+    removed = backend.sweep_warm()
+    assert removed == [stale.id] and not exists(stale.id)
+    assert exists(theirs.id) and other.pool.claimed_by(theirs.id) is None
+    fresh = filled(backend)  # the sweep filled the pool again
+    assert fresh.id not in (stale.id, theirs.id)
+    assert backend.sweep_warm() == []  # a fresh member is left alone
+    assert other.pool.drain() == [theirs.id]  # a host out of service: its waiting ones go
+    assert not exists(theirs.id)
+    backend.remove(SandboxHandle(fresh.id, ""))  # removed like any sandbox: the record too
+    assert fresh.id not in {m.id for m in backend.pool.members()}
+
+
+def test_the_reaper_removes_a_taken_warm_sandbox_whose_run_is_over(warm_settings, make_run):
+    from runs import reaper
+
+    backend = get_backend()
+    member = filled(backend)
+    run = make_run(status="failed")  # its worker died after the take; the run was failed
+    assert backend.pool.take(run.pk) == member
+    assert [i.id for i in backend.list_by_label({"belvedir.run_id": run.pk})] == [member.id]
+
+    assert reaper.reap()["removed"] == 1
+    assert not exists(member.id) and backend.pool.claimed_by(member.id) is None
