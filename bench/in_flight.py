@@ -18,7 +18,7 @@ at once (`run_launch` in this process, the in-flight cap raised); measured:
   second, the log follower) and the sandboxes' (Docker's stats), per run, in % of a core.
   PostgreSQL's share (one heartbeat UPDATE per run per second) is not counted.
 
-The runs get --disk (1g) of quota volume each, made as each run starts (no spare volumes); the host's disk bound for the default 10 GiB
+The runs get --disk (1g) of quota volume each, made as each run starts (no spare volumes, no warm sandboxes: every start is cold); the host's disk bound for the default 10 GiB
 (free disk less every volume's promised quota and BELVEDIR_MIN_FREE_DISK) is printed instead,
 since it, not memory or CPU, is what stops a small host first.
 
@@ -237,9 +237,10 @@ def main() -> int:
         "BELVEDIR_RUNS_PER_DAY_CAP": "10000",
         "BELVEDIR_RUNS_IN_FLIGHT_CAP": "1000",
         "BELVEDIR_SANDBOX_DISK": args.disk,
-        # No volumes made ahead: nothing of the benchmark's outlives it (a burst of N runs
-        # would find one spare at most anyway).
+        # No volumes or sandboxes made ahead: nothing of the benchmark's outlives it (a burst
+        # of N runs would find one of each at most anyway), and every start is measured cold.
         "BELVEDIR_SANDBOX_SPARE_VOLUMES": "0",
+        "BELVEDIR_SANDBOX_WARM": "0",
     }
     try:
         _common.django_setup(url, **settings)
