@@ -16,7 +16,9 @@ at once (`run_launch` in this process, the in-flight cap raised); measured:
   and the idle cluster's PSS in all (its N workers and its own processes, before the runs);
 * CPU per run in flight: over 5 s of the hold, the cluster's CPU time (heartbeats every
   second, the log follower) and the sandboxes' (Docker's stats), per run, in % of a core.
-  PostgreSQL's share (one heartbeat UPDATE per run per second) is not counted.
+  PostgreSQL's share (one heartbeat UPDATE per run per second) is not counted;
+* PostgreSQL connections: the database's backends with the cluster idle (this process's one
+  left out) and how many more each run in flight holds.
 
 The runs get --disk (1g) of quota volume each, made as each run starts (no spare volumes, no warm sandboxes: every start is cold); the host's disk bound for the default 10 GiB
 (free disk less every volume's promised quota and BELVEDIR_MIN_FREE_DISK) is printed instead,
@@ -131,6 +133,18 @@ def disk_bound() -> str:
     )
 
 
+def backends() -> int:
+    """The cluster's PostgreSQL connections to this database (not this process's own)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
 def one_level(n: int, args, env: dict, tmp: Path, project, harness, user) -> list[str]:
     import docker
 
@@ -150,6 +164,7 @@ def one_level(n: int, args, env: dict, tmp: Path, project, harness, user) -> lis
         cluster.wait_for(lambda: b"running." in log.read_bytes())
         time.sleep(2.0)  # settled: the workers are waiting
         idle = pss_mb(group_pids(cluster.proc.pid))
+        idle_backends = backends()
         t0 = time.monotonic()
         for _ in range(n):
             run_ids.append(
@@ -179,6 +194,7 @@ def one_level(n: int, args, env: dict, tmp: Path, project, harness, user) -> lis
         client = docker.from_env()
         pids = group_pids(cluster.proc.pid)
         busy = pss_mb(pids)
+        busy_backends = backends()
         _, sandbox_cpu0 = sandbox_stats(client, run_ids)
         cluster_cpu0, w0 = cpu_s(pids), time.monotonic()
         time.sleep(SAMPLE_S)
@@ -203,6 +219,7 @@ def one_level(n: int, args, env: dict, tmp: Path, project, harness, user) -> lis
             f"{statistics.median(memory):.0f}" if memory else "?",
             f"{(busy - idle) / n:.0f}",
             f"{idle:.0f}",
+            f"{idle_backends} + {(busy_backends - idle_backends) / n:.1f}",
             f"{(cluster_cpu1 - cluster_cpu0) / seconds / n * 100:.1f}",
             f"{(sandbox_cpu1 - sandbox_cpu0) / seconds / n * 100:.1f}",
         ]
@@ -278,6 +295,7 @@ def main() -> int:
         header = [
             "runs at once (Q_WORKERS)", "start p50 / last, s", "sandbox MB p50",
             "workers' PSS growth per run, MB", "idle cluster PSS, MB",
+            "DB connections: idle cluster + per run",
             "cluster CPU per run, % core", "sandbox CPU per run, % core",
         ]  # fmt: skip
         print(table(rows, header))
