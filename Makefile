@@ -49,6 +49,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/install_step.py
 	$(PY) bench/router.py
 	$(PY) bench/scale.py
+	$(PY) bench/in_flight.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -73,6 +73,7 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ("Session page, a span's details (partial)", ids["span_details"], True),
         ("Models page", "/models/", False),
         ("Model View benchmarks (partial)", f"/runs/?fragment=model-benchmarks&model={ftm}", True),
+        ("API model benchmarks", f"/api/v1/models/{ftm}/benchmarks", False),
         ("API runs", "/api/v1/runs", False),
         ("API runs ?offset=19000", "/api/v1/runs?offset=19000", False),
         ("API runs ?harness&status", f"/api/v1/runs?harness={harness}&status=failed", False),
@@ -85,8 +86,8 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
     ]
 
 
-def session_page_ids(session_id: str) -> dict:
-    """A "Load more" cursor deep into the big session (its 9,800th span) and an LLM span's
+def session_page_ids(session_id: str, deep: int = 9_800) -> dict:
+    """A "Load more" cursor deep into the big session (its `deep`th span) and an LLM span's
     details URL there."""
     from django.urls import reverse
 
@@ -94,10 +95,9 @@ def session_page_ids(session_id: str) -> dict:
     from traces.selectors import SpanCursor
 
     spans = Span.objects.filter(session_id=session_id).order_by("start_time", "id")
-    deep = spans[9799]
     llm = spans.filter(is_llm=True).first()
     return {
-        "span_cursor": str(SpanCursor.of(deep)),
+        "span_cursor": str(SpanCursor.of(spans[deep - 1])),
         "span_details": reverse("traces:span", args=[session_id, llm.pk]),
     }
 

@@ -84,7 +84,21 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
     launched: list[str] = []
 
     def logs() -> str:
-        return f"host A:\n{log_a.read_text()[-3000:]}\nhost B:\n{log_b.read_text()[-3000:]}"
+        """Both hosts' logs, and each run: where and how long after its launch it was claimed
+        (a host that took a task but claims it late shows here)."""
+        runs = [
+            f"{r.pk} {r.status} {r.engine.split(' ')[0] or '-'} stage={r.stage or '-'} claimed "
+            + (
+                f"{(r.started_at - r.created_at).total_seconds():.1f} s after launch"
+                if r.started_at
+                else "-"
+            )
+            for r in Run.objects.order_by("created_at")
+        ]
+        return (
+            "runs:\n" + "\n".join(runs) + f"\nhost A:\n{log_a.read_text()[-3000:]}"
+            f"\nhost B:\n{log_b.read_text()[-3000:]}"
+        )
 
     def running_on(host: str) -> Run | None:
         return Run.objects.filter(status="running", engine__startswith=f"{host} ").first()
