@@ -13,12 +13,19 @@ class Session(models.Model):
     """Every span with the same session id (or, lacking one, the same trace) in a project."""
 
     id = models.CharField(primary_key=True, max_length=32, default=ids.session_id, editable=False)
+    # No index of its own: the (project, external id) and (project, last received) ones lead
+    # with it (each index is written on every ingest batch that moves last_received_at).
     project = models.ForeignKey(
-        "belvedir.Project", on_delete=models.CASCADE, related_name="trace_sessions"
+        "belvedir.Project", on_delete=models.CASCADE, related_name="trace_sessions", db_index=False
     )
     external_id = models.CharField(max_length=255)
     run = models.ForeignKey(
-        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+        "runs.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sessions",
+        db_index=False,  # its index below, without the LIKE twin
     )
     outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
     outcome_at = models.DateTimeField(null=True, blank=True)
@@ -43,7 +50,10 @@ class Session(models.Model):
                 fields=["project", "external_id"], name="session_unique_in_project"
             )
         ]
-        indexes = [models.Index(fields=["project", "-last_received_at"])]
+        indexes = [
+            models.Index(fields=["project", "-last_received_at"]),
+            models.Index(fields=["run"], name="traces_session_run"),
+        ]
 
     def __str__(self) -> str:
         return self.external_id
