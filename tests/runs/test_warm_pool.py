@@ -221,3 +221,36 @@ def test_the_reaper_removes_a_taken_warm_sandbox_whose_run_is_over(warm_settings
 
     assert reaper.reap()["removed"] == 1
     assert not exists(member.id) and backend.pool.claimed_by(member.id) is None
+
+
+def test_a_warm_sandbox_is_hardened_exactly_as_a_cold_one(warm_settings):
+    """Every limit the engine applies (user, capabilities, seccomp/no-new-privileges, read-only
+    root, pids, memory, swap, CPUs, network, runtime, init, mounts' targets and modes) is the
+    same for a pool member and a cold sandbox of the same shape."""
+    member = filled(get_backend())
+    warm_settings.BELVEDIR_SANDBOX_WARM = 0
+    cold_backend = get_backend()
+    spec = dataclasses.replace(
+        warm_template(),
+        run_id=f"run_cmp{uuid.uuid4().hex[:6]}",
+        workspace=tar_files({"a.txt": b"a"}),
+    )
+    handle = cold_backend.launch(spec)
+    client = docker.from_env()
+    try:
+        warm_seen = client.api.inspect_container(member.id)
+        cold_seen = client.api.inspect_container(handle.id)
+    finally:
+        client.close()
+        cold_backend.remove(handle)
+
+    def hardening(seen: dict) -> dict:
+        host = dict(seen["HostConfig"])
+        binds = sorted(bind.split(":", 1)[1] for bind in host.pop("Binds") or [])
+        config = {k: seen["Config"][k] for k in ("User", "WorkingDir", "Image")}
+        return {**host, "Binds": binds, **config}
+
+    warm_config, cold_config = hardening(warm_seen), hardening(cold_seen)
+    assert warm_config == cold_config
+    assert warm_config["CapDrop"] == ["ALL"] and warm_config["ReadonlyRootfs"] is True
+    assert warm_config["SecurityOpt"] == ["no-new-privileges"] and warm_config["User"]
