@@ -49,6 +49,7 @@ POOL_DIR = ".warm"
 GO_FILE = ".belvedir-go"  # in the workdir; the waiter deletes it before anything runs
 SWEEP_CLAIM = "-"
 MAKING_GRACE_SECONDS = 120  # a member this young may still be waiting for its .ready file
+CLAIM_GRACE = 60  # an empty claim file this old was left by a process killed as it claimed
 # The waiter, run as `python3 -I -S -c WAITER`: it imports what the entrypoint will need
 # (ctypes, _sha2, urllib.request: ~0.1 s under gVisor, paid before the run), polls for the
 # go file every 20 ms, then runs the entrypoint the workspace brought as `python3 -I -S
@@ -184,15 +185,28 @@ class WarmPool:
         return None
 
     def claim(self, container_id: str, owner: str) -> bool:
+        """Claim a member for `owner`: its claim file appears whole or not at all (written
+        aside, then linked into place, which fails if it exists), so a process killed half-way
+        never leaves an empty claim that nothing would ever remove."""
+        partial = self._path(container_id, f"claim.{os.getpid()}.{threading.get_ident()}")
         try:
-            fd = os.open(self._path(container_id, "claim"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            partial.write_text(owner)
+            os.link(partial, self._path(container_id, "claim"))
         except FileExistsError:
             return False
         except FileNotFoundError:  # no pool folder: nothing to claim
             return False
-        with os.fdopen(fd, "w") as f:
-            f.write(owner)
+        finally:
+            partial.unlink(missing_ok=True)
         return True
+
+    def _abandoned(self, container_id: str) -> bool:
+        """An empty claim older than a claim takes: left by a process killed as it claimed."""
+        path = self._path(container_id, "claim")
+        try:
+            return path.stat().st_size == 0 and time.time() - path.stat().st_mtime > CLAIM_GRACE
+        except OSError:
+            return False
 
     def claimed_by(self, container_id: str) -> str | None:
         try:
@@ -210,9 +224,10 @@ class WarmPool:
         return found
 
     def forget(self, container_id: str) -> None:
-        for kind in ("ready", "claim"):
+        """Its state: the ready and claim files, and any a killed process left half-written."""
+        for path in self.dir.glob(f"{container_id}.*"):
             with contextlib.suppress(OSError):
-                self._path(container_id, kind).unlink()
+                path.unlink()
 
     def remove(self, container_id: str) -> None:
         try:
@@ -268,8 +283,8 @@ class WarmPool:
         image_id = ""
         for cid, item in containers.items():
             owner = self.claimed_by(cid)
-            if owner == SWEEP_CLAIM:  # an earlier sweep's removal failed half-way
-                self._remove_quietly(cid, removed)
+            if owner == SWEEP_CLAIM or (owner == "" and self._abandoned(cid)):
+                self._remove_quietly(cid, removed)  # an earlier removal or claim cut short
                 continue
             if owner is not None:
                 continue
@@ -301,7 +316,11 @@ class WarmPool:
         removed: list[str] = []
         for item in self._listed():
             owner = self.claimed_by(item["Id"])
-            if owner == SWEEP_CLAIM or (owner is None and self.claim(item["Id"], SWEEP_CLAIM)):
+            if (
+                owner == SWEEP_CLAIM
+                or (owner == "" and self._abandoned(item["Id"]))
+                or (owner is None and self.claim(item["Id"], SWEEP_CLAIM))
+            ):
                 self._remove_quietly(item["Id"], removed)
         return removed
 

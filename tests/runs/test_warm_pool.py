@@ -254,3 +254,30 @@ def test_a_warm_sandbox_is_hardened_exactly_as_a_cold_one(warm_settings):
     assert warm_config == cold_config
     assert warm_config["CapDrop"] == ["ALL"] and warm_config["ReadonlyRootfs"] is True
     assert warm_config["SecurityOpt"] == ["no-new-privileges"] and warm_config["User"]
+
+
+def test_a_claim_cut_short_never_strands_a_warm_sandbox(warm_settings, monkeypatch):
+    """A worker killed as it claims leaves no claim, or (an older process's) an empty one:
+    the sweep removes that member once the claim is old, instead of skipping it forever."""
+    import os
+
+    backend = get_backend()
+    member = filled(backend)
+
+    def killed(*args):
+        raise KeyboardInterrupt  # the worker dies between writing its claim and linking it
+
+    with monkeypatch.context() as patched:
+        patched.setattr(warm.os, "link", killed)
+        with pytest.raises(KeyboardInterrupt):
+            backend.pool.claim(member.id, "run_killed")
+    assert backend.pool.claimed_by(member.id) is None
+    assert [p.name for p in backend.pool.dir.glob(f"{member.id}.*")] == [f"{member.id}.ready"]
+
+    claim = backend.pool.dir / f"{member.id}.claim"
+    claim.write_text("")  # an empty claim, just made: a claim may still be under way
+    assert backend.sweep_warm() == [] and exists(member.id)
+    old = time.time() - warm.CLAIM_GRACE - 1
+    os.utime(claim, (old, old))
+    assert member.id in backend.sweep_warm() and not exists(member.id)
+    assert not list(backend.pool.dir.glob(f"{member.id}.*"))
