@@ -281,3 +281,25 @@ def test_a_claim_cut_short_never_strands_a_warm_sandbox(warm_settings, monkeypat
     os.utime(claim, (old, old))
     assert member.id in backend.sweep_warm() and not exists(member.id)
     assert not list(backend.pool.dir.glob(f"{member.id}.*"))
+
+
+def test_a_stale_member_that_cannot_be_removed_leaves_the_run_to_start_cold(
+    warm_settings, monkeypatch
+):
+    """`take` meets a member of an image rebuilt since and its removal fails (the engine
+    hiccups): the run gets None (a cold start), not the error; the sweep removes it later."""
+    from runs.sandbox.base import SandboxError
+
+    backend = get_backend()
+    member = filled(backend)
+    rebuilt = dataclasses.replace(member, image_id="sha256:" + "0" * 64)
+    (backend.pool.dir / f"{member.id}.ready").write_text(json.dumps(dataclasses.asdict(rebuilt)))
+
+    def failing(container_id):
+        raise SandboxError("could not remove the sandbox: engine busy")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(backend.pool, "_discard", failing)
+        assert backend.pool.take("run_stale") is None
+    assert exists(member.id) and backend.pool.claimed_by(member.id) is None
+    backend.pool.remove(member.id)
