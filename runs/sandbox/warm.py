@@ -242,12 +242,12 @@ class WarmPool:
 
     def fill(self) -> list[str]:
         """Start members until `size` unclaimed ones of this pool are ready (one process at a
-        time per host: others return at once); the ids started. Never raises: an empty pool
+        time per pool: others return at once); the ids started. Never raises: an empty pool
         only means cold starts."""
         made: list[str] = []
         if self.size < 1:
             return made
-        with self._host_lock() as locked:
+        with self._fill_lock() as locked:
             if not locked:
                 return made
             while self._unclaimed() < self.size and len(made) < self.size:
@@ -375,9 +375,10 @@ class WarmPool:
         os.rename(partial, self._path(member.id, "ready"))
 
     @contextlib.contextmanager
-    def _host_lock(self) -> Iterator[bool]:
+    def _fill_lock(self) -> Iterator[bool]:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.dir / ".lock", "w") as lock:
+        # One filler per pool (another engine's or instance's pool fills meanwhile).
+        with open(self.dir / f".lock-{self.key}", "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
