@@ -1,10 +1,12 @@
 """The router tests' helpers: the covered model's prices, a run with its key, uvicorn."""
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.db import connection
@@ -91,6 +93,25 @@ def start_uvicorn(
             time.sleep(0.1)
     process.terminate()
     raise RuntimeError("uvicorn did not start in 60 s")
+
+
+@contextlib.contextmanager
+def serving_app(log_dir: Path, **extra_env: str) -> Iterator[str]:
+    """The app under uvicorn on a free port, on this test's database, with no model upstream
+    (a closed port): its URL while the block runs, stopped afterwards."""
+    port = free_port()
+    process = start_uvicorn(
+        upstream_base="http://127.0.0.1:9",
+        database_name=connection.settings_dict["NAME"],
+        port=port,
+        log_path=log_dir / "uvicorn.log",
+        **extra_env,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
 
 
 def settled(run: Run, *, spans: int, within: float = 15.0) -> Run:

@@ -10,7 +10,6 @@ import time
 import urllib.request
 
 import pytest
-from django.db import connection
 
 from tests.helpers.run_fixtures import worker_env
 from tests.helpers.task_sandboxes import (
@@ -20,7 +19,7 @@ from tests.helpers.task_sandboxes import (
     make_managed_run,
     remove_task_images,
 )
-from tests.router.helpers import free_port, start_uvicorn
+from tests.router.helpers import serving_app
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -30,19 +29,8 @@ pytestmark = [
 
 @pytest.fixture
 def asgi_url(sandbox_settings, tmp_path):
-    port = free_port()
-    process = start_uvicorn(
-        upstream_base="http://127.0.0.1:9",
-        database_name=connection.settings_dict["NAME"],
-        port=port,
-        log_path=tmp_path / "uvicorn.log",
-        **worker_env(sandbox_settings),
-    )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with serving_app(tmp_path, **worker_env(sandbox_settings)) as url:
+        yield url
 
 
 def test_exec_output_and_downloads_stream_under_the_asgi_server(owner, asgi_url):

@@ -14,7 +14,7 @@ from django.db import connection, connections
 from django.test import RequestFactory
 
 from belvedir import asgi
-from tests.router.helpers import free_port, start_uvicorn
+from tests.router.helpers import serving_app
 from tests.traces.helpers import JSON, TRACES, body_of, llm_attributes, span
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,19 +24,8 @@ LIMIT = 64 * 1024
 
 @pytest.fixture
 def asgi_url(tmp_path):
-    port = free_port()
-    process = start_uvicorn(
-        upstream_base="http://127.0.0.1:9",
-        database_name=connection.settings_dict["NAME"],
-        port=port,
-        log_path=tmp_path / "uvicorn.log",
-        BELVEDIR_INGEST_MAX_BYTES=str(LIMIT),
-    )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with serving_app(tmp_path, BELVEDIR_INGEST_MAX_BYTES=str(LIMIT)) as url:
+        yield url
 
 
 def send(url: str, method: str, body: bytes = b"", **headers: str):
