@@ -104,10 +104,13 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         return Run.objects.filter(status="running", engine__startswith=f"{host} ").first()
 
     def claimed_on(host: str) -> Run:
-        """Launch runs until `host` runs one. A busy host's cluster holds at most two tasks it
-        cannot start yet (django-q2's queue of one, and one in hand), so the idle host gets
-        the third at the latest."""
+        """Launch runs until `host` runs one (or return the one it runs already: either host
+        may claim the first launch). A busy host's cluster holds at most two tasks it cannot
+        start yet (django-q2's queue of one, and one in hand), so the idle host gets the third
+        at the latest."""
         for _ in range(4):
+            if found := running_on(host):  # it took a run launched while waiting for the other
+                return found
             response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
             if response.status_code != 201:  # e.g. the cap: the hosts' logs say why
                 pytest.fail(f"{response.content!r} before {host} claimed a run\n{logs()}")
