@@ -41,7 +41,7 @@ import docker
 import docker.errors
 import requests
 
-from runs.sandbox.base import SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from runs.sandbox.base import LABEL_INSTANCE, SANDBOX_GID, SANDBOX_UID, SandboxSpec
 
 LABEL_WARM = "belvedir.warm"  # a pool member: its pool's key (the shape and the engine)
 LABEL_WARM_ENGINE = "belvedir.warm_engine"  # the worker host's engine that keeps it
@@ -218,13 +218,8 @@ class WarmPool:
             return None
 
     def members(self) -> list[Member]:
-        found = []
-        for path in self.dir.glob("*.ready") if self.dir.is_dir() else []:
-            try:
-                found.append(Member(**json.loads(path.read_text())))
-            except (OSError, ValueError, TypeError):
-                continue
-        return found
+        paths = self.dir.glob("*.ready") if self.dir.is_dir() else []
+        return [member for path in paths if (member := _member_at(path)) is not None]
 
     def forget(self, container_id: str) -> None:
         """Its state: the ready and claim files, and any a killed process left half-written."""
@@ -350,7 +345,7 @@ class WarmPool:
     def _listed(self, labels: dict[str, str] | None = None) -> list[dict]:
         wanted = {**(labels or {}), LABEL_WARM_ENGINE: self.engine}
         if self.instance:
-            wanted["belvedir.instance"] = self.instance
+            wanted[LABEL_INSTANCE] = self.instance
         filters = {"label": [f"{k}={v}" for k, v in wanted.items()]}
         return self._client().api.containers(all=True, filters=filters)
 
@@ -364,10 +359,7 @@ class WarmPool:
         return self.dir / f"{container_id}.{kind}"
 
     def _read_ready(self, container_id: str) -> Member | None:
-        try:
-            return Member(**json.loads(self._path(container_id, "ready").read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        return _member_at(self._path(container_id, "ready"))
 
     def _write_ready(self, member: Member) -> None:
         partial = self._path(member.id, f"ready.{os.getpid()}")
@@ -388,3 +380,11 @@ class WarmPool:
                 yield True
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _member_at(path: Path) -> Member | None:
+    """The member a `.ready` file records; None when it is gone or unreadable."""
+    try:
+        return Member(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None

@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 
 from runs.executor import execute_run
+from runs.models import Run
 from runs.sandbox.base import LABEL_RUN_ID
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -181,3 +182,12 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_running_and_ticking(run_id: str) -> None:
+    """Until the run is running and its harness (`SLEEP`, ticking each second) has printed."""
+    wait_for(
+        lambda: (r := Run.objects.get(pk=run_id)).status == "running" and "tick" in r.log_tail,
+        30,
+        "the run to be running and ticking",
+    )

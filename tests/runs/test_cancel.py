@@ -6,9 +6,8 @@ import pytest
 
 from belvedir.models import ApiKey
 from runs.executor import execute_run
-from runs.models import Run
 from runs.services import run_finish, run_heartbeat
-from tests.runs.helpers import Background, containers_of, wait_for
+from tests.runs.helpers import Background, containers_of, wait_for, wait_running_and_ticking
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -16,11 +15,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 def test_cancelling_a_running_run_kills_its_sandbox_within_seconds(sandbox_settings, launch, owner):
     run = launch(env={"SLEEP": "60"})
     worker = Background(run.pk)
-    wait_for(
-        lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,
-        30,
-        "the run to be running and ticking",
-    )
+    wait_running_and_ticking(run.pk)
     assert [c.status for c in containers_of(run.pk)] == ["running"]
 
     asked = time.monotonic()

@@ -17,12 +17,11 @@ import docker
 import pytest
 
 from runs.executor import execute_run
-from runs.models import Run
 from runs.sandbox import warm
 from runs.sandbox.base import LABEL_INSTANCE, SandboxHandle, tar_files
 from runs.sandbox_config import get_backend, warm_template
 from runs.services import run_model_secrets
-from tests.runs.helpers import Background, wait_for
+from tests.runs.helpers import Background, wait_running_and_ticking
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -97,11 +96,7 @@ def test_a_warm_run_keeps_its_secrets_out_of_inspect_and_can_be_cancelled(
     member = filled(backend)
     run = launch(env={"SLEEP": "60"})
     worker = Background(run.pk)
-    wait_for(
-        lambda: (r := Run.objects.get(pk=run.pk)).status == "running" and "tick" in r.log_tail,
-        30,
-        "the run to be running and ticking",
-    )
+    wait_running_and_ticking(run.pk)
     run.refresh_from_db()
     assert run.container_id == member.id
     assert [i.id for i in backend.list_by_label({"belvedir.run_id": run.pk})] == [member.id]
