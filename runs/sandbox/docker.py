@@ -202,11 +202,13 @@ class DockerBackend:
         attach to its output, then the go file (the env); None (nothing left behind) when the
         pool has none or it failed, for the cold path to start one."""
         assert self.pool is not None and spec.workspace is not None
-        member = self.pool.take(spec.run_id)
+        asked = time.monotonic()
+        member = self.pool.take(spec.run_id, wait=warm.FILL_WAIT_SECONDS)
+        waited = (time.monotonic() - asked) * 1000
         if member is None:
-            log.info("no warm sandbox for run %s: a cold start", spec.run_id)
+            log.info("no warm sandbox for run %s after %.0f ms: a cold start", spec.run_id, waited)
             return None
-        log.info("run %s takes the warm sandbox %s", spec.run_id, member.name)
+        log.info("run %s takes the warm sandbox %s after %.0f ms", spec.run_id, member.name, waited)
         handle = SandboxHandle(id=member.id, run_id=spec.run_id)
         host_workdir = Path(member.workdir)
         self._volumes[handle.id] = member.volume
@@ -221,6 +223,7 @@ class DockerBackend:
             except SandboxError:
                 pass  # the reaper removes it: claimed by a run that is not running on it
             return None
+        self.pool.fill_later()  # its successor, while this run runs: the next launch finds it
         try:  # its name says whose it is now, as a cold sandbox's does (`docker ps`)
             self.client.api.rename(handle.id, _container_name(spec.run_id))
         except (docker.errors.DockerException, requests.RequestException):
