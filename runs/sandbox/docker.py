@@ -15,6 +15,7 @@ instead of losing output to log rotation.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -223,12 +224,18 @@ class DockerBackend:
             except SandboxError:
                 pass  # the reaper removes it: claimed by a run that is not running on it
             return None
-        self.pool.fill_later()  # its successor, while this run runs: the next launch finds it
+        # Its successor, started as this run's sandbox exits (or runs on): the next launch finds it.
+        self.pool.fill_later(lambda: self._exited(handle, timeout=warm.FILL_AFTER_TAKE_SECONDS))
         try:  # its name says whose it is now, as a cold sandbox's does (`docker ps`)
             self.client.api.rename(handle.id, _container_name(spec.run_id))
         except (docker.errors.DockerException, requests.RequestException):
             pass
         return handle
+
+    def _exited(self, handle: SandboxHandle, *, timeout: float) -> None:
+        """Return once the sandbox has exited (or is gone), or after `timeout` s."""
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            self.client.api.wait(handle.id, timeout=timeout)
 
     def _attach(self, handle: SandboxHandle) -> None:
         """Attach to the sandbox's output from now on (before its command says anything)."""

@@ -13,9 +13,10 @@ sandbox's workdir folder, attaches to its output, and then writes the go file: t
 environment, never in the container's config (so not in `docker inspect`). The waiter reads
 and deletes it before anything else runs, sets the environment and runs the workspace's
 entrypoint in the same interpreter, as a cold sandbox's first process does. A warm sandbox
-serves one run and is removed with it, like any run sandbox. The pool is filled again as soon
-as a run has taken its member (`fill_later`: `size` counts unclaimed members, so while runs
-run the host holds their sandboxes and `size` more), again after each removal, and by the
+serves one run and is removed with it, like any run sandbox. The pool is filled again once a
+run has taken its member (`fill_later`, as soon as that run's sandbox exits or
+FILL_AFTER_TAKE_SECONDS after the take: `size` counts unclaimed members, so while runs run the
+host holds their sandboxes and `size` more), again after each removal, and by the
 reaper's pass (`sweep`), which also removes this engine's stale members: another shape or
 image, older than `max_age`, their volume gone, stopped. A launch that finds the pool empty
 while a member is being made on this host (`filling`: the filler's `.making-<key>` note names
@@ -61,6 +62,10 @@ CLAIM_GRACE = 60  # an empty claim file this old was left by a process killed as
 # 2 busy cores a member takes ~0.5-1 s to make, a cold start as long again beside it.
 FILL_WAIT_SECONDS = 1.5
 TAKE_POLL_SECONDS = 0.01
+# A taken member's successor is started once that run's sandbox exits, or this long after the
+# take if it runs on: a short run keeps the CPU to itself (a gVisor start beside it slowed it by
+# ~100 ms on 2 busy cores), a long one has a member waiting again a few seconds in.
+FILL_AFTER_TAKE_SECONDS = 2.0
 # The waiter, run as `python3 -I -S -c WAITER`: it imports what the entrypoint will need
 # (ctypes, _sha2, urllib.request: ~0.1 s under gVisor, paid before the run), polls for the
 # go file every 20 ms, then runs the entrypoint the workspace brought as `python3 -I -S
@@ -298,13 +303,16 @@ class WarmPool:
                 self._making_path().unlink(missing_ok=True)
         return made
 
-    def fill_later(self) -> None:
-        """`fill` in a thread of its own, unless this process is filling already."""
+    def fill_later(self, after: Callable[[], None] | None = None) -> None:
+        """`fill` in a thread of its own (once `after` returns), unless this process is
+        filling already."""
         if self.size < 1 or not self._filling.acquire(blocking=False):
             return
 
         def run() -> None:
             try:
+                if after is not None:
+                    after()
                 self.fill()
             finally:
                 self._filling.release()

@@ -327,6 +327,29 @@ def test_the_pool_waits_ready_again_while_the_run_that_took_its_member_still_run
     assert [m.id for m in waiting_members(backend)] == [successor.id]  # still size 1
 
 
+def test_a_taken_members_successor_is_made_once_the_run_ends_or_a_few_seconds_in(
+    warm_settings, launch, owner, monkeypatch
+):
+    """Not beside the run's first moments: a short run keeps the CPU to itself; a run that
+    goes on has its successor FILL_AFTER_TAKE_SECONDS in (the test above, 2 s)."""
+    monkeypatch.setattr(warm, "FILL_AFTER_TAKE_SECONDS", 30)
+    backend = get_backend()
+    member = filled(backend)
+    run = launch(env={"SLEEP": "60"})
+    worker = Background(run.pk)
+    wait_running_and_ticking(run.pk)
+    time.sleep(1)
+    assert waiting_members(backend) == [] and not backend.pool.filling()
+
+    started = time.monotonic()
+    assert owner.api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    assert worker.join(timeout=20) == "cancelled"
+    filling_done()
+    assert time.monotonic() - started < 25  # the sandbox's exit, not the 30 s, started it
+    [successor] = waiting_members(backend)
+    assert successor.id != member.id and not exists(member.id)
+
+
 def test_a_launch_while_a_member_is_being_made_waits_for_it_instead_of_starting_cold(
     warm_settings, monkeypatch
 ):
