@@ -172,7 +172,11 @@ class WarmPool:
         self.key = pool_key(template, f"{engine}|{instance or ''}")
         self._make = make
         self._discard = discard
-        self._filling = threading.Lock()
+        # This process's fill thread (`fill_later`): one at a time; a request while it runs is
+        # kept (`_wanted`: what to wait for first) and served by it once its fill is done.
+        self._fill_state = threading.Lock()
+        self._filler = False
+        self._wanted: list[Callable[[], None] | None] = []
 
     def fits(self, spec: SandboxSpec) -> bool:
         return self.size > 0 and spec.workspace is not None and shape(spec) == shape(self.template)
@@ -304,18 +308,35 @@ class WarmPool:
         return made
 
     def fill_later(self, after: Callable[[], None] | None = None) -> None:
-        """`fill` in a thread of its own (once `after` returns), unless this process is
-        filling already."""
-        if self.size < 1 or not self._filling.acquire(blocking=False):
+        """`fill` in a thread of its own (once `after` returns). While this process's fill
+        thread is busy, the request is left to it: it fills again once its fill is done (a
+        member taken as that fill ended would otherwise wait for the next removal or sweep)."""
+        if self.size < 1:
             return
+        with self._fill_state:
+            if self._filler:
+                self._wanted.append(after)
+                return
+            self._filler = True
 
         def run() -> None:
+            wait = after
             try:
-                if after is not None:
-                    after()
-                self.fill()
-            finally:
-                self._filling.release()
+                while True:
+                    if wait is not None:
+                        wait()
+                    self.fill()
+                    with self._fill_state:
+                        wanted, self._wanted = self._wanted, []
+                        if not wanted:
+                            self._filler = False
+                            return
+                    # A removal's request fills at once; takes' wait for the last of their runs.
+                    wait = None if None in wanted else wanted[-1]
+            except BaseException:
+                with self._fill_state:  # the next request starts a thread again
+                    self._filler = False
+                raise
 
         threading.Thread(target=run, daemon=True, name="warm-fill").start()
 
