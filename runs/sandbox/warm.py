@@ -25,7 +25,8 @@ sandbox beside it: back-to-back launches on one host are all warm with a pool of
 
 State, in `<data dir>/.warm/`: `<container id>.ready` (what its maker recorded, JSON),
 `<container id>.claim` (the run id that took it; "-" for the sweep) and, while a member is
-being made, `.making-<pool key>` (the filler's pid and start time). Pool members carry no
+being made, `.making-<pool key>` (the filler's pid and start time), inside the fill's
+`.lock-<pool key>` (removed as the fill ends). Pool members carry no
 `belvedir.managed` label: nothing that lists run sandboxes sees them until one is claimed
 (the backend's `list_by_label` then reports it under its run id). Pure Python: no Django.
 """
@@ -450,18 +451,29 @@ class WarmPool:
 
     @contextlib.contextmanager
     def _fill_lock(self) -> Iterator[bool]:
+        """One filler per pool (another engine's or instance's pool fills meanwhile). Its lock
+        file is removed by the holder as it lets go (none is left per pool key), so a lock
+        taken on a file that is no longer at its path counts for nothing: taken again."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # One filler per pool (another engine's or instance's pool fills meanwhile).
-        with open(self.dir / f".lock-{self.key}", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
+        path = self.dir / f".lock-{self.key}"
+        while True:
+            with open(path, "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+                try:
+                    current = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+                except FileNotFoundError:
+                    current = False
+                if not current:
+                    continue  # its holder removed it as we opened it
+                try:
+                    yield True
+                finally:
+                    path.unlink(missing_ok=True)
                 return
-            try:
-                yield True
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _member_at(path: Path) -> Member | None:

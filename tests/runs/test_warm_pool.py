@@ -429,3 +429,12 @@ def test_a_member_taken_while_the_fill_thread_makes_another_gets_its_successor_f
     filling_done()
     assert len(made) == 3 and len(waiting_members(backend)) == 2
     pool.remove(member.id)
+
+
+def test_a_fill_leaves_no_lock_file_and_still_keeps_other_fillers_out(warm_settings):
+    pool = get_backend().pool
+    with pool._fill_lock() as locked:
+        assert locked
+        assert pool.fill() == []  # another filler holds this pool: it returns at once
+    assert len(pool.fill()) == 1
+    assert not (pool.dir / f".lock-{pool.key}").exists()
