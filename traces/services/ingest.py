@@ -129,10 +129,11 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     rejected), and the run's secrets are redacted from the spans it sends.
 
     On PostgreSQL, once the sessions exist, the batch is ONE statement (see _STORE_SQL): an
-    `INSERT … SELECT FROM jsonb_populate_recordset` of the rows as one orjson-encoded
-    parameter, whose RETURNING says which spans were new, and each session's counters grow
-    by exactly those under row locks taken in id order: no per-row model objects, no recount
-    of the whole session, three round trips per request (key, sessions, statement).
+    `INSERT … SELECT FROM jsonb_array_elements` of the rows (arrays in _COLUMNS' order) as
+    one orjson-encoded parameter, whose RETURNING says which spans were new, and each
+    session's counters grow by exactly those under row locks taken in id order: no per-row
+    model objects, no recount of the whole session, three round trips per request (key,
+    sessions, statement), the last two prepared once per connection.
     Elsewhere (SQLite in development) bulk_create and a recount do the same.
     """
     if not spans:
