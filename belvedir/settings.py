@@ -145,6 +145,12 @@ except Exception as exc:  # dj_database_url raises several types
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg's prepared statements, which Django turns off by default (None). Django's own
+    # cursors bind on the client and never prepare; the statements ingest runs on
+    # server-side binding cursors (traces.services.ingest) are prepared once per connection,
+    # so PostgreSQL stops parsing and planning them for every batch.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # django-axes sees every login first and locks out after repeated failures.

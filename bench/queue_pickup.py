@@ -55,6 +55,7 @@ POLL_S = 0.020
 RUN_CAP_S = 60  # one run may take this long before the benchmark gives up on it
 TIME_CAP_S = 420  # no new rounds start after this
 VENV_BIN = Path(sys.executable).parent
+INSTANCES: dict[Path, str] = {}  # with --compare: each checkout's own sandbox instance
 
 
 def free_port() -> int:
@@ -107,6 +108,8 @@ class Process:
 
 
 def platform_env(database_url: str, broker: str, redis_url: str, app_dir: Path) -> dict:
+    """A checkout's environment; with --compare each has a sandbox instance of its own (its
+    label), so the two clusters never take each other's warm sandboxes."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -120,6 +123,8 @@ def platform_env(database_url: str, broker: str, redis_url: str, app_dir: Path) 
         "Q_WORKERS": "2",
     }
     env.pop("REDIS_URL", None)
+    if instance := INSTANCES.get(app_dir):
+        env["BELVEDIR_INSTANCE"] = instance
     if broker == "redis":
         env["REDIS_URL"] = redis_url
     return env
@@ -175,13 +180,20 @@ def warm_starts(log: Path, label: str, runs: int) -> None:
 
 
 def drain_warm_pools() -> None:
-    """Remove the warm sandboxes the clusters left on this engine (every shape of this
-    platform instance: the database is dropped next)."""
+    """Remove the warm sandboxes the clusters left on this engine (every shape of each
+    platform instance served: the database is dropped next)."""
+    from django.conf import settings
+
     from runs.sandbox_config import get_backend
 
-    pool = getattr(get_backend(), "pool", None)
-    if pool is not None:
-        pool.drain()
+    for instance in {*INSTANCES.values(), settings.BELVEDIR_INSTANCE}:
+        settings.BELVEDIR_INSTANCE = instance  # "": the one the database names
+        pool = getattr(get_backend(), "pool", None)
+        if pool is not None:
+            pool.drain()
+            # Taken by a run, left by its cluster stopped before the removal.
+            for _, item in pool.listed_claimed({}):
+                pool.remove(item["Id"])
 
 
 def platform_once(http, url: str, harness_id: str) -> dict[str, float]:
@@ -288,6 +300,7 @@ def main() -> int:
             ("after", args.app_dir.resolve(), args.redis_url),
             ("before", args.compare.resolve(), next_db(args.redis_url)),
         ]
+        INSTANCES.update({path: f"bench-queue-{label}-{os.getpid()}" for label, path, _ in targets})
 
     tmp = Path(tempfile.mkdtemp(prefix="belvedir-bench-queue-"))
     processes: list[Process] = []

@@ -15,6 +15,7 @@ instead of losing output to log rotation.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -202,11 +203,13 @@ class DockerBackend:
         attach to its output, then the go file (the env); None (nothing left behind) when the
         pool has none or it failed, for the cold path to start one."""
         assert self.pool is not None and spec.workspace is not None
-        member = self.pool.take(spec.run_id)
+        asked = time.monotonic()
+        member = self.pool.take(spec.run_id, wait=warm.FILL_WAIT_SECONDS)
+        waited = (time.monotonic() - asked) * 1000
         if member is None:
-            log.info("no warm sandbox for run %s: a cold start", spec.run_id)
+            log.info("no warm sandbox for run %s after %.0f ms: a cold start", spec.run_id, waited)
             return None
-        log.info("run %s takes the warm sandbox %s", spec.run_id, member.name)
+        log.info("run %s takes the warm sandbox %s after %.0f ms", spec.run_id, member.name, waited)
         handle = SandboxHandle(id=member.id, run_id=spec.run_id)
         host_workdir = Path(member.workdir)
         self._volumes[handle.id] = member.volume
@@ -221,11 +224,18 @@ class DockerBackend:
             except SandboxError:
                 pass  # the reaper removes it: claimed by a run that is not running on it
             return None
+        # Its successor, started as this run's sandbox exits (or runs on): the next launch finds it.
+        self.pool.fill_later(lambda: self._exited(handle, timeout=warm.FILL_AFTER_TAKE_SECONDS))
         try:  # its name says whose it is now, as a cold sandbox's does (`docker ps`)
             self.client.api.rename(handle.id, _container_name(spec.run_id))
         except (docker.errors.DockerException, requests.RequestException):
             pass
         return handle
+
+    def _exited(self, handle: SandboxHandle, *, timeout: float) -> None:
+        """Return once the sandbox has exited (or is gone), or after `timeout` s."""
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            self.client.api.wait(handle.id, timeout=timeout)
 
     def _attach(self, handle: SandboxHandle) -> None:
         """Attach to the sandbox's output from now on (before its command says anything)."""

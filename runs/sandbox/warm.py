@@ -13,12 +13,20 @@ sandbox's workdir folder, attaches to its output, and then writes the go file: t
 environment, never in the container's config (so not in `docker inspect`). The waiter reads
 and deletes it before anything else runs, sets the environment and runs the workspace's
 entrypoint in the same interpreter, as a cold sandbox's first process does. A warm sandbox
-serves one run and is removed with it, like any run sandbox; the pool is filled again after
-the run (`fill_later`) and by the reaper's pass (`sweep`), which also removes this engine's
-stale members: another shape or image, older than `max_age`, their volume gone, stopped.
+serves one run and is removed with it, like any run sandbox. The pool is filled again once a
+run has taken its member (`fill_later`, as soon as that run's sandbox exits or
+FILL_AFTER_TAKE_SECONDS after the take: `size` counts unclaimed members, so while runs run the
+host holds their sandboxes and `size` more), again after each removal, and by the
+reaper's pass (`sweep`), which also removes this engine's stale members: another shape or
+image, older than `max_age`, their volume gone, stopped. A launch that finds the pool empty
+while a member is being made on this host (`filling`: the filler's `.making-<key>` note names
+its process) waits for that member up to FILL_WAIT_SECONDS rather than starting a second
+sandbox beside it: back-to-back launches on one host are all warm with a pool of one.
 
-State, in `<data dir>/.warm/`: `<container id>.ready` (what its maker recorded, JSON) and
-`<container id>.claim` (the run id that took it; "-" for the sweep). Pool members carry no
+State, in `<data dir>/.warm/`: `<container id>.ready` (what its maker recorded, JSON),
+`<container id>.claim` (the run id that took it; "-" for the sweep) and, while a member is
+being made, `.making-<pool key>` (the filler's pid and start time), inside the fill's
+`.lock-<pool key>` (removed as the fill ends). Pool members carry no
 `belvedir.managed` label: nothing that lists run sandboxes sees them until one is claimed
 (the backend's `list_by_label` then reports it under its run id). Pure Python: no Django.
 """
@@ -50,6 +58,15 @@ GO_FILE = ".belvedir-go"  # in the workdir; the waiter deletes it before anythin
 SWEEP_CLAIM = "-"
 MAKING_GRACE_SECONDS = 120  # a member this young may still be waiting for its .ready file
 CLAIM_GRACE = 60  # an empty claim file this old was left by a process killed as it claimed
+# A launch that finds the pool empty while a member is being made on this host waits this long
+# for it (polling every TAKE_POLL_SECONDS) before it starts a sandbox of its own: under gVisor on
+# 2 busy cores a member takes ~0.5-1 s to make, a cold start as long again beside it.
+FILL_WAIT_SECONDS = 1.5
+TAKE_POLL_SECONDS = 0.01
+# A taken member's successor is started once that run's sandbox exits, or this long after the
+# take if it runs on: a short run keeps the CPU to itself (a gVisor start beside it slowed it by
+# ~100 ms on 2 busy cores), a long one has a member waiting again a few seconds in.
+FILL_AFTER_TAKE_SECONDS = 2.0
 # The waiter, run as `python3 -I -S -c WAITER`: it imports what the entrypoint will need
 # (ctypes, _sha2, urllib.request: ~0.1 s under gVisor, paid before the run), polls for the
 # go file every 20 ms, then runs the entrypoint the workspace brought as `python3 -I -S
@@ -156,15 +173,48 @@ class WarmPool:
         self.key = pool_key(template, f"{engine}|{instance or ''}")
         self._make = make
         self._discard = discard
-        self._filling = threading.Lock()
+        # This process's fill thread (`fill_later`): one at a time; a request while it runs is
+        # kept (`_wanted`: what to wait for first) and served by it once its fill is done.
+        self._fill_state = threading.Lock()
+        self._filler = False
+        self._wanted: list[Callable[[], None] | None] = []
 
     def fits(self, spec: SandboxSpec) -> bool:
         return self.size > 0 and spec.workspace is not None and shape(spec) == shape(self.template)
 
     # --- taking one --------------------------------------------------------------------------
 
-    def take(self, run_id: str) -> Member | None:
-        """A running member of this pool, claimed for `run_id`; None when there is none."""
+    def take(self, run_id: str, *, wait: float = 0.0) -> Member | None:
+        """A running member of this pool, claimed for `run_id`; None when there is none.
+
+        With `wait`, a pool that is empty while a fill is under way on this host (`filling`)
+        is watched for up to `wait` s for that member: it is nearer than a cold start, and a
+        second gVisor start beside the fill's would slow both on a small host."""
+        deadline = time.monotonic() + wait
+        while (member := self._take_ready(run_id)) is None:
+            if time.monotonic() >= deadline or not self.filling():
+                return None
+            time.sleep(TAKE_POLL_SECONDS)
+        return member
+
+    def filling(self) -> bool:
+        """Whether a fill of this pool is making a member on this host now (any process)."""
+        try:
+            making = json.loads(self._making_path().read_text())
+            pid, started = int(making["pid"]), float(making["started"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return False
+        if time.time() - started > MAKING_GRACE_SECONDS:
+            return False  # left by a filler killed half-way
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # alive, another user's
+        return True
+
+    def _take_ready(self, run_id: str) -> Member | None:
         image_id = ""
         for member in sorted(self.members(), key=lambda m: m.created):
             if member.key != self.key or not self.claim(member.id, run_id):
@@ -245,25 +295,49 @@ class WarmPool:
         with self._fill_lock() as locked:
             if not locked:
                 return made
-            while self._unclaimed() < self.size and len(made) < self.size:
-                try:
-                    member = self._make(waiter_spec(self.template, self.key, self.engine))
-                except Exception:  # the next fill tries again
-                    break
-                self._write_ready(member)
-                made.append(member.id)
+            try:
+                while self._unclaimed() < self.size and len(made) < self.size:
+                    self._write_making()
+                    try:
+                        member = self._make(waiter_spec(self.template, self.key, self.engine))
+                    except Exception:  # the next fill tries again
+                        break
+                    self._write_ready(member)
+                    made.append(member.id)
+            finally:
+                self._making_path().unlink(missing_ok=True)
         return made
 
-    def fill_later(self) -> None:
-        """`fill` in a thread of its own, unless this process is filling already."""
-        if self.size < 1 or not self._filling.acquire(blocking=False):
+    def fill_later(self, after: Callable[[], None] | None = None) -> None:
+        """`fill` in a thread of its own (once `after` returns). While this process's fill
+        thread is busy, the request is left to it: it fills again once its fill is done (a
+        member taken as that fill ended would otherwise wait for the next removal or sweep)."""
+        if self.size < 1:
             return
+        with self._fill_state:
+            if self._filler:
+                self._wanted.append(after)
+                return
+            self._filler = True
 
         def run() -> None:
+            wait = after
             try:
-                self.fill()
-            finally:
-                self._filling.release()
+                while True:
+                    if wait is not None:
+                        wait()
+                    self.fill()
+                    with self._fill_state:
+                        wanted, self._wanted = self._wanted, []
+                        if not wanted:
+                            self._filler = False
+                            return
+                    # A removal's request fills at once; takes' wait for the last of their runs.
+                    wait = None if None in wanted else wanted[-1]
+            except BaseException:
+                with self._fill_state:  # the next request starts a thread again
+                    self._filler = False
+                raise
 
         threading.Thread(target=run, daemon=True, name="warm-fill").start()
 
@@ -361,6 +435,15 @@ class WarmPool:
     def _read_ready(self, container_id: str) -> Member | None:
         return _member_at(self._path(container_id, "ready"))
 
+    def _making_path(self) -> Path:
+        return self.dir / f".making-{self.key}"
+
+    def _write_making(self) -> None:
+        """Tell launches on this host that a member is on its way (`filling`)."""
+        partial = self.dir / f".making-{self.key}.{os.getpid()}"
+        partial.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
+        os.rename(partial, self._making_path())
+
     def _write_ready(self, member: Member) -> None:
         partial = self._path(member.id, f"ready.{os.getpid()}")
         partial.write_text(json.dumps(dataclasses.asdict(member)))
@@ -368,18 +451,29 @@ class WarmPool:
 
     @contextlib.contextmanager
     def _fill_lock(self) -> Iterator[bool]:
+        """One filler per pool (another engine's or instance's pool fills meanwhile). Its lock
+        file is removed by the holder as it lets go (none is left per pool key), so a lock
+        taken on a file that is no longer at its path counts for nothing: taken again."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # One filler per pool (another engine's or instance's pool fills meanwhile).
-        with open(self.dir / f".lock-{self.key}", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
+        path = self.dir / f".lock-{self.key}"
+        while True:
+            with open(path, "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+                try:
+                    current = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+                except FileNotFoundError:
+                    current = False
+                if not current:
+                    continue  # its holder removed it as we opened it
+                try:
+                    yield True
+                finally:
+                    path.unlink(missing_ok=True)
                 return
-            try:
-                yield True
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _member_at(path: Path) -> Member | None:

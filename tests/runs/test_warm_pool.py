@@ -9,6 +9,7 @@ it on with an instance of their own, so their pool is theirs alone on a shared e
 
 import dataclasses
 import json
+import os
 import threading
 import time
 import uuid
@@ -254,7 +255,6 @@ def test_a_warm_sandbox_is_hardened_exactly_as_a_cold_one(warm_settings):
 def test_a_claim_cut_short_never_strands_a_warm_sandbox(warm_settings, monkeypatch):
     """A worker killed as it claims leaves no claim, or (an older process's) an empty one:
     the sweep removes that member once the claim is old, instead of skipping it forever."""
-    import os
 
     backend = get_backend()
     member = filled(backend)
@@ -298,3 +298,143 @@ def test_a_stale_member_that_cannot_be_removed_leaves_the_run_to_start_cold(
         assert backend.pool.take("run_stale") is None
     assert exists(member.id) and backend.pool.claimed_by(member.id) is None
     backend.pool.remove(member.id)
+
+
+def waiting_members(backend) -> list[warm.Member]:
+    pool = backend.pool
+    return [m for m in pool.members() if m.key == pool.key and pool.claimed_by(m.id) is None]
+
+
+def test_the_pool_waits_ready_again_while_the_run_that_took_its_member_still_runs(
+    warm_settings, launch, owner
+):
+    """Refilled when a run takes its member, not when that run's sandbox is removed: a launch
+    right after the last one finds a member waiting."""
+    backend = get_backend()
+    member = filled(backend)
+    run = launch(env={"SLEEP": "60"})
+    worker = Background(run.pk)
+    wait_running_and_ticking(run.pk)
+    filling_done()  # only the fill the take started: nobody calls fill() here
+    [successor] = waiting_members(backend)
+    run.refresh_from_db()
+    assert run.status == "running" and run.container_id == member.id != successor.id
+    assert backend.pool.claimed_by(member.id) == run.pk and exists(successor.id)
+
+    assert owner.api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    assert worker.join(timeout=20) == "cancelled"
+    filling_done()
+    assert [m.id for m in waiting_members(backend)] == [successor.id]  # still size 1
+
+
+def test_a_taken_members_successor_is_made_once_the_run_ends_or_a_few_seconds_in(
+    warm_settings, launch, owner, monkeypatch
+):
+    """Not beside the run's first moments: a short run keeps the CPU to itself; a run that
+    goes on has its successor FILL_AFTER_TAKE_SECONDS in (the test above, 2 s)."""
+    monkeypatch.setattr(warm, "FILL_AFTER_TAKE_SECONDS", 30)
+    backend = get_backend()
+    member = filled(backend)
+    run = launch(env={"SLEEP": "60"})
+    worker = Background(run.pk)
+    wait_running_and_ticking(run.pk)
+    time.sleep(1)
+    assert waiting_members(backend) == [] and not backend.pool.filling()
+
+    started = time.monotonic()
+    assert owner.api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    assert worker.join(timeout=20) == "cancelled"
+    filling_done()
+    assert time.monotonic() - started < 25  # the sandbox's exit, not the 30 s, started it
+    [successor] = waiting_members(backend)
+    assert successor.id != member.id and not exists(member.id)
+
+
+def test_a_launch_while_a_member_is_being_made_waits_for_it_instead_of_starting_cold(
+    warm_settings, monkeypatch
+):
+    backend = get_backend()
+    monkeypatch.setattr(warm, "FILL_WAIT_SECONDS", 30)  # how long the fill takes is not the point
+    assert waiting_members(backend) == [] and not backend.pool.filling()
+    backend.pool.fill_later()
+    deadline = time.monotonic() + 10
+    while not backend.pool.filling():
+        assert time.monotonic() < deadline, "the fill never said it was making a member"
+        time.sleep(0.005)
+    assert waiting_members(backend) == []  # not ready yet
+
+    spec = dataclasses.replace(
+        warm_template(),
+        run_id=f"run_wait{uuid.uuid4().hex[:6]}",
+        workspace=tar_files({"a.txt": b"a"}),
+    )
+    handle = backend.launch(spec)
+    try:
+        assert backend.pool.claimed_by(handle.id) == spec.run_id  # the member made meanwhile
+        assert handle.id in {m.id for m in backend.pool.members()}
+    finally:
+        backend.remove(handle)
+
+
+def test_a_filler_that_died_making_a_member_holds_no_launch(warm_settings):
+    """Its note that a member is on its way names a process that is gone: `take` does not
+    wait for it (nor for a note older than a member takes to make)."""
+    import subprocess
+
+    pool = get_backend().pool
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pool.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    note = pool.dir / f".making-{pool.key}"
+    note.write_text(json.dumps({"pid": gone.pid, "started": time.time()}))
+    assert not pool.filling()
+    started = time.monotonic()
+    assert pool.take("run_nowait", wait=30) is None
+    assert time.monotonic() - started < 1
+    old = time.time() - warm.MAKING_GRACE_SECONDS - 1
+    note.write_text(json.dumps({"pid": os.getpid(), "started": old}))
+    assert not pool.filling()
+    note.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
+    assert pool.filling()  # a live filler's note: launches wait for its member
+    note.unlink()
+
+
+def test_a_member_taken_while_the_fill_thread_makes_another_gets_its_successor_from_it(
+    warm_settings, monkeypatch
+):
+    """Pool of 2: a launch takes the first member while this process's fill thread makes the
+    second; its request for a successor is served by that thread once its fill is done, not
+    dropped (which left the pool a member short until the next removal or sweep)."""
+    warm_settings.BELVEDIR_SANDBOX_WARM = 2
+    backend = get_backend()
+    pool, make = backend.pool, backend.pool._make
+    making_second, taken = threading.Event(), threading.Event()
+    made = []
+
+    def make_the_second_once_the_first_is_taken(spec):
+        made.append(spec)
+        if len(made) == 2:
+            making_second.set()
+            assert taken.wait(60)
+        return make(spec)
+
+    monkeypatch.setattr(pool, "_make", make_the_second_once_the_first_is_taken)
+    pool.fill_later()
+    assert making_second.wait(60)
+    [first] = waiting_members(backend)
+    member = pool.take("run_meanwhile")
+    assert member is not None and member.id == first.id
+    pool.fill_later()  # what a launch asks once it has its member
+    taken.set()
+    filling_done()
+    assert len(made) == 3 and len(waiting_members(backend)) == 2
+    pool.remove(member.id)
+
+
+def test_a_fill_leaves_no_lock_file_and_still_keeps_other_fillers_out(warm_settings):
+    pool = get_backend().pool
+    with pool._fill_lock() as locked:
+        assert locked
+        assert pool.fill() == []  # another filler holds this pool: it returns at once
+    assert len(pool.fill()) == 1
+    assert not (pool.dir / f".lock-{pool.key}").exists()
