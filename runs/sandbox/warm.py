@@ -25,7 +25,8 @@ sandbox beside it: back-to-back launches on one host are all warm with a pool of
 
 State, in `<data dir>/.warm/`: `<container id>.ready` (what its maker recorded, JSON),
 `<container id>.claim` (the run id that took it; "-" for the sweep) and, while a member is
-being made, `.making-<pool key>` (the filler's pid and start time). Pool members carry no
+being made, `.making-<pool key>` (the filler's pid and start time), inside the fill's
+`.lock-<pool key>` (removed as the fill ends). Pool members carry no
 `belvedir.managed` label: nothing that lists run sandboxes sees them until one is claimed
 (the backend's `list_by_label` then reports it under its run id). Pure Python: no Django.
 """
@@ -172,7 +173,11 @@ class WarmPool:
         self.key = pool_key(template, f"{engine}|{instance or ''}")
         self._make = make
         self._discard = discard
-        self._filling = threading.Lock()
+        # This process's fill thread (`fill_later`): one at a time; a request while it runs is
+        # kept (`_wanted`: what to wait for first) and served by it once its fill is done.
+        self._fill_state = threading.Lock()
+        self._filler = False
+        self._wanted: list[Callable[[], None] | None] = []
 
     def fits(self, spec: SandboxSpec) -> bool:
         return self.size > 0 and spec.workspace is not None and shape(spec) == shape(self.template)
@@ -304,18 +309,35 @@ class WarmPool:
         return made
 
     def fill_later(self, after: Callable[[], None] | None = None) -> None:
-        """`fill` in a thread of its own (once `after` returns), unless this process is
-        filling already."""
-        if self.size < 1 or not self._filling.acquire(blocking=False):
+        """`fill` in a thread of its own (once `after` returns). While this process's fill
+        thread is busy, the request is left to it: it fills again once its fill is done (a
+        member taken as that fill ended would otherwise wait for the next removal or sweep)."""
+        if self.size < 1:
             return
+        with self._fill_state:
+            if self._filler:
+                self._wanted.append(after)
+                return
+            self._filler = True
 
         def run() -> None:
+            wait = after
             try:
-                if after is not None:
-                    after()
-                self.fill()
-            finally:
-                self._filling.release()
+                while True:
+                    if wait is not None:
+                        wait()
+                    self.fill()
+                    with self._fill_state:
+                        wanted, self._wanted = self._wanted, []
+                        if not wanted:
+                            self._filler = False
+                            return
+                    # A removal's request fills at once; takes' wait for the last of their runs.
+                    wait = None if None in wanted else wanted[-1]
+            except BaseException:
+                with self._fill_state:  # the next request starts a thread again
+                    self._filler = False
+                raise
 
         threading.Thread(target=run, daemon=True, name="warm-fill").start()
 
@@ -429,18 +451,29 @@ class WarmPool:
 
     @contextlib.contextmanager
     def _fill_lock(self) -> Iterator[bool]:
+        """One filler per pool (another engine's or instance's pool fills meanwhile). Its lock
+        file is removed by the holder as it lets go (none is left per pool key), so a lock
+        taken on a file that is no longer at its path counts for nothing: taken again."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # One filler per pool (another engine's or instance's pool fills meanwhile).
-        with open(self.dir / f".lock-{self.key}", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
+        path = self.dir / f".lock-{self.key}"
+        while True:
+            with open(path, "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+                try:
+                    current = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+                except FileNotFoundError:
+                    current = False
+                if not current:
+                    continue  # its holder removed it as we opened it
+                try:
+                    yield True
+                finally:
+                    path.unlink(missing_ok=True)
                 return
-            try:
-                yield True
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _member_at(path: Path) -> Member | None:

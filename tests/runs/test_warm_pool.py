@@ -397,3 +397,44 @@ def test_a_filler_that_died_making_a_member_holds_no_launch(warm_settings):
     note.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
     assert pool.filling()  # a live filler's note: launches wait for its member
     note.unlink()
+
+
+def test_a_member_taken_while_the_fill_thread_makes_another_gets_its_successor_from_it(
+    warm_settings, monkeypatch
+):
+    """Pool of 2: a launch takes the first member while this process's fill thread makes the
+    second; its request for a successor is served by that thread once its fill is done, not
+    dropped (which left the pool a member short until the next removal or sweep)."""
+    warm_settings.BELVEDIR_SANDBOX_WARM = 2
+    backend = get_backend()
+    pool, make = backend.pool, backend.pool._make
+    making_second, taken = threading.Event(), threading.Event()
+    made = []
+
+    def make_the_second_once_the_first_is_taken(spec):
+        made.append(spec)
+        if len(made) == 2:
+            making_second.set()
+            assert taken.wait(60)
+        return make(spec)
+
+    monkeypatch.setattr(pool, "_make", make_the_second_once_the_first_is_taken)
+    pool.fill_later()
+    assert making_second.wait(60)
+    [first] = waiting_members(backend)
+    member = pool.take("run_meanwhile")
+    assert member is not None and member.id == first.id
+    pool.fill_later()  # what a launch asks once it has its member
+    taken.set()
+    filling_done()
+    assert len(made) == 3 and len(waiting_members(backend)) == 2
+    pool.remove(member.id)
+
+
+def test_a_fill_leaves_no_lock_file_and_still_keeps_other_fillers_out(warm_settings):
+    pool = get_backend().pool
+    with pool._fill_lock() as locked:
+        assert locked
+        assert pool.fill() == []  # another filler holds this pool: it returns at once
+    assert len(pool.fill()) == 1
+    assert not (pool.dir / f".lock-{pool.key}").exists()
