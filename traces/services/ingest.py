@@ -70,7 +70,7 @@ def _sessions_for(project, external_ids: set[str]) -> tuple[dict, bool]:
     if not external_ids:
         return {}, False
     with _psycopg_cursor() as cursor:  # every batch asks: plain SQL, one prepared text
-        cursor.execute(_SESSIONS_SQL, [project.pk, list(external_ids)], prepare=True)
+        _execute_prepared(cursor, _SESSIONS_SQL, [project.pk, list(external_ids)])
         sessions = {e: (pk, run_id) for pk, e, run_id in cursor.fetchall()}
     missing = sorted(external_ids - sessions.keys())
     # A harness uses BELVEDIR_RUN_ID as its session id: such a session belongs to that run.
@@ -315,7 +315,7 @@ def _store_sql() -> str:
 def _store(rows: list[tuple], session_ids: list[str], now) -> None:
     """Insert the rows and grow their sessions' counters by what was new: one statement."""
     with _psycopg_cursor() as cursor:  # the JSON as a parameter, not lexed from the SQL text
-        cursor.execute(_store_sql(), [_json(rows), session_ids, now], prepare=True)
+        _execute_prepared(cursor, _store_sql(), [_json(rows), session_ids, now])
 
 
 @contextlib.contextmanager
@@ -328,6 +328,23 @@ def _psycopg_cursor():
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield cursor
+
+
+def _execute_prepared(cursor, sql: str, params: list) -> None:
+    """Execute `sql` prepared (once per connection). A statement prepared before a migration
+    changed the type of a column it returns fails from then on ("cached plan must not change
+    result type"), and psycopg keeps using it: every batch on a long-lived connection would
+    fail until the connection is closed. Then the connection's prepared statements are
+    dropped (DEALLOCATE ALL, which psycopg follows) and, outside a transaction (where the
+    failed statement did nothing), it runs again, prepared afresh; in a transaction the
+    rollback that follows drops them (psycopg clears them on rollback)."""
+    try:
+        cursor.execute(sql, params, prepare=True)
+    except psycopg.errors.FeatureNotSupported:
+        if not connection.get_autocommit():
+            raise
+        cursor.execute("DEALLOCATE ALL")
+        cursor.execute(sql, params, prepare=True)
 
 
 def _refresh_sessions(session_ids: list[str], now) -> None:
