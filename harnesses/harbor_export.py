@@ -244,6 +244,9 @@ def _dockerfile(base_image: str, has_state: bool) -> str:
     if has_state:
         lines.append(f"COPY state/ {STATE_DIR}/")
     lines.append("WORKDIR /app")
+    # Harbor keeps the container up with `sh -c "sleep infinity"`, which as PID 1 ignores
+    # SIGTERM: `docker compose stop` would wait its 10 s on every trial before killing it.
+    lines.append("STOPSIGNAL SIGKILL")
     return "\n".join(lines) + "\n"
 
 

@@ -70,6 +70,8 @@ def test_the_belvedir_agent_answers_each_task_for_its_verifier(image, tmp_path):
     # Judge and rubric graded by the judge, code by verify(): the agent's answers reached
     # /app/answer.md. It edits no files, so the state_diff task scores 0.
     assert result["trials"] == {"capital": 1.0, "refund": 0.6, "sum": 1.0, "todo": 0.0}
+    # The export's STOPSIGNAL: each task container stops at once, not after compose's 10 s.
+    assert max(result["stops"].values()) < 6, result["stops"]
     assert len(calls) == 4
     assert {c["headers"]["Authorization"] for c in calls} == {"Bearer sk-model"}
     assert all("/app/answer.md" in c["body"]["messages"][-1]["content"] for c in calls)

@@ -8,6 +8,7 @@ place inside, because the task containers' bind mounts are resolved by the engin
 
 import json
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +99,8 @@ def load_tasks(image: str, workdir: Path, task_dirs: list[Path]) -> dict:
 
 def run_job(image: str, workdir: Path, dataset: Path, agent: str, env: dict[str, str]) -> dict:
     """`harbor run -p DATASET -a AGENT -y` into workdir/jobs-<agent>; returns the job's
-    result.json with {"trials": {task name: reward}} added from each trial's verifier."""
+    result.json with {"trials": {task name: reward}} added from each trial's verifier, and
+    {"stops": {task name: seconds}}: from the verifier's end to the trial's (its teardown)."""
     overlay = workdir / "host-network.yaml"
     overlay.write_text(HOST_NETWORK_OVERLAY)
     jobs = workdir / f"jobs-{agent}"
@@ -112,13 +114,23 @@ def run_job(image: str, workdir: Path, dataset: Path, agent: str, env: dict[str,
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     (job,) = [p for p in jobs.iterdir() if p.is_dir()]
     result = json.loads((job / "result.json").read_text())
-    result["trials"] = {}
+    result["trials"], result["stops"] = {}, {}
     for trial in job.iterdir():
         reward = trial / "verifier" / "reward.txt"
         if trial.is_dir() and reward.exists():
             result["trials"][trial.name.rsplit("__", 1)[0]] = float(reward.read_text())
+            result["stops"][trial.name.rsplit("__", 1)[0]] = _stop_seconds(trial)
     result["log"] = done.stdout
     return result
+
+
+def _stop_seconds(trial: Path) -> float:
+    result = json.loads((trial / "result.json").read_text())
+    ended, verified = (
+        datetime.fromisoformat(at.replace("Z", "+00:00"))
+        for at in (result["finished_at"], result["verifier"]["finished_at"])
+    )
+    return (ended - verified).total_seconds()
 
 
 def mean_reward(result: dict) -> float:

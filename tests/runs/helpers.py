@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 from django.db import connection
+from django_q.models import OrmQ
 
 from runs.executor import execute_run
 from runs.models import Run
@@ -62,6 +63,11 @@ def wait_for(
             detail = f"\n{on_timeout()}" if on_timeout else ""
             pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}")
         time.sleep(every)
+
+
+def queue_entries(run_id: str) -> list[OrmQ]:
+    """The run's tasks in django-q2's queue (its ORM broker); `lock` past now: a cluster took it."""
+    return [q for q in OrmQ.objects.all() if tuple(q.task.get("args", ())) == (run_id,)]
 
 
 def containers_of(run_id: str) -> list:

@@ -28,6 +28,7 @@ from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import (
     Background,
     containers_of,
+    queue_entries,
     start_qcluster,
     stop_qcluster,
     subprocess_database_url,
@@ -182,10 +183,6 @@ def test_a_queued_run_that_waited_too_long_is_enqueued_again(launch, settings):
     assert fresh.status == "queued"
 
 
-def _queue_entries(run_id: str) -> list[OrmQ]:
-    return [q for q in OrmQ.objects.all() if tuple(q.task.get("args", ())) == (run_id,)]
-
-
 def test_queued_runs_waiting_behind_busy_workers_keep_their_place_and_one_queue_entry(
     own_sandboxes, owner, make_run, settings, tmp_path
 ):
@@ -220,13 +217,13 @@ def test_queued_runs_waiting_behind_busy_workers_keep_their_place_and_one_queue_
         assert reaper.reap()["requeued"] == []
         assert reaper.reap()["requeued"] == []
         assert places() == [1, 2]
-        assert [len(_queue_entries(run.pk)) for run in (first, second)] == [1, 1]
+        assert [len(queue_entries(run.pk)) for run in (first, second)] == [1, 1]
 
         # The first run's task is lost (a crashed cluster held it): requeued, once, in place.
-        OrmQ.objects.filter(pk=_queue_entries(first.pk)[0].pk).delete()
+        OrmQ.objects.filter(pk=queue_entries(first.pk)[0].pk).delete()
         assert reaper.reap()["requeued"] == [first.pk]
         assert reaper.reap()["requeued"] == []
-        assert [len(_queue_entries(run.pk)) for run in (first, second)] == [1, 1]
+        assert [len(queue_entries(run.pk)) for run in (first, second)] == [1, 1]
         assert places() == [1, 2]
         first.refresh_from_db()
         assert first.enqueued_at == now - timedelta(seconds=30)

@@ -23,10 +23,11 @@ from runs.models import Run, WorkerHost
 from runs.sandbox.gateway import GatewayThread
 from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, second_engine
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
-from tests.runs.helpers import start_qcluster, stop_qcluster, wait_for
+from tests.runs.helpers import queue_entries, start_qcluster, stop_qcluster, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 STALE = 5  # seconds without a heartbeat before another host fails the run
+HELD = 5  # seconds an idle host takes at most to start a run its cluster took off the queue
 
 
 def test_a_web_without_an_engine_refuses_launches_until_a_worker_host_is_ready(
@@ -107,18 +108,26 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         """Launch runs until `host` runs one (or return the one it runs already: either host
         may claim the first launch). A busy host's cluster holds at most two tasks it cannot
         start yet (django-q2's queue of one, and one in hand), so the idle host gets the third
-        at the latest."""
+        at the latest. The next run is launched as soon as the last one is the other host's:
+        running there, or taken off the queue yet not started by `host` within HELD s."""
         for _ in range(4):
             if found := running_on(host):  # it took a run launched while waiting for the other
                 return found
             response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
             if response.status_code != 201:  # e.g. the cap: the hosts' logs say why
                 pytest.fail(f"{response.content!r} before {host} claimed a run\n{logs()}")
-            launched.append(response.json()["id"])
-            deadline = time.monotonic() + 20
+            run_id = response.json()["id"]
+            launched.append(run_id)
+            deadline, taken_at = time.monotonic() + 20, None
             while time.monotonic() < deadline:
                 if found := running_on(host):
                     return found
+                if Run.objects.get(pk=run_id).status == "running":  # the other host's
+                    break
+                if taken_at is None and any(q.lock > timezone.now() for q in queue_entries(run_id)):
+                    taken_at = time.monotonic()  # a cluster took it (django-q2 locks the entry)
+                if taken_at is not None and time.monotonic() - taken_at > HELD:
+                    break  # held in the other, busy host's cluster
                 time.sleep(0.3)
         pytest.fail(f"{host} claimed none of {launched}\n{logs()}")
 

@@ -8,6 +8,10 @@
   housekeeping cluster) fails it with a `belvedir:` note and removes its sandbox.
 - When the main process exits, no process it started is left running.
 
+The housekeeping cluster queues its due schedules (the reaper, the task former) once as it
+starts, not only at django-q2's first timed pass 30 s later: a restarted housekeeping cluster
+reaps lost runs at once.
+
 A runs or GPU cluster also reaps on its own host, once before it takes a task and then every
 BELVEDIR_REAP_SECONDS (`HostReaper`):
 each worker host's engine then has its orphan sandboxes removed by that host, and a vanished
@@ -26,6 +30,7 @@ from django.core.management.base import CommandError
 from django.db import close_old_connections, connection
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
+from django_q.scheduler import scheduler
 
 from runs import gpu, hosts, reaper
 
@@ -131,10 +136,12 @@ class Command(qcluster.Command):
         if gpu_type:
             self.serve_gpu(gpu_type)
         host_reaper = None
-        if os.environ.get("Q_CLUSTER_NAME", "") != settings.Q_HOUSEKEEPING_CLUSTER:
+        if os.environ.get("Q_CLUSTER_NAME", "") == settings.Q_HOUSEKEEPING_CLUSTER:
+            scheduler()  # django-q2's own first pass comes 30 s after the start
+        else:
             host_reaper = HostReaper(settings.BELVEDIR_REAP_SECONDS)
             host_reaper.once()  # before any task is taken
-            connection.close()  # not shared with the processes the cluster forks
+        connection.close()  # not shared with the processes the cluster forks
         cluster = StoppableCluster(grace=settings.Q_STOP_GRACE)
         cluster.start()
         if host_reaper is not None:
