@@ -149,7 +149,9 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # psycopg's prepared statements, which Django turns off by default (None). Django's own
     # cursors bind on the client and never prepare; the statements ingest runs on
     # server-side binding cursors (traces.services.ingest) are prepared once per connection,
-    # so PostgreSQL stops parsing and planning them for every batch.
+    # so PostgreSQL stops parsing and planning them for every batch. The router's own
+    # connections (router.reserve, made from these settings) prepare its reservation once it
+    # has run five times.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

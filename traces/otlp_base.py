@@ -105,7 +105,10 @@ def _double(raw: Any, key: str) -> float | str:
     if kind is float:
         value = raw
     elif kind is int:
-        value = float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:  # an integer past the double's range: infinite, as 1e400 reads
+            value = math.inf if raw > 0 else -math.inf
     elif kind is str:
         if raw in _NON_FINITE:
             return _NON_FINITE[raw]

@@ -285,14 +285,14 @@ class WarmPool:
 
     # --- filling and sweeping ------------------------------------------------------------------
 
-    def fill(self) -> list[str]:
+    def fill(self, *, queue: bool = False) -> list[str]:
         """Start members until `size` unclaimed ones of this pool are ready (one process at a
-        time per pool: others return at once); the ids started. Never raises: an empty pool
-        only means cold starts."""
+        time per pool: others return at once, or with `queue` fill once it is done); the ids
+        started. Never raises: an empty pool only means cold starts."""
         made: list[str] = []
         if self.size < 1:
             return made
-        with self._fill_lock() as locked:
+        with self._fill_lock(block=queue) as locked:
             if not locked:
                 return made
             try:
@@ -326,7 +326,9 @@ class WarmPool:
                 while True:
                     if wait is not None:
                         wait()
-                    self.fill()
+                    # Behind another process's fill if need be: that one stops after `size`
+                    # members, so a member taken as it made them would wait for the next sweep.
+                    self.fill(queue=True)
                     with self._fill_state:
                         wanted, self._wanted = self._wanted, []
                         if not wanted:
@@ -450,16 +452,17 @@ class WarmPool:
         os.rename(partial, self._path(member.id, "ready"))
 
     @contextlib.contextmanager
-    def _fill_lock(self) -> Iterator[bool]:
-        """One filler per pool (another engine's or instance's pool fills meanwhile). Its lock
-        file is removed by the holder as it lets go (none is left per pool key), so a lock
-        taken on a file that is no longer at its path counts for nothing: taken again."""
+    def _fill_lock(self, *, block: bool = False) -> Iterator[bool]:
+        """One filler per pool (another engine's or instance's pool fills meanwhile): False
+        while another holds it, unless `block` (then once it lets go). Its lock file is removed
+        by the holder as it lets go (none is left per pool key), so a lock taken on a file that
+        is no longer at its path counts for nothing: taken again."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.dir / f".lock-{self.key}"
         while True:
             with open(path, "a") as lock:
                 try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(lock, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     yield False
                     return

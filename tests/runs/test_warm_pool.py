@@ -438,3 +438,17 @@ def test_a_fill_leaves_no_lock_file_and_still_keeps_other_fillers_out(warm_setti
         assert pool.fill() == []  # another filler holds this pool: it returns at once
     assert len(pool.fill()) == 1
     assert not (pool.dir / f".lock-{pool.key}").exists()
+
+
+def test_a_fill_asked_while_another_process_fills_is_done_once_that_fill_ends(warm_settings):
+    """That fill may have counted before the member this one replaces was taken (and it stops
+    after `size` members): the fill thread waits for it rather than give up."""
+    backend = get_backend()
+    pool = backend.pool
+    with pool._fill_lock() as locked:  # another process's fill, as flock sees it
+        assert locked
+        pool.fill_later()
+        time.sleep(0.5)
+        assert waiting_members(backend) == []
+    filling_done()
+    assert len(waiting_members(backend)) == 1

@@ -96,6 +96,15 @@ def test_nan_and_infinity_become_strings_in_json_and_protobuf():
     assert from_protobuf.attributes == {"a": "NaN"}
 
 
+def test_an_integer_double_past_the_double_s_range_reads_as_infinity():
+    big = [{"key": k, "value": {"doubleValue": v}} for k, v in (("a", 10**400), ("b", -(10**400)))]
+
+    (decoded,) = decode_json(request_doc(span_doc(attributes=big))).spans
+
+    # as the text 1e400 reads (a float past the range); before: OverflowError, a 500
+    assert decoded.attributes == {"a": "Infinity", "b": "-Infinity"}
+
+
 def test_a_huge_string_is_truncated_with_a_marker_and_counted():
     long_text = "x" * 5000
     span = span_doc(
