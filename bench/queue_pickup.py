@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/queue_pickup.py [--runs 7] [--brokers redis orm]
         [--runtimes runc runsc] [--redis-url redis://127.0.0.1:6379/13] [--app-dir DIR]
-        [--keep-db]
+        [--keep-db] [--keep-logs DIR]
 
 The trivial harness of bench/run_overhead.py (install `true`; a one-line python3 writes
 results.json = {"score": 1}) in a local git repository. Per broker (Redis, and django-q2's
@@ -287,6 +287,9 @@ def main() -> int:
         "its runs interleaved with --app-dir's: before/after in one machine state (Redis only)",
     )
     parser.add_argument("--keep-db", action="store_true", help=f"keep database {DB_NAME}")
+    parser.add_argument(
+        "--keep-logs", type=Path, help="copy the servers' and clusters' logs into this folder"
+    )
     args = parser.parse_args()
     if args.compare and args.brokers != ["redis"]:
         parser.error("--compare needs --brokers redis (two clusters would share the ORM queue)")
@@ -418,6 +421,10 @@ def main() -> int:
         if "redis" in args.brokers:
             for _, _, redis_url in targets:
                 redis_clear(redis_url)
+        if args.keep_logs:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for path in tmp.glob("*.log"):
+                shutil.copy(path, args.keep_logs)
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.keep_db:
             _common.database_drop(DB_NAME)
