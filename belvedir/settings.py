@@ -375,8 +375,10 @@ BELVEDIR_MIN_FREE_DISK = envsize("BELVEDIR_MIN_FREE_DISK", 2 * 2**30, minimum=0)
 BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, minimum=0)
 # Sandboxes of the default shape a worker host keeps started ahead (0: none), so a run skips
 # the sandbox's start (~450 ms under gVisor); each holds its memory and a quota volume while it
-# waits, and is replaced after BELVEDIR_SANDBOX_WARM_MAX_AGE seconds unused (runs/sandbox/warm.py).
-BELVEDIR_SANDBOX_WARM = envint("BELVEDIR_SANDBOX_WARM", 1, minimum=0)
+# waits (given back to a run that finds no room on the disk), and is replaced after
+# BELVEDIR_SANDBOX_WARM_MAX_AGE seconds unused (runs/sandbox/warm.py). Two: a launch right
+# after a run's end takes the second while the first one's successor is being made.
+BELVEDIR_SANDBOX_WARM = envint("BELVEDIR_SANDBOX_WARM", 2, minimum=0)
 BELVEDIR_SANDBOX_WARM_MAX_AGE = envint("BELVEDIR_SANDBOX_WARM_MAX_AGE", 3600, minimum=60)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)

@@ -57,6 +57,10 @@ class DiskQuotaError(Exception):
     """A quota volume could not be made, checked or released; the message is fit to show."""
 
 
+class NoRoom(DiskQuotaError):
+    """The host's disk cannot keep its reserve with one more volume (`check_room`)."""
+
+
 @dataclass(frozen=True)
 class Folder:
     """One writable place: its mode, and a host folder whose content is copied in first."""
@@ -379,7 +383,7 @@ def check_room(*, root: Path, size_bytes: int, reserve_bytes: int) -> None:
     free = free_disk_bytes(root)
     promised = committed_bytes(root=root)
     if free - promised - size_bytes < reserve_bytes:
-        raise DiskQuotaError(
+        raise NoRoom(
             f"the worker's disk is too full to start a sandbox: {_gib(free)} free, "
             f"{_gib(promised)} promised to running sandboxes, {_gib(size_bytes)} needed "
             f"and {_gib(reserve_bytes)} kept in reserve (BELVEDIR_MIN_FREE_DISK)"

@@ -140,7 +140,9 @@ class DockerBackend:
         `spec.gpu_device` requests that one GPU by its device id (never all of the host's).
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
         `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
-        A spec of the warm pool's shape takes a sandbox started ahead when there is one.
+        A spec of the warm pool's shape takes a sandbox started ahead when there is one; any
+        spec whose quota volume finds no room on the disk has the pool's waiting sandboxes
+        removed (each holds a volume's promise) and tries once more.
         """
         if not spec.command:
             raise SandboxError("a sandbox needs a command")
@@ -149,7 +151,16 @@ class DockerBackend:
             if handle is not None:
                 return handle
         name = _container_name(spec.run_id)
-        volume, mounts = self._allocate(spec, name)
+        try:
+            volume, mounts = self._allocate(spec, name)
+        except volumes.NoRoom:
+            # Waiting sandboxes give their disk to a run: each holds a quota volume's promise.
+            if self.pool is None or not self.pool.drain():
+                raise
+            log.info(
+                "run %s: the warm sandboxes were removed to make room on the disk", spec.run_id
+            )
+            volume, mounts = self._allocate(spec, name)
         try:
             handle = self._create(spec, name, mounts, volume)
         except BaseException:

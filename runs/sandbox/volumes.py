@@ -41,6 +41,10 @@ SEEDS = ".seeds"
 SWEEP_GRACE_SECONDS = 600
 
 
+class NoRoom(SandboxError):
+    """The disk cannot keep its reserve with one more volume (diskquota.check_room)."""
+
+
 @dataclass(frozen=True)
 class Place:
     """A writable place: the volume's folder `name`, mounted at `target` in the container."""
@@ -130,6 +134,8 @@ def allocate(
         if volume is None:
             diskquota.check_room(root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes)
             volume = diskquota.allocate(**layout, name=name, uid=SANDBOX_UID, gid=SANDBOX_GID)
+    except diskquota.NoRoom as exc:
+        raise NoRoom(str(exc)) from exc
     except diskquota.DiskQuotaError as exc:
         raise SandboxError(str(exc)) from exc
     mounts = {

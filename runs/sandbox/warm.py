@@ -386,7 +386,7 @@ class WarmPool:
 
     def drain(self) -> list[str]:
         """Remove every member of this engine's pool no run has taken (a host taken out of
-        service, a benchmark's end); the ids removed."""
+        service, a benchmark's end, a run that needs their disk); the ids removed."""
         removed: list[str] = []
         for item in self._listed():
             owner = self.claimed_by(item["Id"])

@@ -5,10 +5,15 @@ tests/helpers/run_fixtures.py; helpers in tests/runs/helpers.py.
 """
 
 import itertools
+import uuid
 
+import docker
 import pytest
 
 from runs import services
+from runs.sandbox.base import LABEL_INSTANCE
+from runs.sandbox_config import get_backend
+from tests.runs.helpers import filling_done
 
 _names = itertools.count(1)
 
@@ -49,3 +54,20 @@ def make_run(owner):
         return Run.objects.create(project=project, harness=harness, **values)
 
     return make
+
+
+@pytest.fixture
+def warm_settings(sandbox_settings):
+    """A pool of one warm sandbox under gVisor, in an instance of this test's own."""
+    sandbox_settings.BELVEDIR_SANDBOX_WARM = 1
+    sandbox_settings.BELVEDIR_SANDBOX_RUNTIME = "runsc"
+    sandbox_settings.BELVEDIR_INSTANCE = f"warm-test-{uuid.uuid4().hex[:8]}"
+    yield sandbox_settings
+    filling_done()
+    client = docker.from_env()
+    backend = get_backend()
+    for item in client.api.containers(
+        all=True, filters={"label": f"{LABEL_INSTANCE}={sandbox_settings.BELVEDIR_INSTANCE}"}
+    ):
+        backend.pool.remove(item["Id"])
+    client.close()

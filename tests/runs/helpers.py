@@ -19,6 +19,7 @@ from django_q.models import OrmQ
 
 from runs.executor import execute_run
 from runs.models import Run
+from runs.sandbox import warm
 from runs.sandbox.base import LABEL_RUN_ID
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -197,3 +198,33 @@ def wait_running_and_ticking(run_id: str) -> None:
         30,
         "the run to be running and ticking",
     )
+
+
+def filling_done() -> None:
+    """Wait for the fills started after a run's end (WarmPool.fill_later) to be done."""
+    for thread in threading.enumerate():
+        if thread.name == "warm-fill":
+            thread.join(timeout=30)
+
+
+def filled(backend) -> warm.Member:
+    """The pool's one unclaimed member, waiting (started by `fill` if need be)."""
+    filling_done()
+    backend.pool.fill()
+    [member] = [
+        m
+        for m in backend.pool.members()
+        if m.key == backend.pool.key and backend.pool.claimed_by(m.id) is None
+    ]
+    return member
+
+
+def exists(container_id: str) -> bool:
+    client = docker.from_env()
+    try:
+        client.api.inspect_container(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+    finally:
+        client.close()

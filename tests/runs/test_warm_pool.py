@@ -19,59 +19,18 @@ import pytest
 
 from runs.executor import execute_run
 from runs.sandbox import warm
-from runs.sandbox.base import LABEL_INSTANCE, SandboxHandle, tar_files
+from runs.sandbox.base import SandboxHandle, tar_files
 from runs.sandbox_config import get_backend, warm_template
 from runs.services import run_model_secrets
-from tests.runs.helpers import Background, wait_running_and_ticking
+from tests.runs.helpers import (
+    Background,
+    exists,
+    filled,
+    filling_done,
+    wait_running_and_ticking,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def warm_settings(sandbox_settings):
-    """A pool of one warm sandbox under gVisor, in an instance of this test's own."""
-    sandbox_settings.BELVEDIR_SANDBOX_WARM = 1
-    sandbox_settings.BELVEDIR_SANDBOX_RUNTIME = "runsc"
-    sandbox_settings.BELVEDIR_INSTANCE = f"warm-test-{uuid.uuid4().hex[:8]}"
-    yield sandbox_settings
-    filling_done()
-    client = docker.from_env()
-    backend = get_backend()
-    for item in client.api.containers(
-        all=True, filters={"label": f"{LABEL_INSTANCE}={sandbox_settings.BELVEDIR_INSTANCE}"}
-    ):
-        backend.pool.remove(item["Id"])
-    client.close()
-
-
-def filling_done() -> None:
-    """Wait for the fills started after a run's end (WarmPool.fill_later) to be done."""
-    for thread in threading.enumerate():
-        if thread.name == "warm-fill":
-            thread.join(timeout=30)
-
-
-def filled(backend) -> warm.Member:
-    """The pool's one unclaimed member, waiting (started by `fill` if need be)."""
-    filling_done()
-    backend.pool.fill()
-    [member] = [
-        m
-        for m in backend.pool.members()
-        if m.key == backend.pool.key and backend.pool.claimed_by(m.id) is None
-    ]
-    return member
-
-
-def exists(container_id: str) -> bool:
-    client = docker.from_env()
-    try:
-        client.api.inspect_container(container_id)
-        return True
-    except docker.errors.NotFound:
-        return False
-    finally:
-        client.close()
 
 
 def test_a_run_takes_the_warm_sandbox_and_succeeds_with_its_score_and_logs(warm_settings, launch):
