@@ -11,9 +11,13 @@ either, whose sync view runs in a pool of long-lived threads (`IngestHandler`). 
 ASGI handler every request runs its sync code in a thread of its own, whose database connection
 dies with it: each batch of spans paid for a new PostgreSQL connection (backend start, its
 caches, statements planned afresh), which cut ingest under uvicorn to well below what the same
-code stores under a WSGI server (bench/ingest.py `--server uvicorn`). The pool's threads keep
-their connections (CONN_MAX_AGE, health-checked before each request, as the request signals
-do elsewhere). Everything else goes through the full stack.
+code stores under a WSGI server (bench/ingest.py `--server uvicorn`). The pool's threads bound
+how many batches are stored at once. Everything else goes through the full stack.
+
+Every request of this process takes its database connection from a pool that outlives the
+threads (settings: BELVEDIR_DB_POOL, on when the settings load from importing this module) and
+gives it back when it ends (request_finished's close_old_connections, or `_serve_in_thread`'s),
+so no request starts a PostgreSQL backend once the pool holds enough.
 
 The ASGI lifespan's startup imports the URLconf (so no request pays for it) and then leaves the
 started process's objects out of the garbage collector's full collections (gc.freeze); its

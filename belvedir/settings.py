@@ -134,7 +134,16 @@ DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
 # Persistent connections outlive a request by CONN_MAX_AGE seconds, checked before reuse; the
 # development server opens a thread per request, so it keeps none (they would pile up).
 _RUNSERVER = sys.argv[1:2] == ["runserver"]
-CONN_MAX_AGE = 0 if _RUNSERVER else envint("CONN_MAX_AGE", 60, minimum=0)
+# The ASGI web process (these settings loaded by importing belvedir.asgi, unless
+# BELVEDIR_DB_POOL says otherwise) runs each request's sync code in a thread of its own, whose
+# connection dies with it: there the connections come from a pool (psycopg_pool, Django's
+# OPTIONS["pool"]) that outlives the threads, of at most BELVEDIR_DB_POOL_MAX_SIZE; a request
+# that finds none free waits BELVEDIR_DB_POOL_TIMEOUT seconds for one, then fails. A pooled
+# connection goes back when its request ends (CONN_MAX_AGE 0). Workers, clusters, commands
+# and the tests keep their own connections.
+_ASGI = "belvedir.asgi" in sys.modules  # being imported: settings load from its first lines
+BELVEDIR_DB_POOL = envbool("BELVEDIR_DB_POOL", _ASGI) and not _RUNSERVER
+CONN_MAX_AGE = 0 if _RUNSERVER or BELVEDIR_DB_POOL else envint("CONN_MAX_AGE", 60, minimum=0)
 try:
     DATABASES = {
         "default": dj_database_url.parse(
@@ -153,6 +162,14 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # connections (router.reserve, made from these settings) prepare its reservation once it
     # has run five times.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+    if BELVEDIR_DB_POOL:
+        _pool_max = envint("BELVEDIR_DB_POOL_MAX_SIZE", 30, minimum=1)
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": min(envint("BELVEDIR_DB_POOL_MIN_SIZE", 1, minimum=1), _pool_max),
+            "max_size": _pool_max,
+            "timeout": envfloat("BELVEDIR_DB_POOL_TIMEOUT", 10.0),
+            "name": "belvedir-web",
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # django-axes sees every login first and locks out after repeated failures.

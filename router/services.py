@@ -1,18 +1,20 @@
 """The router's writes: admitting a call (its key, its run, the worst case reserved against the
 run's cap), settling it, and recording it as an LLM span in the run's session.
 
-Synchronous (the async views call them through `sync_to_async`; `router.settlement` batches
+Synchronous (the async views call them through `off_loop`; `router.settlement` batches
 the settling, `router.reserve` reserves from the event loop). Reserving is one conditional
 UPDATE of the run's row, which PostgreSQL applies under the row's lock and re-checks against
 the row as the previous holder left it: concurrent calls never reserve past the cap together.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import secrets
 import time
 
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 
@@ -25,6 +27,23 @@ from runs.models import Run, Status
 from runs.selectors import run_of_key
 from traces import otlp
 from traces.services.ingest import spans_ingest
+
+
+def off_loop(fn):
+    """`fn` for the async views: run in a thread of the event loop's executor, whose database
+    connection is given back as the call ends. Those threads live on between calls, and in the
+    web process the connection goes back to its pool (settings' BELVEDIR_DB_POOL): held until
+    the thread's next call, each would keep one of the pool's connections from the pages."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(call, thread_sensitive=False)
+
 
 PROVIDER = "belvedir.router"
 # A run key's run and a model's price are looked up once per this many seconds (per process):

@@ -22,17 +22,16 @@ import dataclasses
 import logging
 import weakref
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from router.services import Settlement, calls_settle
+from router.services import Settlement, calls_settle, off_loop
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 1.0
 MAX_SPAN_ATTEMPTS = 3
 
-_calls_settle = sync_to_async(calls_settle, thread_sensitive=False)
+_calls_settle = off_loop(calls_settle)
 
 
 @dataclasses.dataclass(eq=False)

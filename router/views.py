@@ -34,6 +34,7 @@ from router.services import (
     Settlement,
     admission_cached,
     call_admit,
+    off_loop,
     refused_reservation,
     run_key_authenticate,
 )
@@ -45,9 +46,9 @@ MAX_BODY_BYTES = 8 * 2**20
 
 log = logging.getLogger(__name__)
 
-_call_admit = sync_to_async(call_admit, thread_sensitive=False)
-_refused_reservation = sync_to_async(refused_reservation, thread_sensitive=False)
-_authenticate = sync_to_async(run_key_authenticate, thread_sensitive=False)
+_call_admit = off_loop(call_admit)
+_refused_reservation = off_loop(refused_reservation)
+_authenticate = off_loop(run_key_authenticate)
 _upload_fine_tuned = sync_to_async(FineTunedModelUploadView.as_view())
 
 
@@ -496,7 +497,7 @@ async def models(request):
         key, run = await _authenticate(token=bearer_token(request) or "")
     except RouterRefusal as exc:
         return _refused(exc)
-    data = await sync_to_async(_model_list, thread_sensitive=False)(run)
+    data = await off_loop(_model_list)(run)
     return JsonResponse({"object": "list", "data": data})
 
 

@@ -69,9 +69,10 @@ def test_batches_are_stored_through_one_kept_connection(owner, asgi_url):
         seen.append(server_backends() - before)
     assert Span.objects.count() == 8
     assert Session.objects.get(external_id="asgi-session").span_count == 8
-    # One pool thread served the four batches one after another, on one connection; a thread
-    # per request started a backend for each.
-    assert len(seen[0]) == 1
+    # The four batches, one after another, were stored through the web process's pooled
+    # connections (the first, and one more it may open while the first request waits for it);
+    # a thread per request started a backend for each, gone when it ended.
+    assert 1 <= len(seen[0]) <= 2
     assert seen == [seen[0]] * 4
 
 
