@@ -163,7 +163,10 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # has run five times.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
     if BELVEDIR_DB_POOL:
-        _pool_max = envint("BELVEDIR_DB_POOL_MAX_SIZE", 30, minimum=1)
+        # It grows only as requests need connections at once; a streamed answer (a task
+        # sandbox's exec output) holds its request's until it ends, as each held a backend of
+        # its own before: the cap is there for PostgreSQL's max_connections, not to queue them.
+        _pool_max = envint("BELVEDIR_DB_POOL_MAX_SIZE", 100, minimum=1)
         DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": min(envint("BELVEDIR_DB_POOL_MIN_SIZE", 1, minimum=1), _pool_max),
             "max_size": _pool_max,
