@@ -1,10 +1,10 @@
 """The ASGI lifespan (uvicorn sends it once per worker process): startup readies the process
 for requests, shutdown runs what the apps left for it."""
 
-import asyncio
 import gc
 
 from belvedir.asgi import application
+from tests.helpers import aio
 
 
 def _lifespan() -> list[str]:
@@ -17,7 +17,7 @@ def _lifespan() -> list[str]:
     async def send(message):
         sent.append(message["type"])
 
-    asyncio.run(application({"type": "lifespan"}, receive, send))
+    aio.run(application({"type": "lifespan"}, receive, send))
     return sent
 
 

@@ -2,12 +2,11 @@
 (`router.services.off_loop`): each call gives its connection back as it ends, so in the web
 process (its connections from a pool, CONN_MAX_AGE 0) no idle thread holds one of the pool's."""
 
-import asyncio
-
 import pytest
 from django.db import connection, connections
 
 from router.services import off_loop
+from tests.helpers import aio
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,6 +22,6 @@ def test_a_call_off_the_loop_gives_its_connection_back_as_it_ends(monkeypatch):
             used.append(connections["default"])  # this thread's wrapper
             return cursor.fetchone()[0]
 
-    assert asyncio.run(off_loop(query)()) == 1
+    assert aio.run(off_loop(query)()) == 1
     [wrapper] = used
     assert wrapper.connection is None  # closed (in the web process: back in the pool)

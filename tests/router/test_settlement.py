@@ -4,7 +4,6 @@ shutdown writes what is pending; a batch that fails is written call by call, and
 whose span cannot be stored still has its money settled."""
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -13,6 +12,7 @@ from router import settlement
 from router.pricing import Price, worst_case_micros
 from router.services import CallRecord, Settlement
 from runs.models import Run
+from tests.helpers import aio
 from tests.router.fake_upstream import PROMPT_TOKENS
 from tests.router.helpers import (
     INPUT_PRICE,
@@ -113,10 +113,7 @@ def test_a_failing_batch_is_written_call_by_call_and_a_span_that_cannot_be_store
         settler = settlement.Settler()
         await asyncio.gather(settler.settle(good), settler.settle(bad))
 
-    # In a thread of its own: a browser test earlier in the suite leaves Playwright's event
-    # loop set in the main thread, where asyncio.run() refuses to start another.
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, settle_both()).result(timeout=60)
+    aio.run(settle_both())
 
     covered_run.refresh_from_db()
     assert (covered_run.covered_spent_micros, covered_run.covered_reserved_micros) == (18, 0)

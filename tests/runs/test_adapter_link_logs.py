@@ -3,7 +3,6 @@
 
 import logging
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -12,6 +11,7 @@ from django.utils import timezone
 from belvedir.logfilters import RedactSignedPaths
 from runs import services
 from runs.models import Run, Status
+from tests.helpers import aio
 from tests.helpers.adapters import adapter_zip_bytes
 
 pytestmark = pytest.mark.usefixtures("gpu_settings")
@@ -79,7 +79,6 @@ def test_the_adapter_download_streams_under_asgi_without_reading_the_file_whole(
 ):
     """Served asynchronously (uvicorn), Django's FileResponse read the whole zip into a list
     before its first byte went out; the download now reads one block at a time."""
-    import asyncio
 
     from django.test import RequestFactory
 
@@ -104,10 +103,7 @@ def test_the_adapter_download_streams_under_asgi_without_reading_the_file_whole(
 
     monkeypatch.setattr("belvedir.files.READ_BYTES", 0)  # blocks of block_size: several here
     response.block_size = 64
-    # In a thread of its own: a browser test earlier in the suite leaves Playwright's event
-    # loop set in the main thread, where asyncio.run() refuses to start another.
-    with ThreadPoolExecutor(1) as pool:
-        first, position, content = pool.submit(asyncio.run, first_then_rest()).result(60)
+    first, position, content = aio.run(first_then_rest())
     response.close()
     assert len(whole) > 4 * 64
     assert len(first) == 64 and position == 64  # only the first block read when it is sent
