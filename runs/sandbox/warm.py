@@ -217,7 +217,10 @@ class WarmPool:
     def _take_ready(self, run_id: str) -> Member | None:
         image_id = ""
         for member in sorted(self.members(), key=lambda m: m.created):
-            if member.key != self.key or not self.claim(member.id, run_id):
+            # A member a run holds keeps its claim file: read, not written and linked again on
+            # every poll of a launch that waits for a fill.
+            taken = self._path(member.id, "claim").exists()
+            if member.key != self.key or taken or not self.claim(member.id, run_id):
                 continue
             try:
                 image_id = image_id or self._image_id()
