@@ -239,7 +239,7 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
     except Exception as exc:  # claimed: it must not stay "running" until the reaper
         log.exception("run %s could not be prepared", run_id)
         note = f"belvedir: internal error while preparing the run ({exc.__class__.__name__})."
-        run_finish(run_id=run_id, status=Status.FAILED, notes=[note])
+        run_finish(run_id=run_id, status=Status.FAILED, notes=[note], platform_failed=True)
         return Status.FAILED
     heartbeat = Heartbeat(
         run_id, execution.tail, gpu_device=device is not None, backend=execution.backend
@@ -249,10 +249,11 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
     try:
         return execution.execute(workdir)
     except SandboxError as exc:
-        return execution.fail(f"belvedir: the sandbox failed: {exc}.")
+        return execution.fail(f"belvedir: the sandbox failed: {exc}.", platform=True)
     except Exception as exc:  # nothing may leave a run stuck in "running"
         log.exception("run %s crashed", run_id)
-        return execution.fail(f"belvedir: internal error while running ({exc.__class__.__name__}).")
+        note = f"belvedir: internal error while running ({exc.__class__.__name__})."
+        return execution.fail(note, platform=True)
     finally:
         heartbeat.stop()
         execution.clean_up()
@@ -279,7 +280,8 @@ class Execution:
         if not isolation.ok:  # it went away since the launch: no untrusted code runs now
             return self.fail(
                 "belvedir: sandbox isolation is not in place on this worker "
-                f"({'; '.join(isolation.problems)}), so the run did not start."
+                f"({'; '.join(isolation.problems)}), so the run did not start.",
+                platform=True,
             )
         if self.run.model_base and self.run.fine_tuned_model_id is None:
             return self.fail(
@@ -464,6 +466,7 @@ class Execution:
             return self.fail(
                 "belvedir: the Tasks file could not be downloaded, so the run did not start.",
                 exit_code=exit_code,
+                platform=True,  # fetched before any of the harness runs: the platform's part
             )
         if stage == "install":
             return self.fail(
@@ -501,8 +504,9 @@ class Execution:
         note = contract.driver_note(self.tail.text(), drivers.served_name(repo_url))
         return [note] if note else []
 
-    def fail(self, *notes: str, exit_code: int | None = None) -> str:
-        return self._record(Status.FAILED, list(notes), exit_code)
+    def fail(self, *notes: str, exit_code: int | None = None, platform: bool = False) -> str:
+        """End the run failed; `platform`: through the platform's fault (`Run.platform_failed`)."""
+        return self._record(Status.FAILED, list(notes), exit_code, platform_failed=platform)
 
     def _record(
         self,
@@ -511,6 +515,7 @@ class Execution:
         exit_code: int | None,
         score: float | None = None,
         results: dict | None = None,
+        platform_failed: bool = False,
     ) -> str:
         # A note may quote the harness (the model it reported): secrets are redacted there too.
         shown = [self.tail.redact(note) for note in notes]
@@ -527,6 +532,7 @@ class Execution:
             exit_code=exit_code,
             log_tail=self.tail.text(),
             log_size=self.tail.size,
+            platform_failed=platform_failed,
         )
         return status
 

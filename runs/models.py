@@ -102,6 +102,11 @@ class Run(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Failed through the platform's fault, the user's code given no fair go: its worker stopped
+    # responding, its sandbox could not start or the engine failed (the worker's disk too
+    # full, a missing image), isolation was not in place, the Tasks file never arrived, an
+    # internal error. The 24-hour launch cap does not count these runs.
+    platform_failed = models.BooleanField(default=False)
     # The step a run is in (or, once it ended, the last one it reached), and since when.
     stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
     stage_started_at = models.DateTimeField(null=True, blank=True)

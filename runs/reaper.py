@@ -51,6 +51,7 @@ def reap() -> dict:
             log_tail=clip_log_tail(f"{run.log_tail}\n{note}\n"),
             log_size=run.log_size + len(note) + 2,  # the log API's offsets see the note too
             heartbeat_before=cutoff,
+            platform_failed=True,
         ):
             failed.append(run.pk)
 

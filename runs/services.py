@@ -111,10 +111,18 @@ def gpu_type_check(gpu_type: str) -> None:
         )
 
 
+def _launches_counted(*, org: Organization, since: datetime) -> QuerySet[Run]:
+    """The launches the 24-hour cap counts: the organization's runs since `since`, less those
+    the platform failed (the user got no run of them)."""
+    return Run.objects.filter(
+        project__organization=org, created_at__gte=since, platform_failed=False
+    )
+
+
 def _seconds_until_a_daily_slot(*, org: Organization, since, over: int) -> int:
-    """Seconds until enough of the last 24 h's runs age out for one more launch."""
+    """Seconds until enough of the last 24 h's counted runs age out for one more launch."""
     created = (
-        Run.objects.filter(project__organization=org, created_at__gte=since)
+        _launches_counted(org=org, since=since)
         .order_by("created_at")
         .values_list("created_at", flat=True)[over]
     )
@@ -174,11 +182,11 @@ def run_launch(
             )
         day_cap = settings.BELVEDIR_RUNS_PER_DAY_CAP
         since = timezone.now() - timedelta(hours=24)
-        recent = Run.objects.filter(project__organization=org, created_at__gte=since).count()
+        recent = _launches_counted(org=org, since=since).count()
         if recent >= day_cap:
             raise LimitReached(
                 f"Your organization launched {counted(recent, 'run')} in the last 24 hours "
-                f"(the limit is {day_cap}); "
+                f"(the limit is {day_cap}; runs the platform failed are not counted); "
                 "try again later.",
                 code="cap_daily",
                 retry_after=_seconds_until_a_daily_slot(
@@ -402,14 +410,18 @@ def run_finish(
     log_tail: str | None = None,
     log_size: int | None = None,
     heartbeat_before: datetime | Combinable | None = None,
+    platform_failed: bool = False,
 ) -> bool:
     """End a running run (once): store the outcome, revoke its key. False if it had already ended.
 
     `heartbeat_before`: only if its last heartbeat is older (the reaper's condition, re-checked
     in the update itself, so a worker that beats again in between keeps its run).
+    `platform_failed`: it failed through the platform's fault (`Run.platform_failed`), so the
+    24-hour launch cap does not count it.
     """
     fields = {
         "status": status,
+        "platform_failed": platform_failed,
         "score": score,
         "results": results,
         "exit_code": exit_code,
