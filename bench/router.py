@@ -121,6 +121,7 @@ def covered_run() -> tuple[str, str]:
         status="running",
         model=MODEL,
         covered=True,
+        model_covered=True,
         covered_cap_micros=10**12,
     )
     run.ingest_key, key = services.api_key_create(

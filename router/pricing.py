@@ -17,6 +17,61 @@ TOKENS_PER_IMAGE = 1_500
 # The most choices (`n`) a call may ask for.
 MAX_CHOICES = 8
 
+# The request fields the router forwards: OpenAI's chat-completions fields whose cost the
+# reservation bounds (the prompt fields below are counted as input; the output is capped by
+# the limit sent upstream, reasoning budgets under it; `n` multiplies it). Any other field is
+# dropped before the call is reserved or forwarded.
+FORWARDED_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "stream",
+        "stream_options",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "seed",
+        "n",
+        "user",
+        "frequency_penalty",
+        "presence_penalty",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "reasoning_effort",
+        "reasoning",
+        "thinking",
+    }
+)
+# Fields that would change which model serves the call or what it is billed (OpenRouter's
+# fallback models, routing, provider choice, plugins such as web search and file parsing,
+# prompt transforms; OpenAI's audio output, web search and service tiers): refused with a 400
+# naming the field rather than dropped, so the caller knows it did not get what it asked for.
+REFUSED_FIELDS = frozenset(
+    {
+        "models",
+        "route",
+        "provider",
+        "plugins",
+        "transforms",
+        "modalities",
+        "audio",
+        "web_search_options",
+        "service_tier",
+        "prediction",
+    }
+)
+# The fields whose text the model reads as its prompt (counted in the reserved input).
+PROMPT_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
+
 
 class Price(NamedTuple):
     input_micros_per_mtok: int
@@ -74,13 +129,24 @@ def prompt_tokens_estimate(body: dict) -> int:
     images = 0
     if isinstance(messages, list):
         messages, images = _without_images(messages)
-    text = json.dumps([messages, body.get("tools"), body.get("functions")], ensure_ascii=False)
+    prompt = [messages, *(body.get(name) for name in PROMPT_FIELDS)]
+    text = json.dumps(prompt, ensure_ascii=False)
     count = len(messages) if isinstance(messages, list) else 1
     return text_tokens(text) + TOKENS_PER_MESSAGE * count + TOKENS_PER_IMAGE * images
 
 
 def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def refused_field(body: dict) -> str | None:
+    """The first field of the call the router refuses (`REFUSED_FIELDS`), or None."""
+    return next((name for name in body if name in REFUSED_FIELDS), None)
+
+
+def forwarded_fields(body: dict) -> dict:
+    """The call with only the fields the router forwards (`FORWARDED_FIELDS`)."""
+    return {name: value for name, value in body.items() if name in FORWARDED_FIELDS}
 
 
 def choices_problem(body: dict) -> str | None:

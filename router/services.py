@@ -24,7 +24,7 @@ from belvedir.services import api_key_authenticate
 from router.pricing import Price, price_for, worst_case_micros
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
-from runs.selectors import run_of_key
+from runs.selectors import run_covered_models, run_of_key
 from traces import otlp
 from traces.services.ingest import spans_ingest
 
@@ -137,8 +137,8 @@ def _price(model: str) -> Price | None:
 
 
 def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body) -> Admission:
-    """The call's admission, to be reserved; or the refusal for a model not covered or not
-    allowed to the run's project (`why`)."""
+    """The call's admission, to be reserved; or the refusal for a model not covered, not one of
+    the run's own (its model and its judge) or not allowed to the run's project (`why`)."""
     if price is None:
         raise RouterRefusal(
             404,
@@ -147,6 +147,14 @@ def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body
             code="model_not_found",
             run=(key, run.pk),
         )
+    allowed = run_covered_models(run)
+    if run.covered and model not in allowed:  # (a run not covered: refused when reserving)
+        names = " and ".join(sorted(allowed)) or "none"
+        message = (
+            f"This run's covered calls are for the models it was launched with ({names}), "
+            f"not {model!r}."
+        )
+        raise _refusal(403, message, key, run, "model_not_for_run")
     if why is not None:
         raise _refusal(403, why, key, run, "model_not_allowed")
     return Admission(

@@ -24,8 +24,10 @@ from router import reserve, upstream
 from router.pricing import (
     choices_problem,
     cost_micros,
+    forwarded_fields,
     output_tokens_limit,
     prompt_tokens_estimate,
+    refused_field,
 )
 from router.services import (
     Admission,
@@ -41,6 +43,7 @@ from router.services import (
 from router.settlement import settler
 from router.sse import StreamReader
 from runs.model_access import covered_models_allowed
+from runs.selectors import run_covered_models
 
 MAX_BODY_BYTES = 8 * 2**20
 
@@ -280,6 +283,17 @@ async def chat_completions(request):
         message = "The body must be a JSON object with messages."
         refusal = RouterRefusal(400, message, type="invalid_request_error", code=None)
         return await _refused_traced(request, started, refusal, body)
+    refused = refused_field(body)
+    if refused is not None:
+        message = (
+            f"The router does not take {refused!r}: it would change which model serves the "
+            "call or what it is billed. Call the run's model directly, without it."
+        )
+        refusal = RouterRefusal(
+            400, message, type="invalid_request_error", code="unsupported_field", param=refused
+        )
+        return await _refused_traced(request, started, refusal, body)
+    body = forwarded_fields(body)  # what is reserved for is what is forwarded
     problem = choices_problem(body)
     if problem is not None:
         refusal = RouterRefusal(400, problem, type="invalid_request_error", code=None, param="n")
@@ -502,10 +516,11 @@ async def models(request):
 
 
 def _model_list(run) -> list[dict]:
-    """The covered models this run may call: none for a run whose usage is not covered, no
+    """The covered models this run may call: its own model and judge when covered, no
     Chinese lab's for a project without the permission."""
     if not run.covered:
         return []
+    own = run_covered_models(run)
     return [
         {
             "id": entry.model_id,
@@ -520,4 +535,5 @@ def _model_list(run) -> list[dict]:
             "max_output_tokens": entry.max_output_tokens,
         }
         for entry in covered_models_allowed(project=run.project)
+        if entry.model_id in own
     ]

@@ -4,6 +4,7 @@ from django.db.models import CharField, Q, QuerySet, Value
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
+from harnesses import env_secrets
 from models_registry.models import FineTunedModel
 from runs import gpu
 from runs.models import IN_FLIGHT, Run, Status
@@ -14,6 +15,21 @@ def run_of_key(key: ApiKey) -> Run | None:
     if key.kind != ApiKey.Kind.RUN:
         return None
     return Run.objects.filter(ingest_key=key).first()
+
+
+def run_covered_models(run: Run) -> frozenset[str]:
+    """The models whose calls the platform pays for in this run (what the router lets its key
+    call): its model when the model is covered, its judge when the judge is, each as the
+    sandbox gets it (the launch's value, else the harness env's)."""
+    names = set()
+    if run.model_covered:
+        names.add(run.model_base or run.model)
+    if run.judge_covered:
+        env = (run.harness_snapshot or {}).get("env") or {}
+        if not run.judge_model and "JUDGE_MODEL" not in env:
+            env = env_secrets.env_plain(env, run.harness_env_secrets_encrypted)
+        names.add(run.judge_model or str(env.get("JUDGE_MODEL") or ""))
+    return frozenset(name.strip() for name in names if name.strip())
 
 
 ENVIRONMENT_DATASET = "belvedir:"  # HARBOR_DATASET=belvedir:<environment id> (the Harbor driver)

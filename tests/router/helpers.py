@@ -22,16 +22,27 @@ MODEL = "fakelab/fake-model"
 INPUT_PRICE, OUTPUT_PRICE, MAX_OUTPUT = 1_000_000, 2_000_000, 100
 
 
-def make_run(project, harness, *, cap_micros: int, covered: bool = True, status: str = "running"):
-    """A run with its own key (the plaintext comes back as `run.plain_key`)."""
+def make_run(
+    project,
+    harness,
+    *,
+    cap_micros: int,
+    covered: bool = True,
+    status: str = "running",
+    model: str = MODEL,
+    **fields,
+):
+    """A run of `model` with its own key (the plaintext comes back as `run.plain_key`); when
+    covered, its model is (a judge only when `fields` say so)."""
     run = Run.objects.create(
         project=project,
         harness=harness,
         harness_name=harness.name,
         status=status,
-        model=MODEL,
+        model=model,
         covered=covered,
         covered_cap_micros=cap_micros,
+        **{"model_covered": covered, **fields},
     )
     run.ingest_key, key = api_key_create(
         project=project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN

@@ -148,10 +148,11 @@ def test_a_chinese_lab_model_is_refused_unless_the_runs_project_allows_chinese_m
     allowing = Project.objects.create(
         organization=owner.org, name="Allows", chinese_models_allowed=True
     )
-    allowed_run = make_run(allowing, harness, cap_micros=2_000_000)
+    refusing_run = make_run(owner.project, harness, cap_micros=2_000_000, model="fakecn/model-1")
+    allowed_run = make_run(allowing, harness, cap_micros=2_000_000, model="fakecn/model-1")
     body = {**BODY, "model": "fakecn/model-1"}
 
-    refused = _post(router_url, covered_run.plain_key, body)
+    refused = _post(router_url, refusing_run.plain_key, body)
     served = _post(router_url, allowed_run.plain_key, body)
 
     assert refused.status_code == 403
@@ -160,9 +161,9 @@ def test_a_chinese_lab_model_is_refused_unless_the_runs_project_allows_chinese_m
     assert "Fake CN Lab" in error["message"] and "chinese_models_allowed" in error["message"]
     assert served.status_code == 200
     assert len(upstream.requests) == 1
-    assert "fakecn/model-1" not in _listed(router_url, covered_run)
-    assert "fakecn/model-1" in _listed(router_url, allowed_run)
-    assert MODEL in _listed(router_url, covered_run)
+    assert _listed(router_url, refusing_run) == []
+    assert _listed(router_url, allowed_run) == ["fakecn/model-1"]
+    assert _listed(router_url, covered_run) == [MODEL]
     uncovered = make_run(owner.project, harness, cap_micros=10**6, covered=False)
     assert _listed(router_url, uncovered) == []
 
