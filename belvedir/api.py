@@ -3,7 +3,9 @@
 Pagination (`get_paginated_response`) lives in belvedir.pagination, imported here for the apps.
 """
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers, status
@@ -14,7 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from belvedir import services
 from belvedir.access import Access, access_for_request
 from belvedir.error_responses import body_of, headers_of, status_of
-from belvedir.errors import DomainError, Forbidden, NotFound
+from belvedir.errors import DomainError, Forbidden, Invalid, NotFound, TooLarge
 from belvedir.models import ApiKey, Project
 from belvedir.pagination import ListAPIView, Pagination, get_paginated_response
 from belvedir.schema import errors
@@ -28,9 +30,25 @@ __all__ = [
 ]
 
 
+def _body_error(exc) -> DomainError | None:
+    """Django's refusals of a request's body, which DRF would let through as 500s: 413 for one
+    past DATA_UPLOAD_MAX_MEMORY_SIZE, 400 for too many form fields or files."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 2**20
+        return TooLarge(
+            f"The request body is over {limit:g} MB, the most the API takes.",
+            code="body_too_large",
+        )
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return Invalid(str(exc) or "The request has too many fields or files.", code="too_many")
+    return None
+
+
 def exception_handler(exc, context):
     """Domain errors by the one table in belvedir.error_responses; DRF's own errors as DRF
-    answers them, with their `code` beside a string `detail`."""
+    answers them, with their `code` beside a string `detail`; a body Django refuses as too big
+    by the table too (`_body_error`)."""
+    exc = _body_error(exc) or exc
     if isinstance(exc, Http404) and not isinstance(exc, DomainError):
         exc = NotFound("Not found.")
     if isinstance(exc, DjangoPermissionDenied) and not isinstance(exc, DomainError):

@@ -24,6 +24,7 @@ from belvedir.errors import (
     LimitReached,
     NotFound,
     PaymentRequired,
+    TooLarge,
     Unavailable,
 )
 from belvedir.middleware_modes import BothModes
@@ -34,6 +35,7 @@ STATUS: dict[type[DomainError], int] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    TooLarge: 413,
     LimitReached: 429,
     Unavailable: 503,
     DomainError: 400,

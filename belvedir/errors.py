@@ -64,6 +64,12 @@ class Conflict(DomainError):
     default_code = "conflict"
 
 
+class TooLarge(DomainError):
+    """The request is larger than the platform takes (its body past the upload limit)."""
+
+    default_code = "too_large"
+
+
 class LimitReached(DomainError):
     """A counted limit (runs in flight, runs a day) is reached; `retry_after` in seconds if known."""
 

@@ -247,6 +247,11 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "belvedir.schema.AutoSchema",
     "EXCEPTION_HANDLER": "belvedir.api.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "belvedir.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["belvedir.security.ApiRateThrottle"],
     # Proxies in front that append to X-Forwarded-For; 0 trusts only the connecting address.

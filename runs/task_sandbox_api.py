@@ -19,7 +19,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -29,6 +29,7 @@ from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
 from belvedir.files import ThreadedStreamingResponse
 from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
+from belvedir.parsers import JSONParser
 from belvedir.schema import errors
 from runs import selectors, task_sandboxes
 from runs.models import Run, TaskSandbox
