@@ -139,8 +139,10 @@ _RUNSERVER = sys.argv[1:2] == ["runserver"]
 # connection dies with it: there the connections come from a pool (psycopg_pool, Django's
 # OPTIONS["pool"]) that outlives the threads, of at most BELVEDIR_DB_POOL_MAX_SIZE; a request
 # that finds none free waits BELVEDIR_DB_POOL_TIMEOUT seconds for one, then fails. A pooled
-# connection goes back when its request ends (CONN_MAX_AGE 0). Workers, clusters, commands
-# and the tests keep their own connections.
+# connection goes back when its request ends (CONN_MAX_AGE 0) and is checked before a request
+# gets it (Django hands psycopg_pool its check_connection when CONN_HEALTH_CHECKS is on, as
+# below), so a backend the server closed (a restart, pg_terminate_backend) is replaced, not
+# a 500. Workers, clusters, commands and the tests keep their own connections.
 _ASGI = "belvedir.asgi" in sys.modules  # being imported: settings load from its first lines
 BELVEDIR_DB_POOL = envbool("BELVEDIR_DB_POOL", _ASGI) and not _RUNSERVER
 CONN_MAX_AGE = 0 if _RUNSERVER or BELVEDIR_DB_POOL else envint("CONN_MAX_AGE", 60, minimum=0)

@@ -2,14 +2,15 @@
 UPDATE as `services.call_reserve`, sent on an async psycopg connection of the router's own, so
 an admitted call costs one database round trip and no hop to a worker thread and back.
 
-A few connections per event loop (`CONNECTIONS`), opened on first use, each with
-synchronous_commit off for its session: they run nothing but these one-statement
-reservations (see `call_reserve` for why that is safe: the releasing settlement commits
-durably). Elsewhere (SQLite in development) `available()` is False and the caller reserves in
-a worker thread through the ORM.
+A few connections per event loop (`CONNECTIONS`), opened on first use (and again when the
+server closed one meanwhile, `_still_open`), each with synchronous_commit off for its
+session: they run nothing but these one-statement reservations (see `call_reserve` for why
+that is safe: the releasing settlement commits durably). Elsewhere (SQLite in development)
+`available()` is False and the caller reserves in a worker thread through the ORM.
 """
 
 import asyncio
+import select
 import weakref
 
 import psycopg
@@ -49,7 +50,9 @@ class _Pool:
     async def reserve(self, run_id: str, amount: int) -> bool:
         async with self._slots:
             conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed or conn.broken:
+            if conn is None or not _still_open(conn):
+                if conn is not None:
+                    await conn.close()
                 conn = await self._connect()
             try:
                 cursor = await conn.execute(
@@ -62,6 +65,19 @@ class _Pool:
                 raise
             self._idle.append(conn)
             return cursor.rowcount == 1
+
+
+def _still_open(conn: psycopg.AsyncConnection) -> bool:
+    """Whether an idle connection may take the next statement, without a round trip: the
+    server sends an idle connection nothing, so its socket being readable means the backend
+    said goodbye (terminated by pg_terminate_backend, a restart or a failover: its FATAL
+    error, then end of file). The first call after such a blip then reconnects instead of
+    failing with a 500."""
+    if conn.closed or conn.broken:
+        return False
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)
 
 
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
