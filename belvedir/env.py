@@ -119,3 +119,40 @@ def envgpus(name: str) -> dict[str, int]:
             raise ImproperlyConfigured(f"{name} names {kind} twice in {raw!r}")
         found[kind] = int(match.group(2))
     return found
+
+
+_CSP_DIRECTIVES = frozenset(
+    "default-src script-src style-src img-src font-src connect-src media-src frame-src "
+    "worker-src manifest-src child-src form-action frame-ancestors base-uri object-src".split()
+)
+# A keyword or a hash ('self', 'sha256-…') or a host or scheme source (https://cdn.example.com).
+_CSP_SOURCE = re.compile(r"^('[A-Za-z0-9+/=-]+'|[A-Za-z0-9*][A-Za-z0-9_.*:/+=?#@%&~-]*)$")
+
+
+def envcsp(name: str) -> dict[str, list[str]]:
+    """Content-Security-Policy sources to add, like `script-src https://cdn.example.com;
+    connect-src https://stats.example.com`: {"script-src": ["https://cdn.example.com"], …}.
+    Only known fetch and navigation directives; 'unsafe-inline' and 'unsafe-eval' are refused
+    in script-src (an inline script takes the request's nonce instead)."""
+    raw = os.environ.get(name, "")
+    found: dict[str, list[str]] = {}
+    for part in (item.strip() for item in raw.split(";")):
+        if not part:
+            continue
+        directive, *sources = part.split()
+        directive = directive.lower()
+        if directive not in _CSP_DIRECTIVES:
+            raise ImproperlyConfigured(
+                f"{name} names {directive!r}, not one of {', '.join(sorted(_CSP_DIRECTIVES))}"
+            )
+        if not sources or not all(_CSP_SOURCE.match(s) for s in sources):
+            raise ImproperlyConfigured(
+                f"{name} must give {directive} sources like https://cdn.example.com, not {part!r}"
+            )
+        if directive == "script-src" and {"'unsafe-inline'", "'unsafe-eval'"} & set(sources):
+            raise ImproperlyConfigured(
+                f"{name} may not allow 'unsafe-inline' or 'unsafe-eval' scripts: give an inline "
+                'script the request\'s nonce (nonce="{{ request.csp_nonce }}")'
+            )
+        found.setdefault(directive, []).extend(sources)
+    return found

@@ -105,8 +105,8 @@ def _span_tree(rows: list[dict], span_url_prefix: str) -> SafeString:
                 '<details class="span" open data-span-id="{}" data-depth="{}">\n'
                 '<summary>\n<span class="span-label">\n<strong>{}</strong>{}{}{}{}\n'
                 '<span class="muted">{} ms{}</span>\n</span>\n'
-                '<span class="waterfall" aria-hidden="true"><span class="bar{}{}" '
-                'style="left:{}%;width:{}%"></span></span>\n</summary>\n'
+                '<span class="waterfall" aria-hidden="true"><svg><rect class="bar{}{}" '
+                'x="{}%" width="{}%" height="100%" rx="2"/></svg></span>\n</summary>\n'
                 '<details class="span-more" hx-get="{}" hx-trigger="toggle once" '
                 'hx-target="find .span-body"><summary class="muted">{}</summary>'
                 '<div class="span-body"><a href="{}">Open the span</a></div></details>\n{}{}{}',

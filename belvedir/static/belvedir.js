@@ -121,6 +121,34 @@
     content.querySelectorAll("[data-follow]").forEach(follow);
   });
 
+  // What used to be inline handlers (the Content-Security-Policy allows no inline script):
+  // [data-open-dialog=<id>] opens that dialog instead of following its link, a form with
+  // data-confirm asks first, a control with data-submit-on-change sends its form.
+  document.addEventListener("click", function (event) {
+    var opener = event.target.closest && event.target.closest("[data-open-dialog]");
+    var dialog = opener && document.getElementById(opener.getAttribute("data-open-dialog"));
+    if (!dialog || !dialog.showModal) return;
+    event.preventDefault();
+    dialog.showModal();
+  });
+  document.addEventListener(
+    "submit",
+    function (event) {
+      var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+      if (question && !window.confirm(question)) {
+        event.preventDefault();
+        event.stopPropagation();
+      }
+    },
+    true
+  );
+  document.addEventListener("change", function (event) {
+    var control = event.target;
+    if (control.hasAttribute && control.hasAttribute("data-submit-on-change") && control.form) {
+      control.form.submit();
+    }
+  });
+
   document.addEventListener("click", function (event) {
     var jump = event.target.closest && event.target.closest("[data-jump-to]");
     var box = jump && document.getElementById(jump.getAttribute("data-jump-to"));
