@@ -31,13 +31,33 @@ def browser():
         browser.close()
 
 
+# Chromium reports what the Content-Security-Policy blocks on the console ("Refused to execute
+# inline script because it violates the following Content Security Policy directive…"); the
+# listener reports the same as an event, with the directive, for blocks the console words
+# differently.
+CSP_LISTENER = """document.addEventListener("securitypolicyviolation", (e) => console.error(
+  `Content Security Policy violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"}`
+  + ` in ${e.sourceFile || document.location.href}:${e.lineNumber}`));"""
+
+
 @pytest.fixture
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(10_000)
+    context.add_init_script(CSP_LISTENER)
     page = context.new_page()
+    # What the policy blocked on this page so far; a test fails at its end on any.
+    page.csp_violations = []
+    page.on(
+        "console",
+        lambda message: (
+            "Content Security Policy" in message.text
+            and page.csp_violations.append(f"{page.url}: {message.text}")
+        ),
+    )
     yield page
     context.close()
+    assert page.csp_violations == [], "the Content-Security-Policy blocked something"
 
 
 @pytest.fixture
