@@ -2,7 +2,12 @@
 
 Every container runs as uid:gid 1000:1000 with all capabilities dropped, no-new-privileges,
 an init process, CPU/memory/pids limits, capped json-file logs, no Docker socket and no
-privileged mode. It is labelled `belvedir.managed=1` and `belvedir.run_id=<run id>`.
+privileged mode. It is labelled `belvedir.managed=1` and `belvedir.run_id=<run id>`; its
+name is random (`belvedir-<16 hex>`) and it has no network aliases, so Docker's embedded DNS
+(which answers any container's name on the network) gives away no run id. On a user-defined
+network it is given the host's nameservers (`network.host_resolvers`, the ones the firewall
+lets sandboxes ask) in an `/etc/resolv.conf` of its own instead of the embedded resolver, so
+its lookups never ask a resolver that knows the other sandboxes' names.
 
 With a disk quota (`spec.disk_bytes`, and a `data_dir` for the backend) its root filesystem
 is read-only and its writable places are folders of its own quota volume
@@ -34,7 +39,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from runs.sandbox import hostfiles, volumes, warm
+from runs.sandbox import hostfiles, network, volumes, warm
 from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -150,9 +155,10 @@ class DockerBackend:
             handle = self._launch_warm(spec)
             if handle is not None:
                 return handle
-        name = _container_name(spec.run_id)
+        name = _container_name()
+        stem = _volume_stem(spec.run_id)  # a host folder: named by its run, for operators
         try:
-            volume, mounts = self._allocate(spec, name)
+            volume, mounts = self._allocate(spec, stem)
         except volumes.NoRoom:
             # Waiting sandboxes give their disk to a run: each holds a quota volume's promise.
             if self.pool is None or not self.pool.drain():
@@ -160,7 +166,7 @@ class DockerBackend:
             log.info(
                 "run %s: the warm sandboxes were removed to make room on the disk", spec.run_id
             )
-            volume, mounts = self._allocate(spec, name)
+            volume, mounts = self._allocate(spec, stem)
         try:
             handle = self._create(spec, name, mounts, volume)
         except BaseException:
@@ -189,7 +195,7 @@ class DockerBackend:
         return handle
 
     def _allocate(self, spec: SandboxSpec, name: str) -> tuple[str, dict[str, dict[str, str]]]:
-        """The quota volume of a sandbox named `name` ("" without a quota), and its mounts."""
+        """A quota volume named after `name` ("" without a quota), and its mounts."""
         if not spec.disk_bytes:
             return "", {}
         if self.data_dir is None:
@@ -237,10 +243,6 @@ class DockerBackend:
             return None
         # Its successor, started as this run's sandbox exits (or runs on): the next launch finds it.
         self.pool.fill_later(lambda: self._exited(handle, timeout=warm.FILL_AFTER_TAKE_SECONDS))
-        try:  # its name says whose it is now, as a cold sandbox's does (`docker ps`)
-            self.client.api.rename(handle.id, _container_name(spec.run_id))
-        except (docker.errors.DockerException, requests.RequestException):
-            pass
         return handle
 
     def _exited(self, handle: SandboxHandle, *, timeout: float) -> None:
@@ -257,9 +259,36 @@ class DockerBackend:
         with self._lock:
             self._attached[handle.id] = stream
 
+    def _resolv_conf(self, network_mode: str) -> Path | None:
+        """The host file mounted as a sandbox's /etc/resolv.conf on a user-defined network:
+        the host's nameservers, asked straight (the embedded resolver at 127.0.0.11 would
+        forward there too, after answering the other containers' names itself). None on the
+        host's own or Docker's default networks, without a data_dir, or when the host has no
+        nameserver but loopback ones (then Docker's resolver, which knows their upstreams)."""
+        if network_mode in ("host", "none", "bridge", "default", "") or self.data_dir is None:
+            return None
+        if network_mode.startswith("container:"):
+            return None
+        servers = network.host_resolvers()
+        if not servers:
+            return None
+        text = "".join(f"nameserver {server}\n" for server in servers)
+        path = self.data_dir / "resolv.conf"
+        with self._lock:
+            try:
+                if path.read_text() == text:
+                    return path
+            except FileNotFoundError:
+                pass
+            partial = path.with_name(f".resolv.conf.{os.getpid()}.{secrets.token_hex(4)}")
+            partial.write_text(text)
+            partial.chmod(0o644)
+            os.replace(partial, path)  # a sandbox starting meanwhile sees the old or the new
+        return path
+
     def _make_warm(self, spec: SandboxSpec) -> warm.Member:
         """Start a pool member of `spec` (`warm.waiter_spec`'s): not managed, no run yet."""
-        name = f"belvedir-warm-{secrets.token_hex(4)}"
+        name = _container_name()
         volume, mounts = self._allocate(spec, name)
         workdir = next((src for src, m in mounts.items() if m["bind"] == spec.workdir), "")
         try:
@@ -312,6 +341,9 @@ class DockerBackend:
                 "bind": "/etc/ssl/certs/ca-certificates.crt",
                 "mode": "ro",
             }
+        resolv_conf = self._resolv_conf(spec.network)
+        if resolv_conf is not None:
+            binds[str(resolv_conf)] = {"bind": "/etc/resolv.conf", "mode": "ro"}
         if binds:
             options["volumes"] = binds
         own = {LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id} if managed else {}
@@ -653,7 +685,13 @@ def _read_capped(stream: Iterator[bytes], *, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _container_name(run_id: str) -> str:
+def _container_name() -> str:
+    """A sandbox's name: random, nothing of its run (the run id is in its labels), since
+    every container on the network can look a name up (and an address back to its name)."""
+    return f"belvedir-{secrets.token_hex(8)}"
+
+
+def _volume_stem(run_id: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:80]
     return f"belvedir-{safe}-{secrets.token_hex(3)}"
 
