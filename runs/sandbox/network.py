@@ -48,10 +48,12 @@ _TIMEOUT = 20
 
 
 def host_resolvers(path: str = "/etc/resolv.conf") -> tuple[str, ...]:
-    """The host's IPv4 nameservers (not loopback ones), which Docker's embedded DNS forwards to."""
+    """The host's IPv4 nameservers (not loopback ones): what sandboxes ask (their resolv.conf),
+    and where Docker's embedded DNS forwards to."""
     found: list[str] = []
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
+        with open(path, encoding="utf-8") as file:  # read for every sandbox: closed at once
+            lines = file.read().splitlines()
     except OSError:
         return ()
     for line in lines:
