@@ -55,9 +55,15 @@ class SignupThrottle(_SettingRateThrottle):
 
 
 def lockout_response(request, original_response, credentials):
-    """django-axes' lockout answer: the site's page, 429, with Retry-After."""
+    """django-axes' lockout answer: the site's page, 429, with Retry-After; saying which lock
+    holds (this address's, or the account's against new addresses: belvedir.lockout)."""
     minutes = max(1, int(settings.AXES_COOLOFF_TIME.total_seconds() // 60))
-    context = {"failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": minutes}
+    context = {
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "account_limit": settings.BELVEDIR_ACCOUNT_LOCKOUT_LIMIT,
+        "account_locked": getattr(request, "belvedir_account_locked", False),
+        "minutes": minutes,
+    }
     response = render(request, "belvedir/locked_out.html", context, status=429)
     response["Retry-After"] = str(minutes * 60)
     return response

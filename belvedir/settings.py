@@ -191,6 +191,11 @@ AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum
 # An address guessing one account's password is locked out of that account; the account
 # itself stays open to its owner elsewhere (a lockout is not a way to deny someone service).
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Guessing from many addresses: past this many failures of one account within the cool-off,
+# from any addresses, the account is locked against every address it was not signed in to
+# from (belvedir/lockout.py): its owner's own addresses stay open.
+AXES_HANDLER = "belvedir.lockout.LoginLockoutHandler"
+BELVEDIR_ACCOUNT_LOCKOUT_LIMIT = envint("BELVEDIR_ACCOUNT_LOCKOUT_LIMIT", 20, minimum=1)
 AXES_USERNAME_CALLABLE = "belvedir.security.login_username"
 AXES_LOCKOUT_CALLABLE = "belvedir.security.lockout_response"
 AXES_RESET_ON_SUCCESS = True
