@@ -193,3 +193,13 @@ def test_deleting_runs_in_bulk_in_the_admin_deletes_their_keys_too(superuser, ow
     assert response.status_code == 302
     assert not Run.objects.exists()
     assert not ApiKey.objects.filter(kind=ApiKey.Kind.RUN).exists()
+
+
+def test_every_app_reads_as_words_in_the_admin_not_as_its_module_name(superuser):
+    names = {label: apps.get_app_config(label).verbose_name for label in APPS}
+    assert {label: name for label, name in names.items() if "_" in name} == {}
+    index = superuser.get(reverse("admin:index")).content.decode()
+    for label in APPS:
+        if _models(label):  # an app with no models has no admin section
+            assert f">{names[label]}</a>" in index, names[label]
+    assert "Models_Registry" not in index and "MODELS_REGISTRY" not in index
