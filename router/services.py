@@ -21,6 +21,7 @@ from django.db.models import F
 from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
+from belvedir.text import usd
 from router.pricing import Price, price_for, worst_case_micros
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
@@ -242,9 +243,8 @@ def refused_reservation(key: ApiKey, run_id: str, amount: int) -> RouterRefusal:
         return _refusal(403, f"The run is {run.status}, not running.", key, run, "run_not_running")
     return RouterRefusal(
         402,
-        f"The run's covered spend cap of ${run.covered_cap_micros / 1e6:.2f} is reached "
-        f"(spent ${run.covered_spent_micros / 1e6:.4f}; this call may cost up to "
-        f"${amount / 1e6:.4f}).",
+        f"The run's covered spend cap of {usd(run.covered_cap_micros)} is reached "
+        f"(spent {usd(run.covered_spent_micros)}; this call may cost up to {usd(amount)}).",
         type="insufficient_quota",
         code="spend_cap_reached",
         run=(key, run.pk),

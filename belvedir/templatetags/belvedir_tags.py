@@ -23,8 +23,9 @@ def score(value) -> str:
 
 
 @register.filter
-def usd_micros(value) -> str:
-    """Integer micro-dollars as dollars, exactly: 2000000 → "$2.00", 12345 → "$0.012345"."""
+def usd(value) -> str:
+    """Integer micro-dollars as every page, message and the CLI show money (`text.usd`):
+    2000000 → "$2.00", 12300 → "$0.0123"."""
     try:
         micros = int(value or 0)
     except (TypeError, ValueError):
