@@ -396,6 +396,30 @@ BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
 # Where the gateway sends the task-sandbox paths (blank: the upstream above). On a worker host
 # behind a load balancer: a platform process on this host, on this host's engine (docs/scaling.md).
 BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM = envstr("BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM", "")
+# What one tenant may hold of the gateway (runs/sandbox/gateway.py `Limits`): connections in all,
+# per organization, per run and per sandbox (source address); past one, 503 with Retry-After.
+# The defaults fit 4 runs x 4 task sandboxes of one organization and leave 3/4 to the others.
+BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS = envint(
+    "BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS", 512, minimum=2
+)
+BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION = envint(
+    "BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION", 128, minimum=1
+)
+if BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION * 2 > BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS:
+    raise ImproperlyConfigured(
+        "BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION must be at most half of "
+        "BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS, so one organization cannot fill the gateway"
+    )
+BELVEDIR_SANDBOX_GATEWAY_PER_RUN = envint("BELVEDIR_SANDBOX_GATEWAY_PER_RUN", 64, minimum=1)
+BELVEDIR_SANDBOX_GATEWAY_PER_SANDBOX = envint("BELVEDIR_SANDBOX_GATEWAY_PER_SANDBOX", 32, minimum=1)
+# Seconds a request head may take in all; a body's grace and then its minimum bytes a second
+# (as Apache's mod_reqtimeout), else 408; seconds a sandbox may leave its reply unread.
+BELVEDIR_SANDBOX_GATEWAY_HEAD_TIMEOUT = envfloat("BELVEDIR_SANDBOX_GATEWAY_HEAD_TIMEOUT", 10.0)
+BELVEDIR_SANDBOX_GATEWAY_BODY_GRACE = envfloat("BELVEDIR_SANDBOX_GATEWAY_BODY_GRACE", 10.0)
+BELVEDIR_SANDBOX_GATEWAY_BODY_MIN_RATE = envint(
+    "BELVEDIR_SANDBOX_GATEWAY_BODY_MIN_RATE", 500, minimum=1
+)
+BELVEDIR_SANDBOX_GATEWAY_SEND_TIMEOUT = envfloat("BELVEDIR_SANDBOX_GATEWAY_SEND_TIMEOUT", 60.0)
 BELVEDIR_SANDBOX_BASE_URL = envstr(
     "BELVEDIR_SANDBOX_BASE_URL",
     BELVEDIR_BASE_URL

@@ -12,6 +12,24 @@ One request per connection (`Connection: close` both ways), request bodies with 
 chunked, responses streamed as they come (the router's server-sent events too). The upstream
 sees the platform's own Host; X-Forwarded-For/Host carry the sandbox's, and whatever
 forwarding headers the sandbox sent are dropped. Pure asyncio, no Django.
+
+No tenant can hold it (`Limits`): open connections are counted in total, per organization, per
+run and per source address (whose an address is: runs/sandbox/gateway_tenants.py), and one
+past any of these is answered 503 with `Retry-After` at once. A request head must arrive
+whole within `head_timeout` seconds and a body at `body_min_rate` bytes a second after a
+grace of `body_grace` seconds (as Apache's mod_reqtimeout), else 408 and the connection is
+closed; a sandbox that stops reading its reply is dropped after `send_timeout` seconds.
+
+Why our own code and not a library or another proxy (looked at for issue 21): h11 and
+httptools (both installed, under uvicorn) parse HTTP but do no I/O, so the deadlines, the
+caps and the tenant accounting that this boundary needs would all still be ours; they would
+replace only `parse_head` (~40 lines) and the chunk framing, and h11 accepts a request with
+both Content-Length and Transfer-Encoding (Transfer-Encoding wins) where we refuse it; a
+second parser beside our raw body forwarding would be a smuggling risk of its own. nginx or
+HAProxy in front would give timeouts and per-address limits, but neither can count per run or
+per organization without an address map regenerated from the Docker engine and reloaded, and
+each is one more service on every worker host. So the parser stays small and strict, and the
+limits are tested as attacks (tests/runs/test_gateway_limits.py).
 """
 
 from __future__ import annotations
@@ -22,9 +40,12 @@ import json
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
+
+from runs.sandbox.gateway_tenants import MappedTenants, Tenant, Tenants
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +89,29 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 HEAD_LIMIT = 64 * 1024
 MAX_HEADERS = 100
 CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of the gateway one tenant may hold, and how slow a sandbox may be (seconds,
+    bytes a second). Sized so that 4 runs of one organization, each a driver with 4 task
+    sandboxes in flight (the driver holds a streamed exec per task sandbox, each task sandbox
+    its agent's router calls), fit within `per_organization`, which leaves the rest of
+    `total` to the other organizations."""
+
+    total: int = 512
+    per_organization: int = 128
+    per_run: int = 64
+    per_address: int = 32
+    head_timeout: float = 10.0
+    body_grace: float = 10.0
+    body_min_rate: int = 500
+    send_timeout: float = 60.0
+    retry_after: int = 5
+
+
+class TooSlow(Exception):
+    """The sandbox sent its request slower than the limits allow."""
 
 
 class BadRequest(Exception):
@@ -177,9 +221,33 @@ def upstream_head(request: Request, upstream: Upstream, peer: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _copy_exact(reader, writer, size: int, timeout: float) -> None:
+class Pace:
+    """Reads of a request body, timed against its minimum rate: by the time the sandbox has
+    sent N bytes it may have kept the gateway waiting at most `grace + N / rate` seconds
+    (time spent waiting for the upstream to take the bytes does not count)."""
+
+    def __init__(self, grace: float, rate: int) -> None:
+        self.grace, self.rate = grace, rate
+        self.waited = 0.0
+        self.received = 0
+
+    async def read(self, reading) -> bytes:
+        allowed = self.grace + self.received / self.rate - self.waited
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            data = await asyncio.wait_for(reading, max(allowed, 0.001))
+        except TimeoutError:
+            raise TooSlow(f"the request body came slower than {self.rate} bytes/s") from None
+        finally:
+            self.waited += loop.time() - started
+        self.received += len(data)
+        return data
+
+
+async def _copy_exact(reader, writer, size: int, pace: Pace) -> None:
     while size > 0:
-        data = await asyncio.wait_for(reader.read(min(CHUNK, size)), timeout)
+        data = await pace.read(reader.read(min(CHUNK, size)))
         if not data:
             raise ConnectionError("the request body ended early")
         writer.write(data)
@@ -187,10 +255,10 @@ async def _copy_exact(reader, writer, size: int, timeout: float) -> None:
         size -= len(data)
 
 
-async def _copy_chunked(reader, writer, timeout: float) -> None:
+async def _copy_chunked(reader, writer, pace: Pace) -> None:
     """Forward a chunked body as it is, reading its framing to know where it ends."""
     while True:
-        line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)
+        line = await pace.read(reader.readuntil(b"\r\n"))
         writer.write(line)
         size_text = line.split(b";", 1)[0].strip()
         try:
@@ -199,30 +267,36 @@ async def _copy_chunked(reader, writer, timeout: float) -> None:
             raise ConnectionError("bad chunk size") from None
         if size == 0:
             while True:  # trailers, up to the empty line
-                trailer = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)
+                trailer = await pace.read(reader.readuntil(b"\r\n"))
                 writer.write(trailer)
                 if trailer == b"\r\n":
                     await writer.drain()
                     return
-        await _copy_exact(reader, writer, size + 2, timeout)
+        await _copy_exact(reader, writer, size + 2, pace)
 
 
-async def _pipe(reader, writer, timeout: float) -> None:
+async def _pipe(reader, writer, timeout: float, send_timeout: float, sent: list[int]) -> None:
+    """The upstream's reply to the sandbox as it comes; `sent[0]` counts what was written. A
+    sandbox that takes none of it for `send_timeout` seconds loses the connection."""
     while True:
         data = await asyncio.wait_for(reader.read(CHUNK), timeout)
         if not data:
             return
         writer.write(data)
-        await writer.drain()
+        sent[0] += len(data)
+        await asyncio.wait_for(writer.drain(), send_timeout)
 
 
-def _reply(writer, status: int, message: str) -> None:
-    reasons = {400: "Bad Request", 404: "Not Found", 431: "Request Header Fields Too Large"}
-    reasons |= {501: "Not Implemented", 502: "Bad Gateway", 504: "Gateway Timeout"}
+_REASONS = {400: "Bad Request", 404: "Not Found", 408: "Request Timeout"}
+_REASONS |= {431: "Request Header Fields Too Large", 501: "Not Implemented"}
+_REASONS |= {502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+def _reply(writer, status: int, message: str, headers: str = "") -> None:
     body = json.dumps({"detail": message}).encode()
     writer.write(
-        f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{headers}Connection: close\r\n\r\n".encode()
         + body
     )
 
@@ -238,19 +312,20 @@ class Gateway:
         upstream: str,
         task_upstream: str | None = None,
         timeout: float = 600.0,
-        max_connections: int = 256,
-        per_sandbox: int = 32,
+        limits: Limits | None = None,
+        tenants: Tenants | None = None,
     ) -> None:
-        """At most `max_connections` at once, `per_sandbox` of them from one address (so one
-        sandbox holding connections open cannot lock the others out). `task_upstream`: where
-        the task-sandbox paths go (default: `upstream`)."""
+        """`task_upstream`: where the task-sandbox paths go (default: `upstream`). `timeout`:
+        idle seconds waiting for the upstream. `tenants`: whose a source address is (an object
+        with `async of(address) -> Tenant`, gateway_tenants.py; default: every address its
+        own tenant)."""
         self.host, self.port = host, port
         self.upstream = Upstream.parse(upstream)
         self.task_upstream = Upstream.parse(task_upstream) if task_upstream else self.upstream
         self.timeout = timeout
-        self._slots = asyncio.Semaphore(max_connections)
-        self.per_sandbox = per_sandbox
-        self._open: dict[str, int] = {}
+        self.limits = limits or Limits()
+        self.tenants = tenants or MappedTenants()
+        self._open: Counter[tuple[str, str]] = Counter()
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> asyncio.Server:
@@ -268,46 +343,100 @@ class Gateway:
         async with server:
             await server.serve_forever()
 
+    def _full(self, tenant: Tenant) -> str:
+        """What is full for a new connection of `tenant` ("" if none): the tightest first."""
+        limits = self.limits
+        if self._open["address", tenant.address] >= limits.per_address:
+            return f"this sandbox holds {limits.per_address} connections to the gateway"
+        if self._open["run", tenant.run] >= limits.per_run:
+            return f"this run's sandboxes hold {limits.per_run} connections to the gateway"
+        if self._open["organization", tenant.organization] >= limits.per_organization:
+            return (
+                f"this organization's sandboxes hold {limits.per_organization} connections "
+                "to the gateway"
+            )
+        if self._open["total", ""] >= limits.total:
+            return f"the gateway holds {limits.total} connections"
+        return ""
+
+    def _keys(self, tenant: Tenant) -> list[tuple[str, str]]:
+        return [
+            ("address", tenant.address),
+            ("run", tenant.run),
+            ("organization", tenant.organization),
+            ("total", ""),
+        ]
+
     async def _handle(self, reader, writer) -> None:
         peer = (writer.get_extra_info("peername") or ("?",))[0]
-        if self._open.get(peer, 0) >= self.per_sandbox:
-            log.warning("sandbox gateway: %s holds %d connections; refused", peer, self.per_sandbox)
-            writer.close()
-            return
-        self._open[peer] = self._open.get(peer, 0) + 1
         self._writers.add(writer)
+        keys: list[tuple[str, str]] = []
         try:
-            async with self._slots:
-                await self._exchange(reader, writer, peer)
+            tenant = await self.tenants.of(peer)
+            full = self._full(tenant)
+            if full:
+                log.warning("sandbox gateway: %s (%s) refused: %s", peer, tenant.organization, full)
+                retry = f"Retry-After: {self.limits.retry_after}\r\n"
+                await self._refuse(reader, writer, 503, f"{full}; try again later", retry)
+                return
+            keys = self._keys(tenant)
+            self._open.update(keys)  # counted from here until it is closed
+            await self._exchange(reader, writer, peer)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception:
             log.exception("sandbox gateway: request from %s failed", peer)
         finally:
+            await self._close(writer)
             self._writers.discard(writer)
-            self._open[peer] -= 1
-            if not self._open[peer]:
-                del self._open[peer]
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            for key in keys:
+                self._open[key] -= 1
+                if not self._open[key]:
+                    del self._open[key]
+
+    async def _refuse(self, reader, writer, status: int, message: str, headers: str = "") -> None:
+        """Answer before the request was read whole, then take what the sandbox still sends
+        for a moment (closing with its request unread would reset the connection, and the
+        answer with it, before the sandbox reads it)."""
+        _reply(writer, status, message, headers)
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            await asyncio.wait_for(writer.drain(), 1)
+            writer.write_eof()
+            async with asyncio.timeout(1):
+                while await reader.read(CHUNK):
+                    pass
+
+    async def _close(self, writer) -> None:
+        """Close, waiting at most `send_timeout` for the sandbox to take what is left."""
+        writer.close()
+        try:
+            await asyncio.wait_for(writer.wait_closed(), self.limits.send_timeout)
+        except TimeoutError:
+            writer.transport.abort()
+        except Exception:
+            pass
 
     async def _exchange(self, reader, writer, peer: str) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.head_timeout)
         except asyncio.LimitOverrunError:
-            _reply(writer, 431, "request head too large")
+            await self._refuse(reader, writer, 431, "request head too large")
+            return
+        except TimeoutError:
+            await self._refuse(
+                reader, writer, 408, f"no request head within {self.limits.head_timeout:g} s"
+            )
             return
         try:
             request = parse_head(head)
         except BadRequest as exc:
-            _reply(writer, exc.status, exc.message)
+            await self._refuse(reader, writer, exc.status, exc.message)
             return
         if not path_allowed(request.target):
             log.info(
                 "sandbox gateway: %s %s from %s refused", request.method, request.target[:200], peer
             )
-            _reply(writer, 404, "not available to sandboxes")
+            await self._refuse(reader, writer, 404, "not available to sandboxes")
             return
         upstream = self.task_upstream if is_task_sandbox_path(request.target) else self.upstream
         try:
@@ -316,32 +445,46 @@ class Gateway:
             )
         except (TimeoutError, OSError) as exc:
             log.warning("sandbox gateway: upstream %s unreachable: %s", upstream.netloc, exc)
-            _reply(writer, 502, "the platform does not answer")
+            await self._refuse(reader, writer, 502, "the platform does not answer")
             return
         try:
             up_writer.write(upstream_head(request, upstream, peer))
             await up_writer.drain()
-            if request.chunked:
-                body = _copy_chunked(reader, up_writer, self.timeout)
-            else:
-                body = _copy_exact(reader, up_writer, request.length or 0, self.timeout)
-            sending = asyncio.ensure_future(body)
-
-            def body_done(task: asyncio.Future) -> None:
-                if not task.cancelled() and task.exception() is not None:
-                    up_writer.close()  # a broken body: the upstream sees the end and gives up
-
-            sending.add_done_callback(body_done)
-            try:
-                await _pipe(up_reader, writer, self.timeout)
-            finally:
-                sending.cancel()
-                with contextlib.suppress(BaseException):
-                    await sending
+            await self._forward(request, reader, writer, up_reader, up_writer)
         finally:
             up_writer.close()
             with contextlib.suppress(Exception):
                 await up_writer.wait_closed()
+
+    async def _forward(self, request: Request, reader, writer, up_reader, up_writer) -> None:
+        """The body up while the reply comes down. A body too slow is a 408 (if no reply has
+        begun) and ends both; any other broken body ends them without one."""
+        pace = Pace(self.limits.body_grace, self.limits.body_min_rate)
+        if request.chunked:
+            body = _copy_chunked(reader, up_writer, pace)
+        else:
+            body = _copy_exact(reader, up_writer, request.length or 0, pace)
+        sent = [0]
+        sending = asyncio.ensure_future(body)
+        piping = asyncio.ensure_future(
+            _pipe(up_reader, writer, self.timeout, self.limits.send_timeout, sent)
+        )
+        try:
+            await asyncio.wait({sending, piping}, return_when=asyncio.FIRST_COMPLETED)
+            failed = sending.done() and not sending.cancelled() and sending.exception()
+            if not failed:
+                await piping
+            elif isinstance(failed, TooSlow) and not sent[0]:
+                piping.cancel()  # nothing of a late reply may follow the 408
+                with contextlib.suppress(BaseException):
+                    await piping
+                if not sent[0]:
+                    await self._refuse(reader, writer, 408, str(failed))
+        finally:
+            for task in (sending, piping):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
 
 class GatewayThread:
@@ -356,7 +499,8 @@ class GatewayThread:
         upstream: str,
         task_upstream: str | None = None,
         timeout: float = 600.0,
-        per_sandbox: int = 32,
+        limits: Limits | None = None,
+        tenants: Tenants | None = None,
     ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -370,7 +514,8 @@ class GatewayThread:
                 upstream=upstream,
                 task_upstream=task_upstream,
                 timeout=timeout,
-                per_sandbox=per_sandbox,
+                limits=limits,
+                tenants=tenants,
             )
             started = asyncio.run_coroutine_threadsafe(gateway.start(), self._loop)
             try:
@@ -383,6 +528,10 @@ class GatewayThread:
             return
         self.stop()
         raise OSError(f"no free port for a sandbox gateway on {host} in {ports}")
+
+    def open_connections(self) -> int:
+        """How many connections the gateway counts now."""
+        return self._gateway._open["total", ""] if self._gateway is not None else 0
 
     def stop(self) -> None:
         async def close() -> None:

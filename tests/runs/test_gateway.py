@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from runs.sandbox.gateway import GatewayThread, path_allowed
+from runs.sandbox.gateway import GatewayThread, Limits, path_allowed
 from tests.runs.helpers import wait_for
 
 
@@ -112,10 +112,15 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class Platform(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024  # as many connections at once as the gateway may forward
+    daemon_threads = True
+
+
 @contextlib.contextmanager
 def recording_server():
     """A Recorder on a free port; its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server = Platform(("127.0.0.1", 0), Recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -262,18 +267,18 @@ def test_an_unreachable_platform_is_a_502(upstream):
 
 
 def test_one_sandbox_holding_connections_open_cannot_take_every_slot(upstream):
-    running = GatewayThread(host="127.0.0.1", ports=[0], upstream=upstream, per_sandbox=2)
+    running = GatewayThread(
+        host="127.0.0.1", ports=[0], upstream=upstream, limits=Limits(per_address=2)
+    )
     try:
         idle = [socket.create_connection(("127.0.0.1", running.port)) for _ in range(2)]
         for sock in idle:  # wait until the gateway holds both (each waits for its head)
             sock.sendall(b"GET /api/v1/models HTTP/1.1\r\n")
-        try:
-            refused = raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-        except ConnectionResetError:
-            refused = b""
+        wait_for(lambda: running.open_connections() == 2, 10, "the gateway to hold both")
+        refused = raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
         idle.pop().close()
         wait_for(
-            lambda: raw(running.port, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n\r\n"),
+            lambda: b" 200 " in raw(running.port, b"GET /api/v1/models HTTP/1.1\r\n\r\n")[:20],
             10,
             "a slot to come free",
         )
@@ -282,7 +287,9 @@ def test_one_sandbox_holding_connections_open_cannot_take_every_slot(upstream):
     finally:
         running.stop()
 
-    assert refused == b""
+    assert refused.startswith(b"HTTP/1.1 503 ")
+    assert b"Retry-After: " in refused
+    assert Recorder.seen and all(seen["path"] == "/api/v1/models" for seen in Recorder.seen)
 
 
 def test_task_sandbox_paths_go_to_the_task_upstream_and_the_rest_to_the_upstream(upstream):

@@ -2,11 +2,17 @@
 
 import asyncio
 import logging
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
-from runs.sandbox.gateway import Gateway
+from runs.models import Run
+from runs.sandbox import warm
+from runs.sandbox.docker import shared_client
+from runs.sandbox.gateway import Gateway, Limits
+from runs.sandbox.gateway_tenants import DockerTenants, MappedTenants
 
 
 def default_listen() -> str:
@@ -18,6 +24,41 @@ def default_timeout() -> float:
     build (its create answers only once the image is built and the container runs; cut off
     earlier, the driver would lose a sandbox that holds one of its run's slots)."""
     return float(max(600, settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300))
+
+
+def limits() -> Limits:
+    """BELVEDIR_SANDBOX_GATEWAY_{MAX_CONNECTIONS,PER_ORGANIZATION,PER_RUN,PER_SANDBOX,
+    HEAD_TIMEOUT,BODY_GRACE,BODY_MIN_RATE,SEND_TIMEOUT}."""
+    return Limits(
+        total=settings.BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS,
+        per_organization=settings.BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION,
+        per_run=settings.BELVEDIR_SANDBOX_GATEWAY_PER_RUN,
+        per_address=settings.BELVEDIR_SANDBOX_GATEWAY_PER_SANDBOX,
+        head_timeout=settings.BELVEDIR_SANDBOX_GATEWAY_HEAD_TIMEOUT,
+        body_grace=settings.BELVEDIR_SANDBOX_GATEWAY_BODY_GRACE,
+        body_min_rate=settings.BELVEDIR_SANDBOX_GATEWAY_BODY_MIN_RATE,
+        send_timeout=settings.BELVEDIR_SANDBOX_GATEWAY_SEND_TIMEOUT,
+    )
+
+
+def organizations_of(run_ids: list[str]) -> dict[str, str]:
+    """Each known run's organization id (on the tenants' one thread, with its own connection)."""
+    close_old_connections()
+    found = Run.objects.filter(pk__in=run_ids).values_list("pk", "project__organization_id")
+    return {run_id: str(organization_id) for run_id, organization_id in found}
+
+
+def tenants() -> DockerTenants | MappedTenants:
+    """Whose a sandbox's address is: the sandbox network's containers on this host's engine
+    (none under BELVEDIR_SANDBOX_HOST_NETWORK: every address is its own tenant)."""
+    if settings.BELVEDIR_SANDBOX_HOST_NETWORK:
+        return MappedTenants()
+    return DockerTenants(
+        shared_client,
+        network=settings.BELVEDIR_SANDBOX_NETWORK,
+        organization_of=organizations_of,
+        warm_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR) / warm.POOL_DIR,
+    )
 
 
 class Command(BaseCommand):
@@ -74,6 +115,8 @@ class Command(BaseCommand):
                 upstream=upstream or settings.BELVEDIR_SANDBOX_GATEWAY_UPSTREAM,
                 task_upstream=task_upstream or settings.BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM,
                 timeout=timeout or default_timeout(),
+                limits=limits(),
+                tenants=tenants(),
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None

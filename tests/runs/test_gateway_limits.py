@@ -1,0 +1,246 @@
+"""The sandbox gateway cannot be held by one tenant (issue 21, finding 4): connections counted per
+address, run and organization, deadlines on the request head and body, 503 at once when full.
+
+The source addresses are loopback ones (127.0.0.x, bound with `source_address`), mapped to
+runs and organizations as the Docker engine's containers would be (`MappedTenants`)."""
+
+import contextlib
+import http.server
+import select
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from runs.sandbox.gateway import GatewayThread, Limits
+from runs.sandbox.gateway_tenants import MappedTenants
+from tests.runs.helpers import wait_for
+from tests.runs.test_gateway import Recorder, recording_server
+
+TASKS = b"GET /api/v1/runs/run_b/tasks HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+@pytest.fixture
+def upstream():
+    Recorder.seen = []
+    with recording_server() as url:
+        yield url
+
+
+def gateway_of(upstream: str, mapping: dict[str, tuple[str, str]], **options) -> GatewayThread:
+    return GatewayThread(
+        host="127.0.0.1", ports=[0], upstream=upstream, tenants=MappedTenants(mapping), **options
+    )
+
+
+def connect(port: int, source: str) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+
+def ask(port: int, request: bytes, source: str, timeout: float = 10) -> bytes:
+    """Send `request` from `source`; the whole reply (b"" if the gateway closed without one)."""
+    with connect(port, source) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(request)
+        chunks = []
+        with contextlib.suppress(ConnectionResetError):
+            while data := sock.recv(65536):
+                chunks.append(data)
+    return b"".join(chunks)
+
+
+def trickle(sock: socket.socket, piece: bytes, every: float, give_up: float) -> bytes:
+    """Send `piece` every `every` s until the gateway answers or closes (its answer) or
+    `give_up` s pass (b"")."""
+    deadline = time.monotonic() + give_up
+    chunks: list[bytes] = []
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            sock.sendall(piece)
+        if select.select([sock], [], [], every)[0]:
+            with contextlib.suppress(ConnectionResetError):
+                while data := sock.recv(65536):
+                    chunks.append(data)
+            return b"".join(chunks)
+    return b""
+
+
+def test_one_organizations_slow_bodies_cannot_starve_another_organizations_tasks_download(
+    upstream,
+):
+    """The attack of issue 21: nine sandboxes of one organization (three runs of three) hold
+    32 slow-body connections each, 288 against a gateway that once took 256 in all; another
+    organization's run still downloads its Tasks file, and the attacker's next connection is
+    answered 503 at once instead of waiting."""
+    attackers = [f"127.0.0.{i}" for i in range(2, 11)]
+    mapping = {address: (f"run_a{i // 3}", "org_a") for i, address in enumerate(attackers)}
+    mapping["127.0.0.20"] = ("run_b", "org_b")
+    running = gateway_of(upstream, mapping)
+    slow_body = (
+        b"POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"{" * 10
+    )
+
+    def hold(address: str) -> socket.socket:
+        sock = connect(running.port, address)
+        sock.sendall(slow_body)
+        return sock
+
+    held: list[socket.socket] = []
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            held = list(pool.map(hold, [a for a in attackers for _ in range(32)]))
+        wait_for(lambda: running.open_connections() == 128, 10, "org_a's share to fill")
+        tasks = ask(running.port, TASKS, "127.0.0.20")
+        again = ask(running.port, slow_body, attackers[0], timeout=5)
+    finally:
+        for sock in held:
+            sock.close()
+        running.stop()
+
+    assert tasks.startswith(b"HTTP/1.1 200") or tasks.startswith(b"HTTP/1.0 200"), tasks[:200]
+    assert tasks.endswith(b"data: [DONE]\n\n")
+    assert again.startswith(b"HTTP/1.1 503 "), again[:200]
+    assert b"\r\nRetry-After: " in again
+    assert b"connections" in again
+
+
+def test_a_run_and_an_organization_are_each_held_to_their_share(upstream):
+    mapping = {
+        "127.0.0.2": ("run_a", "org_a"),
+        "127.0.0.3": ("run_a", "org_a"),  # run_a's second sandbox
+        "127.0.0.4": ("run_c", "org_a"),
+        "127.0.0.5": ("run_d", "org_b"),
+    }
+    limits = Limits(total=20, per_organization=5, per_run=3, per_address=10)
+    running = gateway_of(upstream, mapping, limits=limits)
+    held: list[socket.socket] = []
+    try:
+        for address in ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.4"]:
+            held.append(connect(running.port, address))
+            held[-1].sendall(b"GET /api/v1/models HTTP/1.1\r\n")  # a head not yet whole
+        wait_for(lambda: running.open_connections() == 5, 10, "the gateway to hold five")
+        run_full = ask(running.port, TASKS, "127.0.0.3")  # run_a holds 3
+        organization_full = ask(running.port, TASKS, "127.0.0.4")  # org_a holds 5
+        other = ask(running.port, TASKS, "127.0.0.5")
+    finally:
+        for sock in held:
+            sock.close()
+        running.stop()
+
+    assert run_full.startswith(b"HTTP/1.1 503 ") and b"this run's sandboxes hold 3" in run_full
+    assert organization_full.startswith(b"HTTP/1.1 503 ")
+    assert b"this organization's sandboxes hold 5" in organization_full
+    assert b" 200 " in other.split(b"\r\n", 1)[0]
+
+
+def test_a_full_gateway_answers_503_with_retry_after_at_once(upstream):
+    running = gateway_of(upstream, {}, limits=Limits(total=3))
+    held: list[socket.socket] = []
+    try:
+        for i in range(3):
+            held.append(connect(running.port, f"127.0.0.{2 + i}"))
+            held[-1].sendall(b"GET /api/v1/models HTTP/1.1\r\n")
+        wait_for(lambda: running.open_connections() == 3, 10, "the gateway to hold three")
+        refused = ask(running.port, TASKS, "127.0.0.9", timeout=5)  # a wait would time out
+        held.pop().close()
+        wait_for(lambda: running.open_connections() == 2, 10, "a connection to end")
+        served = ask(running.port, TASKS, "127.0.0.9")
+    finally:
+        for sock in held:
+            sock.close()
+        running.stop()
+
+    assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), refused[:200]
+    assert b"\r\nRetry-After: 5\r\n" in refused
+    assert b"the gateway holds 3 connections" in refused
+    assert b" 200 " in served.split(b"\r\n", 1)[0]
+
+
+def test_a_request_head_trickling_past_its_deadline_is_answered_408(upstream):
+    """Headers sent a line every half second, forever: a head must be whole within 10 s in
+    all (the gateway once waited 30 s and then closed without a word)."""
+    running = gateway_of(upstream, {})
+    try:
+        with connect(running.port, "127.0.0.2") as sock:
+            sock.sendall(b"GET /api/v1/models HTTP/1.1\r\n")
+            started = time.monotonic()
+            reply = trickle(sock, b"X-Slow: 1\r\n", every=0.5, give_up=40)
+            took = time.monotonic() - started
+    finally:
+        running.stop()
+
+    assert reply.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), reply[:200]
+    assert b"no request head within 10 s" in reply
+    assert took < 25  # well before the old 30 s
+    assert Recorder.seen == []
+
+
+def test_a_request_body_slower_than_the_minimum_rate_is_answered_408(upstream):
+    """A body of 100 kB sent 5 bytes every half second (10 bytes/s, against 500 bytes/s after
+    a 10 s grace): 408 and closed, where the gateway once waited up to 600 s on each read."""
+    running = gateway_of(upstream, {})
+    try:
+        with connect(running.port, "127.0.0.2") as sock:
+            sock.sendall(
+                b"POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+            )
+            reply = trickle(sock, b"{" * 5, every=0.5, give_up=40)
+        wait_for(lambda: running.open_connections() == 0, 10, "the connection to be closed")
+    finally:
+        running.stop()
+
+    assert reply.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), reply[:200]
+    assert b"slower than 500 bytes/s" in reply
+
+
+def test_a_body_at_a_fair_pace_is_forwarded_whole(upstream):
+    """Pauses a slow sandbox can have (a body in pieces, a second apart) are no 408."""
+    running = gateway_of(upstream, {}, limits=Limits(body_grace=0.5, body_min_rate=1000))
+    body = b"x" * 4000
+    try:
+        with connect(running.port, "127.0.0.2") as sock:
+            sock.sendall(b"POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n")
+            for i in range(0, 4000, 2000):
+                sock.sendall(body[i : i + 2000])  # 2 s of credit each, sent 1 s apart
+                time.sleep(1)
+            reply = sock.recv(65536)
+    finally:
+        running.stop()
+
+    assert b" 200 " in reply.split(b"\r\n", 1)[0], reply[:200]
+    assert Recorder.seen[0]["body"] == body
+
+
+class Flood(http.server.BaseHTTPRequestHandler):
+    """A reply far larger than any socket buffer."""
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(256 * 2**20))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            for _ in range(256):
+                self.wfile.write(b"z" * 2**20)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_sandbox_that_stops_reading_its_reply_loses_the_connection():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flood)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    running = gateway_of(
+        f"http://127.0.0.1:{server.server_address[1]}", {}, limits=Limits(send_timeout=1)
+    )
+    try:
+        with connect(running.port, "127.0.0.2") as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(TASKS)  # and never reads
+            wait_for(lambda: running.open_connections() == 1, 10, "the gateway to take it")
+            wait_for(lambda: running.open_connections() == 0, 20, "the gateway to drop the reader")
+    finally:
+        running.stop()
+        server.shutdown()
+        server.server_close()
