@@ -244,3 +244,14 @@ def test_a_sandbox_that_stops_reading_its_reply_loses_the_connection():
         running.stop()
         server.shutdown()
         server.server_close()
+
+
+def test_the_command_takes_every_limit_from_its_setting(settings):
+    from runs.management.commands.sandbox_gateway import limits
+
+    settings.BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION = 7
+    settings.BELVEDIR_SANDBOX_GATEWAY_BODY_MIN_RATE = 99
+
+    taken = limits()
+
+    assert taken == Limits(per_organization=7, body_min_rate=99)

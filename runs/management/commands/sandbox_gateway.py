@@ -26,18 +26,25 @@ def default_timeout() -> float:
     return float(max(600, settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 300))
 
 
+# Limits' fields and the BELVEDIR_SANDBOX_GATEWAY_* setting each comes from.
+LIMIT_SETTINGS = {
+    "total": "MAX_CONNECTIONS",
+    "per_organization": "PER_ORGANIZATION",
+    "per_run": "PER_RUN",
+    "per_address": "PER_SANDBOX",
+    "head_timeout": "HEAD_TIMEOUT",
+    "body_grace": "BODY_GRACE",
+    "body_min_rate": "BODY_MIN_RATE",
+    "send_timeout": "SEND_TIMEOUT",
+}
+
+
 def limits() -> Limits:
-    """BELVEDIR_SANDBOX_GATEWAY_{MAX_CONNECTIONS,PER_ORGANIZATION,PER_RUN,PER_SANDBOX,
-    HEAD_TIMEOUT,BODY_GRACE,BODY_MIN_RATE,SEND_TIMEOUT}."""
     return Limits(
-        total=settings.BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS,
-        per_organization=settings.BELVEDIR_SANDBOX_GATEWAY_PER_ORGANIZATION,
-        per_run=settings.BELVEDIR_SANDBOX_GATEWAY_PER_RUN,
-        per_address=settings.BELVEDIR_SANDBOX_GATEWAY_PER_SANDBOX,
-        head_timeout=settings.BELVEDIR_SANDBOX_GATEWAY_HEAD_TIMEOUT,
-        body_grace=settings.BELVEDIR_SANDBOX_GATEWAY_BODY_GRACE,
-        body_min_rate=settings.BELVEDIR_SANDBOX_GATEWAY_BODY_MIN_RATE,
-        send_timeout=settings.BELVEDIR_SANDBOX_GATEWAY_SEND_TIMEOUT,
+        **{
+            field: getattr(settings, f"BELVEDIR_SANDBOX_GATEWAY_{name}")
+            for field, name in LIMIT_SETTINGS.items()
+        }
     )
 
 
