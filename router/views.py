@@ -277,7 +277,7 @@ async def chat_completions(request):
         return await _refused_traced(request, started, refusal)
     try:
         body = json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         message = "The body must be a JSON object with messages."

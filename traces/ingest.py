@@ -121,7 +121,7 @@ def outcomes(request):
         return JsonResponse({"detail": "The body is over 64 KB.", "code": "too_large"}, status=413)
     try:
         data = json.loads(body or b"null")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested too deep is not JSON here
         return _refusal(Invalid("The body must be JSON."))
     if not isinstance(data, dict):
         return _refusal(Invalid("The body must be a JSON object."))

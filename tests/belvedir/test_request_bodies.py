@@ -74,3 +74,13 @@ def test_every_api_view_that_takes_json_parses_it_with_the_guarded_parser():
         for parser in view.parser_classes:
             if issubclass(parser, parsers.JSONParser):
                 assert issubclass(parser, JSONParser), (view, parser)
+
+
+def test_the_outcomes_endpoint_answers_json_nested_too_deep_with_a_400(owner):
+    """The ingest endpoints are plain views with their own limits (64 KB for outcomes): JSON
+    nested past what Python decodes within them is a 400 too."""
+    deep = "[" * 30_000 + "]" * 30_000
+
+    answer = _send(owner, "post", "/api/v1/outcomes", deep)
+
+    assert answer.status_code == 400

@@ -144,3 +144,16 @@ def test_a_judge_named_in_the_harness_env_is_the_runs_and_an_uncovered_model_is_
     assert own.status_code == 403
     assert own.json()["error"]["code"] == "model_not_for_run"
     settled(run, spans=2)
+
+
+def test_a_body_nested_too_deep_for_python_is_a_400_not_a_500(covered_run, router_url, upstream):
+    deep = "[" * 30_000 + "]" * 30_000
+    body = f'{{"model": "{MODEL}", "messages": {deep}}}'
+    headers = {"Authorization": f"Bearer {covered_run.plain_key}"}
+
+    answer = httpx.post(f"{router_url}/chat/completions", content=body, headers=headers, timeout=30)
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.requests == []
+    settled(covered_run, spans=1)
