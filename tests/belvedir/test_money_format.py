@@ -33,9 +33,7 @@ def test_every_template_has_one_money_filter_without_loading_a_library():
     assert html == "$0.004567 $0.00 "
 
 
-def test_the_run_page_and_the_routers_refusal_show_a_covered_spend_the_same_way(
-    owner, harness
-):
+def test_the_run_page_and_the_routers_refusal_show_a_covered_spend_the_same_way(owner, harness):
     run = make_run(owner.project, harness, cap_micros=CAP, covered_spent_micros=SPENT)
     key = ApiKey.objects.get(pk=run.ingest_key_id)
 
