@@ -6,9 +6,11 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.utils.safestring import SafeString
+
 from harnesses import env_secrets
 from harnesses.services import FIELDS as HARNESS_FIELDS
-from runs import contract
+from runs import ansi, contract
 from runs.models import STAGES, Run, Stage, Status
 
 # Keys of results.json that hold per-task detail, in the order they are looked for.
@@ -26,9 +28,20 @@ TRUNCATED_NOTE = (
 
 @dataclass
 class LogView:
-    text: str
+    text: str  # as the run wrote it, terminal escape codes included
     truncated: bool  # earlier output was dropped: the text starts mid-stream
     note: str = ""
+
+    @property
+    def html(self) -> SafeString:
+        """For the page: escaped, terminal colours as classes, other escape codes gone."""
+        return ansi.as_html(self.text)
+
+    @property
+    def download(self) -> str:
+        """For the download: plain text, no escape codes, the note first when truncated."""
+        plain = ansi.plain_text(self.text)
+        return f"{self.note}\n{plain}" if self.truncated else plain
 
 
 def log_view(run: Run) -> LogView:

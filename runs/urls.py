@@ -9,6 +9,7 @@ urlpatterns = [
     path("compare/", views.run_compare, name="compare"),
     path("model/<str:model_id>/new/", views.model_run_launch, name="model-launch"),
     path("<str:run_id>/", views.run_detail, name="detail"),
+    path("<str:run_id>/log.txt", views.run_log_download, name="log-download"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<str:run_id>/again/", views.run_again, name="again"),
     path("launch/<str:harness_id>/", views.run_launch, name="launch"),

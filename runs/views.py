@@ -233,6 +233,18 @@ def run_detail(request, run_id: str):
 
 
 @login_required
+def run_log_download(request, run_id: str):
+    """The run's log as a plain-text file: its stored tail, without terminal escape codes."""
+    access = access_for_request(request)
+    run = access.get(Run, pk=run_id)
+    response = HttpResponse(
+        display.log_view(run).download.encode(), content_type="text/plain; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{run.pk}.log"'
+    return response
+
+
+@login_required
 @require_POST
 def run_again(request, run_id: str):
     """Launch the run's harness again with the run's settings and keys; on to the new run."""
