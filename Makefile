@@ -52,4 +52,4 @@ bench: venv machine sandbox-image
 	$(PY) bench/in_flight.py
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles
+	rm -rf $(VENV) staticfiles

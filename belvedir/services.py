@@ -162,8 +162,7 @@ def api_key_revoke(*, key: ApiKey, actor=None) -> ApiKey:
 # The key with its project and the project's organization, as select_related would give
 # them, from one SQL text made once: every API request (each ingest batch among them)
 # authenticates, and building that ORM query cost more than running it. On PostgreSQL the
-# fields have no converters (a test compares this with the ORM's reading); elsewhere (SQLite,
-# `make up`'s default) the ORM reads it.
+# fields have no converters (a test compares this with the ORM's reading).
 _KEY_MODELS = (ApiKey, Project, Organization)
 
 
@@ -187,12 +186,6 @@ def _key_query() -> tuple[str, list[list[str]]]:
 
 
 def _active_key_with_project(prefix: str) -> ApiKey | None:
-    if connection.vendor != "postgresql":  # SQLite's columns need converters (aware datetimes)
-        return (
-            ApiKey.objects.select_related("project__organization")
-            .filter(prefix=prefix, revoked_at__isnull=True)
-            .first()
-        )
     sql, attnames = _key_query()
     with connection.cursor() as cursor:
         cursor.execute(sql, [prefix])

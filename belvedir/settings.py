@@ -134,7 +134,10 @@ TEMPLATES = [
     }
 ]
 
-DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+# PostgreSQL is the only database: the product's guarantees are its own (row locks for the caps
+# and coupons, advisory locks, prepared statements, jsonb). `make machine` installs and starts
+# one where none answers at the default URL (scripts/ensure-postgres.sh).
+DATABASE_URL = envstr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/belvedir")
 # Persistent connections outlive a request by CONN_MAX_AGE seconds, checked before reuse; the
 # development server opens a thread per request, so it keeps none (they would pile up).
 _RUNSERVER = sys.argv[1:2] == ["runserver"]
@@ -158,27 +161,29 @@ try:
     }
 except Exception as exc:  # dj_database_url raises several types
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # psycopg's prepared statements, which Django turns off by default (None). Django's own
-    # cursors bind on the client and never prepare; the statements ingest runs on
-    # server-side binding cursors (traces.services.ingest) are prepared once per connection,
-    # so PostgreSQL stops parsing and planning them for every batch. The router's own
-    # connections (router.reserve, made from these settings) prepare its reservation once it
-    # has run five times.
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
-    if BELVEDIR_DB_POOL:
-        # It grows only as requests need connections at once; a streamed answer (a task
-        # sandbox's exec output) holds its request's until it ends, as each held a backend of
-        # its own before: the cap is there for PostgreSQL's max_connections, not to queue them.
-        _pool_max = envint("BELVEDIR_DB_POOL_MAX_SIZE", 100, minimum=1)
-        DATABASES["default"]["OPTIONS"]["pool"] = {
-            "min_size": min(envint("BELVEDIR_DB_POOL_MIN_SIZE", 1, minimum=1), _pool_max),
-            "max_size": _pool_max,
-            "timeout": envfloat("BELVEDIR_DB_POOL_TIMEOUT", 10.0),
-            "name": "belvedir-web",
-        }
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a PostgreSQL URL (postgres://user@host:5432/name): Belvedir runs "
+        f"on PostgreSQL only, not {DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}"
+    )
+# psycopg's prepared statements, which Django turns off by default (None). Django's own
+# cursors bind on the client and never prepare; the statements ingest runs on
+# server-side binding cursors (traces.services.ingest) are prepared once per connection,
+# so PostgreSQL stops parsing and planning them for every batch. The router's own
+# connections (router.reserve, made from these settings) prepare its reservation once it
+# has run five times.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+if BELVEDIR_DB_POOL:
+    # It grows only as requests need connections at once; a streamed answer (a task
+    # sandbox's exec output) holds its request's until it ends, as each held a backend of
+    # its own before: the cap is there for PostgreSQL's max_connections, not to queue them.
+    _pool_max = envint("BELVEDIR_DB_POOL_MAX_SIZE", 100, minimum=1)
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": min(envint("BELVEDIR_DB_POOL_MIN_SIZE", 1, minimum=1), _pool_max),
+        "max_size": _pool_max,
+        "timeout": envfloat("BELVEDIR_DB_POOL_TIMEOUT", 10.0),
+        "name": "belvedir-web",
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # django-axes sees every login first and locks out after repeated failures.

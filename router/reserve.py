@@ -5,8 +5,7 @@ an admitted call costs one database round trip and no hop to a worker thread and
 A few connections per event loop (`CONNECTIONS`), opened on first use (and again when the
 server closed one meanwhile, `_still_open`), each with synchronous_commit off for its
 session: they run nothing but these one-statement reservations (see `call_reserve` for why
-that is safe: the releasing settlement commits durably). Elsewhere (SQLite in development)
-`available()` is False and the caller reserves in a worker thread through the ORM.
+that is safe: the releasing settlement commits durably).
 """
 
 import asyncio
@@ -26,10 +25,6 @@ _RESERVE = f"""
     WHERE id = %(run_id)s AND status = %(running)s AND covered
       AND covered_cap_micros >= covered_reserved_micros + covered_spent_micros + %(amount)s
 """  # noqa: S608 (the table's name is the model's, the values are parameters)
-
-
-def available() -> bool:
-    return connections["default"].vendor == "postgresql"
 
 
 class _Pool:

@@ -199,10 +199,10 @@ async def _admit_or_flush(
 
 async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> Admission:
     """Admitted from this process's cached lookups and reserved from the event loop (one
-    round trip; served by ASGI, whose event loop lives as long as the process, on PostgreSQL)
+    round trip; served by ASGI, whose event loop lives as long as the process)
     when it can be; else everything in a worker thread through the ORM."""
     cached = admission_cached(token=token, model=model, body=body)
-    if cached is None or not asgi or not reserve.available():
+    if cached is None or not asgi:
         admitting = asyncio.ensure_future(_call_admit(token=token, model=model, body=body))
     else:
         admitting = asyncio.ensure_future(_reserved(cached))

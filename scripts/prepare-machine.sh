@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepare a fresh Debian machine (as root): Docker engine, debootstrap, chromium, git.
+# Prepare a fresh Debian machine (as root): Docker engine, debootstrap, chromium, git, and a
+# PostgreSQL server answering at DATABASE_URL (scripts/ensure-postgres.sh).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,4 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 bash scripts/ensure-docker.sh
+bash scripts/ensure-postgres.sh

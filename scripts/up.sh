@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 export BELVEDIR_DEV=1
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/belvedir}"
 export DEBUG="${DEBUG:-1}"
 PORT="${PORT:-8000}"
 GATEWAY_IP="${BELVEDIR_SANDBOX_GATEWAY:-172.30.0.1}"
@@ -20,6 +21,7 @@ export BELVEDIR_SANDBOX_BASE_URL="${BELVEDIR_SANDBOX_BASE_URL:-http://$GATEWAY_I
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
 DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
+$PY manage.py ensure_database  # DATABASE_URL's database on its server, made if missing
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
 $PY manage.py check  # the system checks runserver used to print (sandbox isolation, runs.W001)

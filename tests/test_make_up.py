@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.helpers.databases import database_exists, unmade_database_url
+
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,14 +38,20 @@ def free_gateway_port() -> int:
     pytest.fail("no free port in 18700-18799 on 172.30.0.1")
 
 
-def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
+@pytest.fixture
+def database_url():
+    with unmade_database_url("belvedir_up") as url:
+        yield url
+
+
+def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path, database_url):
     port = free_port()
     log = tmp_path / "up.log"
     env = {
         **os.environ,
         "PORT": str(port),
         "GATEWAY_PORT": str(free_gateway_port()),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "DATABASE_URL": database_url,  # on PostgreSQL, made by the script: a fresh machine's
     }
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -62,6 +70,7 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path):
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.3)
         text = log.read_text()
+        assert database_exists(database_url), text
         assert "demo@belvedir.local / belvedir-demo" in text
         assert f"Sandboxes  reach the platform at http://172.30.0.1:{env['GATEWAY_PORT']}" in text
         key = re.search(r"API key\s+(bv_live_\S+)", text).group(1)

@@ -19,7 +19,7 @@ def _production_env(**extra: str) -> dict:
         "API_KEY_HASH_SECRET": secrets.token_urlsafe(40),
         "FIELD_ENCRYPTION_KEY": secrets.token_urlsafe(40),
         "ALLOWED_HOSTS": "bench.example.com",
-        "DATABASE_URL": os.environ.get("DATABASE_URL", "sqlite:////tmp/unused.sqlite3"),
+        "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/unused"),
         **extra,
     }
 

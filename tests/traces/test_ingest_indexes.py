@@ -13,7 +13,6 @@ def _indexed_columns(table: str) -> set[str]:
         return {row[0].split(" USING btree ", 1)[1] for row in cursor.fetchall()}
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's catalog")
 def test_session_indexes_are_the_ones_queries_use():
     assert _indexed_columns("traces_session") == {
         "(id)",  # the key
@@ -24,7 +23,6 @@ def test_session_indexes_are_the_ones_queries_use():
     }
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's catalog")
 def test_span_indexes_are_the_ones_queries_use():
     assert _indexed_columns("traces_span") == {
         "(id)",

@@ -23,7 +23,6 @@ def _prepared() -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
 def test_the_store_and_the_session_lookup_are_prepared_once_per_connection(owner):
     for i in range(3):  # the test client's requests share this thread's connection
         body = body_of(span(f"call {i}", attributes=llm_attributes("prepared")))
@@ -46,7 +45,6 @@ def _migration():
         yield other
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
 @pytest.mark.django_db(transaction=True)  # autocommit between batches, as a worker serves
 def test_batches_after_a_migration_retyping_a_session_column_are_stored(owner):
     assert post_traces(owner.key, body_of(span("before"))).status_code == 200

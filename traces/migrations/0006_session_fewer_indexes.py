@@ -4,14 +4,6 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def _postgresql(sql):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return apply
-
-
 # The session id's LIKE twin: nothing searches session ids by prefix, and every ingest
 # batch's update of a session's counters writes an entry into each of the table's indexes.
 _FORWARD = "DROP INDEX IF EXISTS traces_session_id_5f5e585d_like"
@@ -55,5 +47,5 @@ class Migration(migrations.Migration):
             model_name="session",
             index=models.Index(fields=["run"], name="traces_session_run"),
         ),
-        migrations.RunPython(_postgresql(_FORWARD), _postgresql(_BACKWARD)),
+        migrations.RunSQL(_FORWARD, _BACKWARD),
     ]

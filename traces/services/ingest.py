@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import orjson
 import psycopg
 from django.db import connection, transaction
-from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from belvedir.models import ApiKey
@@ -134,7 +133,6 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
     session's counters grow by exactly those under row locks taken in id order: no per-row
     model objects, no recount of the whole session, three round trips per request (key,
     sessions, statement), the last two prepared once per connection.
-    Elsewhere (SQLite in development) bulk_create and a recount do the same.
     """
     if not spans:
         return IngestOutcome(0)
@@ -202,15 +200,8 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
                 )
             )
         session_ids = sorted({row[_SESSION] for row in rows})  # refused ones untouched
-        if rows and connection.vendor == "postgresql":
+        if rows:
             _store(rows, session_ids, now)
-        elif rows:
-            Span.objects.bulk_create(
-                [Span(**dict(zip(_COLUMNS, row, strict=True))) for row in rows],
-                ignore_conflicts=True,
-                batch_size=500,
-            )
-            _refresh_sessions(session_ids, now)
     errors = []
     if refused:
         errors.append(
@@ -345,38 +336,3 @@ def _execute_prepared(cursor, sql: str, params: list) -> None:
             raise
         cursor.execute("DEALLOCATE ALL")
         cursor.execute(sql, params, prepare=True)
-
-
-def _refresh_sessions(session_ids: list[str], now) -> None:
-    """Recount from the stored spans, so a retried batch never counts twice (non-PostgreSQL)."""
-    stats = (
-        Span.objects.filter(session_id__in=session_ids)
-        .values("session_id")
-        .annotate(
-            spans=Count("id"),
-            llm=Count("id", filter=Q(is_llm=True)),
-            tin=Sum("input_tokens"),
-            tout=Sum("output_tokens"),
-            start=Min("start_time"),
-            end=Max("end_time"),
-        )
-    )
-    for row in stats:
-        last_model, model_started_at = (
-            Span.objects.filter(session_id=row["session_id"], is_llm=True)
-            .exclude(model="")
-            .order_by("-start_time")
-            .values_list("model", "start_time")
-            .first()
-        ) or ("", None)
-        Session.objects.filter(pk=row["session_id"]).update(
-            span_count=row["spans"],
-            llm_call_count=row["llm"],
-            input_tokens=row["tin"] or 0,
-            output_tokens=row["tout"] or 0,
-            started_at=row["start"],
-            ended_at=row["end"],
-            model=last_model[:200],
-            model_started_at=model_started_at,
-            last_received_at=now,
-        )
