@@ -127,11 +127,38 @@ def cell(value) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+# A per-task value that is itself a list of objects (the Belvedir Runner's "attempts"): shown
+# as a small table in its cell, each of its values clipped.
+NESTED_MAX_ROWS = 20
+NESTED_CELL_CHARS = 300
+
+
+@dataclass
+class NestedTable:
+    columns: list[str]
+    rows: list[list[str]]
+    total: int
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= NESTED_CELL_CHARS else f"{text[: NESTED_CELL_CHARS - 1]}…"
+
+
+def task_cell(value) -> str | NestedTable:
+    """A per-task value as table text, or a list of objects as a small table of its own."""
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        items = value[:NESTED_MAX_ROWS]
+        columns = _columns(items, [])
+        rows = [[_clipped(cell(item.get(c))) for c in columns] for item in items]
+        return NestedTable(columns, rows, len(value))
+    return cell(value)
+
+
 @dataclass
 class TaskTable:
     key: str  # the results.json key it came from
     columns: list[str]
-    rows: list[list[str]]
+    rows: list[list[str | NestedTable]]
     total: int  # rows in results.json (only the first MAX_TASK_ROWS are shown)
 
 
@@ -160,7 +187,7 @@ def task_table(key: str, value) -> TaskTable | None:
         items = value[:MAX_TASK_ROWS]
         if all(isinstance(item, dict) for item in items):
             columns = _columns(items, [])
-            rows = [[cell(item.get(c)) for c in columns] for item in items]
+            rows = [[task_cell(item.get(c)) for c in columns] for item in items]
         else:
             columns = ["#", "result"]
             rows = [[str(n), cell(item)] for n, item in enumerate(items, start=1)]
@@ -170,7 +197,7 @@ def task_table(key: str, value) -> TaskTable | None:
         nested = [v for _, v in items if isinstance(v, dict)]
         if len(nested) == len(items):
             columns = _columns(nested, ["task"])
-            rows = [[str(name)] + [cell(v.get(c)) for c in columns[1:]] for name, v in items]
+            rows = [[str(name)] + [task_cell(v.get(c)) for c in columns[1:]] for name, v in items]
         else:
             columns = ["task", "result"]
             rows = [[str(name), cell(v)] for name, v in items]

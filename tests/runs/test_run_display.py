@@ -169,3 +169,54 @@ def test_the_page_says_when_the_harness_changed_after_the_run(harness):
     assert display.harness_changed_since(run) is False
     harness_update(harness=harness, run_command="python other.py")
     assert display.harness_changed_since(run) is True
+
+
+# A Belvedir Runner's results.json (drivers/belvedir-runner): each task with its attempts.
+RUNNER_RESULTS = {
+    "score": 0.5,
+    "tasks": [
+        {
+            "id": "capital",
+            "kind": "exact",
+            "score": 1.0,
+            "passed": 1,
+            "attempts": [
+                {"attempt": 1, "score": 0.0, "passed": False, "error": "the judge timed out"},
+                {"attempt": 2, "score": 1.0, "passed": True, "answer": "Paris " * 100},
+            ],
+        },
+        {"id": "sum", "kind": "exact", "score": 0.0, "passed": 0, "attempts": []},
+    ],
+}
+
+
+def test_a_tasks_attempts_show_as_a_small_table_not_as_json():
+    tasks = display.results_view(
+        run_of(status="succeeded", score=0.5, results=RUNNER_RESULTS)
+    ).tasks
+    assert tasks.columns == ["id", "kind", "score", "passed", "attempts"]
+    attempts = tasks.rows[0][4]
+    assert isinstance(attempts, display.NestedTable)
+    assert attempts.columns == ["attempt", "score", "passed", "error", "answer"]
+    assert attempts.rows[0] == ["1", "0", "✗", "the judge timed out", "—"]
+    assert attempts.rows[1][:3] == ["2", "1", "✓"]
+    assert len(attempts.rows[1][4]) == display.NESTED_CELL_CHARS  # a long answer is clipped
+    assert attempts.rows[1][4].endswith("…")
+    assert tasks.rows[1][4] == "[]"  # no attempts: nothing to tabulate
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_each_tasks_attempts_as_a_table_in_its_row(owner, harness):
+    run = Run.objects.create(
+        project=owner.project,
+        harness=harness,
+        harness_name=harness.name,
+        status="succeeded",
+        score=0.5,
+        results=RUNNER_RESULTS,
+    )
+    page = owner.web.get(f"/runs/{run.pk}/").content.decode()
+    table = page[page.index('id="results-tasks"') : page.index("</table>\n    </div>")]
+    assert '<table class="nested">' in table
+    assert "<th>attempt</th>" in table and "<td>the judge timed out</td>" in table
+    assert "&quot;attempt&quot;" not in table and '"attempt":' not in table  # no raw JSON
