@@ -50,6 +50,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/router.py
 	$(PY) bench/scale.py
 	$(PY) bench/in_flight.py
+	$(PY) bench/task_build.py
 
 clean:
 	rm -rf $(VENV) staticfiles
