@@ -504,10 +504,21 @@ BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 
 BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES = 256 * 2**20  # a build context (POST)
 BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 2**30  # the same, unpacked
 BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES = 2**30  # files into a task sandbox (PUT)
-# Task image builds: their RUN steps run in containers made like task sandboxes (the sandbox
-# runtime, gVisor), the rest of the Dockerfile by the engine's builder; 0: all of it by the
-# engine's builder, RUN steps under its default runtime (runc).
-BELVEDIR_TASK_BUILD_IN_SANDBOX = envbool("BELVEDIR_TASK_BUILD_IN_SANDBOX", True)
+# Task image builds (docs/task-sandboxes.md, "What a build may touch"): their RUN steps run in
+# containers made like task sandboxes (gVisor, the sandbox network), the rest of the
+# Dockerfile by the engine's builder. FROM and COPY --from name only the build's own stages
+# and these images (exact names); a base the engine lacks is pulled only with _PULL=1; task
+# images no task sandbox used for _TTL seconds are removed by the reaper.
+if not envbool("BELVEDIR_TASK_BUILD_IN_SANDBOX", True):
+    raise ImproperlyConfigured(
+        "BELVEDIR_TASK_BUILD_IN_SANDBOX=0 is no longer supported: task images' RUN steps always "
+        "run under the sandbox runtime (docs/task-sandboxes.md)"
+    )
+BELVEDIR_TASK_BASE_IMAGES = envlist(
+    "BELVEDIR_TASK_BASE_IMAGES", [BELVEDIR_SANDBOX_IMAGE, BELVEDIR_EXPORT_BASE_IMAGE]
+)
+BELVEDIR_TASK_BASE_PULL = envbool("BELVEDIR_TASK_BASE_PULL", False)
+BELVEDIR_TASK_IMAGE_TTL = envint("BELVEDIR_TASK_IMAGE_TTL", 24 * 3600, minimum=60)
 # What one task sandbox may write to its filesystem (its writable layer, watched by the run's
 # worker); 0: the run sandboxes' disk quota.
 BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)

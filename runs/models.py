@@ -272,6 +272,8 @@ class TaskSandbox(models.Model):
                 condition=models.Q(charged=False),
                 name="task_sandbox_uncharged",
             ),
+            # The reaper's pass asks when each old task image was last used.
+            models.Index(fields=["image", "created_at"], name="task_sandbox_image_used"),
         ]
 
     def __str__(self) -> str:

@@ -38,6 +38,7 @@ from billing import services as billing
 from billing.money import usd
 from harnesses import env_secrets, managed
 from runs.models import Run, Status, TaskSandbox
+from runs.sandbox import taskpolicy
 from runs.sandbox import tasks as docker_tasks
 from runs.sandbox.base import (
     LABEL_INSTANCE,
@@ -241,7 +242,8 @@ def _start(
 ) -> TaskSandbox:
     backend = get_backend()
     client = backend.client  # the Docker backend: task sandboxes need its engine
-    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest))
+    organization = run.project.organization_id
+    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest, organization))
     spec = spec_from_settings(
         run_id=run.pk,
         image=tag,
@@ -256,13 +258,11 @@ def _start(
             client,
             context=context,
             tag=tag,
-            network=spec.network,
-            memory=spec.memory,
             timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
             force=force_build,
-            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk), disk=_disk())
-            if settings.BELVEDIR_TASK_BUILD_IN_SANDBOX
-            else None,
+            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk)),
+            policy=build_policy(organization),
+            labels=_instance_labels(backend),
         )
     spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
     handle = backend.launch(spec)
@@ -284,10 +284,16 @@ def _start(
     return sandbox
 
 
-def _disk() -> int:
-    """What a task image's RUN steps may write: what a task sandbox may
-    (runs.task_sandbox_disk.limit_bytes, which imports this module)."""
-    return settings.BELVEDIR_TASK_SANDBOX_DISK or settings.BELVEDIR_SANDBOX_DISK
+def build_policy(organization: str) -> taskpolicy.Policy:
+    """What an organization's task-image build may name, pull and write: the operator's
+    base images, and what a task sandbox may write (runs.task_sandbox_disk.limit_bytes,
+    which imports this module)."""
+    return taskpolicy.Policy(
+        bases=tuple(settings.BELVEDIR_TASK_BASE_IMAGES),
+        pull=settings.BELVEDIR_TASK_BASE_PULL,
+        organization=organization,
+        disk=settings.BELVEDIR_TASK_SANDBOX_DISK or settings.BELVEDIR_SANDBOX_DISK,
+    )
 
 
 def _remove(handle: SandboxHandle) -> None:
@@ -406,7 +412,44 @@ def task_sandboxes_reap() -> int:
         _remove_stopped_containers()
     except Exception as exc:  # the next pass tries again
         log.warning("could not list this engine's task sandboxes: %s", exc)
+    try:
+        task_images_reap()
+    except SandboxError as exc:  # the next pass tries again
+        log.warning("could not remove this engine's unused task images: %s", exc)
     return len(run_ids)
+
+
+def _instance_labels(backend) -> dict[str, str]:
+    """This platform's mark on its task images (another platform on the engine reaps its own)."""
+    return {LABEL_INSTANCE: backend.instance} if backend.instance else {}
+
+
+def task_images_reap() -> int:
+    """This platform's task images on this engine made, and last used by a task sandbox,
+    more than BELVEDIR_TASK_IMAGE_TTL ago: removed unless a container still uses one, so the engine's disk does not fill with the images of past runs. How
+    many were removed."""
+    backend = get_backend()
+    client = backend.client
+    cutoff = timezone.now() - timedelta(seconds=settings.BELVEDIR_TASK_IMAGE_TTL)
+    old = [
+        (image_id, tags)
+        for image_id, tags, made in docker_tasks.task_images(client, _instance_labels(backend))
+        if made < cutoff.timestamp()
+    ]
+    tags = {tag for _, image_tags in old for tag in image_tags}
+    used = set(
+        TaskSandbox.objects.filter(image__in=tags, created_at__gte=cutoff).values_list(
+            "image", flat=True
+        )
+    )
+    removed = 0
+    for image_id, image_tags in old:
+        if used.isdisjoint(image_tags) and docker_tasks.remove_task_image(
+            client, image_id, image_tags
+        ):
+            log.info("removed the unused task image %s (%s)", image_id[:19], ", ".join(image_tags))
+            removed += 1
+    return removed
 
 
 def _remove_stopped_containers() -> None:

@@ -16,10 +16,9 @@ are refused. Pure docker SDK, no Django.
 
 from __future__ import annotations
 
+import contextlib
 import io
-import json
 import posixpath
-import re
 import secrets
 import tarfile
 import time
@@ -33,9 +32,20 @@ import urllib3
 from docker.utils import parse_repository_tag
 from docker.utils.build import PatternMatcher
 
+from runs.sandbox import taskpolicy
 from runs.sandbox.base import SandboxError
+from runs.sandbox.dockerfile import (
+    HEREDOC,
+    Instruction,
+    arg,
+    expand,
+    json_list,
+    leading_flags,
+    parse,
+)
 
 PIECES_DIR = ".belvedir-build"
+LABEL_ORGANIZATION = "belvedir.organization"
 STAGE_REPOSITORY = "belvedir-task-stage"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
 DISK_CHECK_SECONDS = 2.0
@@ -46,7 +56,6 @@ _READ_TIMEOUT = (
     requests.exceptions.ConnectionError,
     urllib3.exceptions.ReadTimeoutError,
 )
-_VAR = re.compile(r"\\\$|\$(?:\{(\w+)(?::([-+])([^}]*))?\}|(\w+))")
 
 
 class StepFailed(SandboxError):
@@ -65,95 +74,9 @@ class Limits:
     pids: int
     runtime: str
     cap_add: tuple[str, ...] = ()
-    # What the RUN steps together may write to the image, in bytes (0: no limit); checked
-    # every DISK_CHECK_SECONDS while a step runs, as a task sandbox's disk is.
-    disk: int = 0
     # The RUN containers' labels: the run's, so that the reaper removes one whose build's
     # process died (a commit keeps them in the image; a container of it gets the platform's).
     labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str
-    rest: str
-    text: str  # as written, continuations joined
-    heredocs: tuple[tuple[str, str], ...] = ()  # (name, body) of each `<<NAME` of a RUN
-
-
-# A heredoc's opening word (BuildKit's, for RUN, COPY and ADD): `<<NAME`, `<<-NAME` (tabs
-# stripped), `<<"NAME"` / `<<'NAME'`; not a here-string (`<<<`) nor a shift (`1<<2`).
-_HEREDOC = re.compile(r"(?:^|(?<=\s))\d*<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2(?=\s|$)")
-
-
-def parse(dockerfile: str) -> list[Instruction]:
-    """The Dockerfile's instructions as Docker reads them: parser directives, comments and
-    blank lines dropped; continuation lines joined (the escape character and the line break
-    removed, nothing added; comment and empty lines inside skipped); the bodies of a RUN's
-    heredocs collected."""
-    lines = dockerfile.splitlines()
-    escape, body = "\\", 0
-    while body < len(lines):
-        match = re.match(r"^#\s*(\w+)\s*=\s*(\S+)\s*$", lines[body])
-        if not match:
-            break
-        if match.group(1).lower() == "escape":
-            escape = match.group(2)
-        body += 1
-    continued = re.compile(re.escape(escape) + r"[ \t]*$")
-    found: list[Instruction] = []
-    rows = iter(lines[body:])
-    for line in rows:
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        while continued.search(text):
-            text = continued.sub("", text)
-            following = next(rows, None)
-            while following is not None and (
-                not following.strip() or following.lstrip().startswith("#")
-            ):
-                following = next(rows, None)
-            if following is None:
-                break
-            text += following.rstrip("\r\n")
-        text = text.strip()
-        keyword, _, rest = text.partition(" ")
-        keyword, rest = keyword.upper(), rest.strip()
-        heredocs: list[tuple[str, str]] = []
-        if keyword in ("RUN", "COPY", "ADD"):
-            for match in _HEREDOC.finditer(rest):
-                strip_tabs, name = match.group(1) == "-", match.group(3)
-                content: list[str] = []
-                for row in rows:
-                    row = row.lstrip("\t") if strip_tabs else row
-                    if row == name:
-                        break
-                    content.append(row + "\n")
-                heredocs.append((name, "".join(content)))
-        found.append(Instruction(keyword, rest, text, tuple(heredocs)))
-    return found
-
-
-def expand(text: str, values: dict[str, str]) -> str:
-    """`$name`, `${name}`, `${name:-word}` and `${name:+word}` as a Dockerfile means them."""
-
-    def one(match: re.Match) -> str:
-        if match.group(0) == "\\$":
-            return "$"
-        value = values.get(match.group(1) or match.group(4) or "", "")
-        if match.group(2) == "-":
-            return value or match.group(3)
-        if match.group(2) == "+":
-            return match.group(3) if value else ""
-        return value
-
-    return _VAR.sub(one, text)
-
-
-def _arg(rest: str) -> tuple[str, str | None]:
-    name, equals, default = rest.partition("=")
-    return name.strip(), (default.strip().strip('"') if equals else None)
 
 
 @dataclass
@@ -164,6 +87,7 @@ class _Build:
     labels: dict[str, str]
     deadline: float
     nocache: bool
+    policy: taskpolicy.Policy
     log: list[str] = field(default_factory=list)
     global_args: list[Instruction] = field(default_factory=list)
     global_values: dict[str, str] = field(default_factory=dict)
@@ -174,7 +98,7 @@ class _Build:
     # (no build cache holds it), so removed when the build fails.
     own: str = ""
     pieces: int = 0
-    written: int = 0  # what the committed RUN steps wrote
+    written: int = 0  # what the build added to its bases so far: pieces and RUN steps
     stage_count: int = 0
 
     def left(self) -> float:
@@ -203,14 +127,21 @@ def build(
     limits: Limits,
     labels: dict[str, str],
     timeout: float,
+    policy: taskpolicy.Policy,
     nocache: bool = False,
 ) -> None:
     """Build `context` (a tar of the task's environment directory, Dockerfile at its top) as
-    `tag`. StepFailed (the build's log tail in `log`) when a step fails, SandboxError when the
-    engine does."""
-    job = _Build(client, context, limits, labels, time.monotonic() + timeout, nocache)
+    `tag`, within `policy` (what it may name, fetch and write). StepFailed (the build's log
+    tail in `log`) when a step fails or the policy refuses one, SandboxError when the engine
+    fails."""
+    job = _Build(client, context, limits, labels, time.monotonic() + timeout, nocache, policy)
     try:
-        _steps(job, parse(_dockerfile(context)), tag)
+        dockerfile = _dockerfile(context)
+        try:
+            taskpolicy.vet(dockerfile, sent_context(context), policy)
+        except taskpolicy.Refused as exc:
+            raise StepFailed(str(exc)) from None
+        _steps(job, parse(dockerfile), tag)
     except StepFailed as exc:
         exc.log = job.log
         _forget(job)
@@ -248,7 +179,7 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
             raise StepFailed(f"{where}: ONBUILD is not supported in task images")
         if stage is None and step.keyword == "ARG":
             job.global_args.append(step)
-            name, default = _arg(step.rest)
+            name, default = arg(step.rest)
             job.global_values[name] = expand(default or "", job.global_values)
             continue
         if step.keyword == "FROM":
@@ -259,18 +190,18 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
         if stage is None:
             raise StepFailed(f"{where}: {step.keyword} before FROM")
         if step.keyword == "ARG":
-            name, default = _arg(step.rest)
+            name, default = arg(step.rest)
             stage.args.append(step)
             known = {**job.global_values, **stage.values}
             stage.values[name] = (
                 expand(default, known) if default is not None else known.get(name, "")
             )
         elif step.keyword == "SHELL":
-            stage.shell = _json_list(step.rest) or []
+            stage.shell = json_list(step.rest) or []
             if not stage.shell:
                 raise StepFailed(f'{where}: SHELL takes a JSON list, e.g. ["/bin/bash", "-c"]')
-        elif step.keyword == "COPY" and "--from=" in step.rest:
-            step = _copy_from(job, step)
+        elif step.keyword == "COPY" and taskpolicy.copy_sources(step):
+            step = _copy_from(job, step, where)
         if step.heredocs and step.keyword != "RUN":
             raise StepFailed(f"{where}: heredocs are supported in RUN only, not in {step.keyword}")
         if step.keyword != "RUN":
@@ -298,6 +229,8 @@ def _from(job: _Build, step: Instruction, where: str) -> _Stage:
     if base.lower() in job.stages:  # FROM an earlier stage
         base = job.stages[base.lower()]
     elif base != "scratch":
+        if not job.policy.allows(base):  # vetted before the build; kept where it is used
+            raise StepFailed(f"{where}: FROM {base}: not an allowed base image")
         try:
             config = _base_config(job, base)
         except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -320,7 +253,11 @@ def _base_config(job: _Build, image: str) -> dict:
     try:
         return api.inspect_image(image).get("Config") or {}
     except docker.errors.ImageNotFound:
-        pass
+        if not job.policy.pull:
+            raise StepFailed(
+                f"the base image {image} is not on the engine, and pulls are off "
+                "(BELVEDIR_TASK_BASE_PULL)"
+            ) from None
     repository, version = parse_repository_tag(image)
     registry, _ = docker.auth.resolve_repository_name(repository)
     header = docker.auth.get_config_header(api, registry)
@@ -356,11 +293,20 @@ def _end_stage(job: _Build, stage: _Stage) -> None:
         job.stages[key] = name
 
 
-def _copy_from(job: _Build, step: Instruction) -> Instruction:
-    def swap(match: re.Match) -> str:
-        return f"--from={job.stages.get(match.group(1).lower()) or match.group(1)}"
-
-    rest = re.sub(r"--from=(\S+)", swap, step.rest)
+def _copy_from(job: _Build, step: Instruction, where: str) -> Instruction:
+    """The COPY with each `--from` naming this build's own stage image, or an allowed base."""
+    flags, rest = leading_flags(step.rest)
+    swapped = []
+    for flag in flags:
+        if flag.startswith("--from="):
+            source = flag.removeprefix("--from=")
+            if source.lower() in job.stages:
+                source = job.stages[source.lower()]
+            elif not job.policy.allows(source):  # vetted before the build, kept here too
+                raise StepFailed(f"{where}: COPY --from={source}: not an allowed base image")
+            flag = f"--from={source}"
+        swapped.append(flag)
+    rest = " ".join([*swapped, rest])
     return Instruction(step.keyword, rest, f"{step.keyword} {rest}")
 
 
@@ -373,6 +319,10 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     lines.append(f"FROM {stage.image}" if stage.image else stage.from_line)
     if stage.image:
         lines += [step.text for step in stage.args]
+    elif job.policy.organization:
+        # The stage's first layer is the organization's own: no build cache is shared with
+        # another organization's build (every later piece builds on it or on a RUN's commit).
+        lines.append(f'LABEL {LABEL_ORGANIZATION}="{job.policy.organization}"')
     lines += [step.text for step in stage.pending]
     stage.pending = []
     job.pieces += 1
@@ -412,7 +362,24 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
         raise StepFailed(error or "the engine's builder gave no image")
     if job.own and job.own == stage.image:
         job.own = image
+    _count_piece(job, stage, image)
     stage.image = image
+
+
+def _count_piece(job: _Build, stage: _Stage, image: str) -> None:
+    """What the piece added to the stage's image (COPY, ADD and its archives unpacked)
+    counts against the build's disk limit; past it the piece's image goes and the build
+    stops."""
+    if not job.policy.disk:
+        return
+    api = job.client.api
+    before = stage.image or stage.from_line.removeprefix("FROM ")
+    base_size = 0 if before == "scratch" else int(api.inspect_image(before).get("Size") or 0)
+    job.written += max(int(api.inspect_image(image).get("Size") or 0) - base_size, 0)
+    if job.written > job.policy.disk:
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            api.remove_image(image)  # and its untagged parents, down to the base
+        raise StepFailed(f"the build wrote {taskpolicy.disk_message(job.policy.disk)}")
 
 
 def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
@@ -423,7 +390,7 @@ def _run(job: _Build, stage: _Stage, step: Instruction, where: str) -> None:
     config = api.inspect_image(stage.image).get("Config") or {}
     env_names = {item.partition("=")[0] for item in config.get("Env") or []}
     args = [f"{k}={v}" for k, v in stage.values.items() if k not in env_names]
-    command = _json_list(step.rest) or _shell_command(step, config.get("Shell") or stage.shell)
+    command = json_list(step.rest) or _shell_command(step, config.get("Shell") or stage.shell)
     # The build args reach the command through `env`, not the container's config: a commit
     # keeps the container's env, and build args must not stay in the image.
     command = ["env", *args, *command] if args else command
@@ -487,14 +454,13 @@ def _wait(job: _Build, container: str, where: str) -> int:
 
 def _check_disk(job: _Build, container: str, where: str) -> int:
     """What the step wrote so far (its container's writable layer); StepFailed when the
-    build's steps together wrote more than the disk limit."""
-    if not job.limits.disk:
+    build together wrote more than the disk limit."""
+    if not job.policy.disk:
         return 0
     found = job.client.api.containers(all=True, size=True, filters={"id": container})
     used = int((found[0].get("SizeRw") if found else 0) or 0)
-    if job.written + used > job.limits.disk:
-        limit = job.limits.disk // 2**20
-        raise StepFailed(f"{where}: the build's RUN steps wrote more than {limit} MiB")
+    if job.written + used > job.policy.disk:
+        raise StepFailed(f"{where}: the build wrote {taskpolicy.disk_message(job.policy.disk)}")
     return used
 
 
@@ -505,23 +471,13 @@ def _shell_command(step: Instruction, shell: list[str]) -> list[str]:
     if not step.heredocs:
         return [*shell, step.rest]
     name, body = step.heredocs[0]
-    if len(step.heredocs) == 1 and _HEREDOC.fullmatch(step.rest):
+    if len(step.heredocs) == 1 and HEREDOC.fullmatch(step.rest):
         if not body.startswith("#!"):
             return [*shell, body]
         script = 'f=$(mktemp) && printf %s "$1" > "$f" && chmod +x "$f" && "$f"; c=$?; rm -f "$f"; exit $c'
         return ["/bin/sh", "-c", script, "heredoc", body]
     full = step.rest + "".join(f"\n{body}{name}" for name, body in step.heredocs)
     return [*shell, full]
-
-
-def _json_list(text: str) -> list[str] | None:
-    """An instruction's exec form (a JSON list of strings); None for the shell form."""
-    try:
-        value = json.loads(text) if text.startswith("[") else None
-    except ValueError:
-        return None
-    ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
-    return value if ok else None
 
 
 def _dockerfile(context: bytes) -> str:

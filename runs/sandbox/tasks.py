@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import posixpath
 import queue
 import socket
@@ -24,7 +23,7 @@ import docker.errors
 import requests
 from docker.utils.socket import frames_iter
 
-from runs.sandbox import taskbuild
+from runs.sandbox import dockerfile, taskbuild, taskpolicy
 from runs.sandbox.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
@@ -111,10 +110,10 @@ def dockerfile_bases(path: Path) -> list[str]:
     stages: set[str] = {"scratch"}
     values: dict[str, str] = {}  # the ARGs before the first FROM
     seen_from = False
-    for step in taskbuild.parse(text):
+    for step in dockerfile.parse(text):
         if step.keyword == "ARG" and not seen_from:
-            name, default = taskbuild._arg(step.rest)
-            values[name] = taskbuild.expand(default or "", values)
+            name, default = dockerfile.arg(step.rest)
+            values[name] = dockerfile.expand(default or "", values)
             continue
         if step.keyword != "FROM":
             continue
@@ -122,7 +121,7 @@ def dockerfile_bases(path: Path) -> list[str]:
         rest = [w for w in step.rest.split() if not w.startswith("--")]
         if not rest:
             continue
-        base = taskbuild.expand(rest[0], values)
+        base = dockerfile.expand(rest[0], values)
         if base.lower() not in stages:
             bases.append(base)
         if len(rest) >= 3 and rest[1].upper() == "AS":
@@ -130,11 +129,12 @@ def dockerfile_bases(path: Path) -> list[str]:
     return bases
 
 
-def image_key(client: docker.DockerClient, context: Path, digest: str) -> str:
-    """The task image's cache key: the context's digest and the id of each base image the
-    engine holds, so a rebuilt local base (the sandbox image gaining a package) builds the
-    task's image again instead of reusing one made from the old base."""
-    total = hashlib.sha256(digest.encode())
+def image_key(client: docker.DockerClient, context: Path, digest: str, organization: str) -> str:
+    """The task image's cache key: the organization (one organization's images are never
+    another's), the context's digest and the id of each base image the engine holds, so a
+    rebuilt local base (the sandbox image gaining a package) builds the task's image again
+    instead of reusing one made from the old base."""
+    total = hashlib.sha256(f"{organization}\0{digest}".encode())
     for base in dockerfile_bases(context):
         try:
             image_id = client.images.get(base).id
@@ -151,18 +151,18 @@ def ensure_image(
     *,
     context: Path,
     tag: str,
-    network: str,
-    memory: str,
     timeout: float,
+    steps: taskbuild.Limits,
+    policy: taskpolicy.Policy,
+    labels: dict[str, str] | None = None,
     force: bool = False,
-    steps: taskbuild.Limits | None = None,
 ) -> bool:
     """Build `tag` from the context unless the engine has it already (`force`: build it
-    again, without the build cache); True when it was cached. Never refreshes a base image the
-    engine holds (no `--pull`); one it lacks is pulled, so offline FROM must name a local
-    image. `steps`: its RUN steps run in containers made so (`taskbuild`, e.g. under gVisor),
-    not by the engine's builder. BuildFailed with the log's tail, SandboxError when the
-    engine fails."""
+    again, without the build cache); True when it was cached. Its RUN steps run in
+    containers made as `steps` says (`taskbuild`: under gVisor, on the sandbox network),
+    the rest by the engine's builder, all within `policy` (the bases it may name, no URL
+    fetched outside the sandbox, the disk it may write); the image gets `labels`. BuildFailed with the log's tail,
+    SandboxError when the engine fails."""
     try:
         if not force:
             client.images.get(tag)
@@ -172,54 +172,62 @@ def ensure_image(
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not look up the task image: {exc}") from exc
     replaced = _image_id(client, tag) if force else ""
-    if steps is not None:
-        _build_in_steps(
-            client, context=context, tag=tag, limits=steps, timeout=timeout, force=force
-        )
-        _drop_replaced(client, tag, replaced)
-        return False
-    log: list[str] = []
-    error = ""
-    started = time.monotonic()
+    labels = {**(labels or {}), LABEL_TASK_IMAGE: "1"}
+    if policy.organization:
+        labels[taskbuild.LABEL_ORGANIZATION] = policy.organization
     try:
-        sent = taskbuild.sent_context(context.read_bytes())  # less what .dockerignore excludes
+        taskbuild.build(
+            client,
+            context=context.read_bytes(),
+            tag=tag,
+            limits=steps,
+            labels=labels,
+            timeout=timeout,
+            policy=policy,
+            nocache=force,
+        )
+    except taskbuild.StepFailed as exc:
+        tail = ("".join(exc.log) + "\n" + str(exc)).strip()[-BUILD_LOG_TAIL:]
+        raise BuildFailed(
+            f"the task's image did not build: {str(exc)[:300]}\n--- build log ---\n{tail}"
+        ) from None
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise BuildFailed(
             f"the task's image did not build: the context is not a tar: {exc}"
         ) from None
-    try:
-        with io.BytesIO(sent) as data:
-            for event in client.api.build(
-                fileobj=data,
-                custom_context=True,
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                pull=False,
-                nocache=force,
-                network_mode=network,
-                container_limits={"memory": _bytes(memory), "memswap": _bytes(memory)},
-                labels={LABEL_TASK_IMAGE: "1"},
-                decode=True,
-                timeout=timeout,
-                use_config_proxy=False,
-            ):
-                if "stream" in event:
-                    log.append(str(event["stream"]))
-                if "error" in event:
-                    error = str(event["error"]).strip()
-                if time.monotonic() - started > timeout:
-                    error = f"the build took longer than {int(timeout)} s"
-                    break
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        error = str(exc)
-    if error:
-        tail = ("".join(log) + "\n" + error).strip()[-BUILD_LOG_TAIL:]
-        raise BuildFailed(
-            f"the task's image did not build: {error[:300]}\n--- build log ---\n{tail}"
-        )
     _drop_replaced(client, tag, replaced)
     return False
+
+
+def task_images(
+    client: docker.DockerClient, labels: dict[str, str]
+) -> list[tuple[str, list[str], float]]:
+    """The engine's task images that carry `labels` (a platform's own: its instance):
+    (id, tags, when it was made as a Unix time)."""
+    wanted = [LABEL_TASK_IMAGE, *(f"{key}={value}" for key, value in labels.items())]
+    try:
+        found = client.api.images(filters={"label": wanted})
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not list the task images: {exc}") from exc
+    return [(i["Id"], i.get("RepoTags") or [], float(i.get("Created") or 0)) for i in found]
+
+
+def remove_task_image(client: docker.DockerClient, image_id: str, tags: list[str]) -> bool:
+    """The image's tags removed (an untagged one by its id), and the image with its
+    untagged parents when the last one goes; False when a container (running or not)
+    still uses it."""
+    try:
+        for reference in tags or [image_id]:
+            client.api.remove_image(reference)
+    except docker.errors.NotFound:
+        return True
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # a container uses it
+            return False
+        raise SandboxError(f"could not remove the task image: {exc}") from exc
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not remove the task image: {exc}") from exc
+    return True
 
 
 def _image_id(client: docker.DockerClient, tag: str) -> str:
@@ -242,36 +250,9 @@ def _drop_replaced(client: docker.DockerClient, tag: str, replaced: str) -> None
         pass  # in use, or another tag holds it
 
 
-def _build_in_steps(
-    client: docker.DockerClient,
-    *,
-    context: Path,
-    tag: str,
-    limits: taskbuild.Limits,
-    timeout: float,
-    force: bool,
-) -> None:
-    try:
-        taskbuild.build(
-            client,
-            context=context.read_bytes(),
-            tag=tag,
-            limits=limits,
-            labels={LABEL_TASK_IMAGE: "1"},
-            timeout=timeout,
-            nocache=force,
-        )
-    except taskbuild.StepFailed as exc:
-        tail = ("".join(exc.log) + "\n" + str(exc)).strip()[-BUILD_LOG_TAIL:]
-        raise BuildFailed(
-            f"the task's image did not build: {str(exc)[:300]}\n--- build log ---\n{tail}"
-        ) from None
-
-
-def step_limits(spec: SandboxSpec, labels: dict[str, str], disk: int = 0) -> taskbuild.Limits:
+def step_limits(spec: SandboxSpec, labels: dict[str, str]) -> taskbuild.Limits:
     """A build's RUN containers made as the task sandbox `spec` is (its runtime, network,
-    limits and capabilities), with `labels`; its RUN steps together write at most `disk`
-    bytes (0: no limit)."""
+    limits and capabilities), with `labels`."""
     return taskbuild.Limits(
         network=spec.network,
         memory=_bytes(spec.memory),
@@ -280,7 +261,6 @@ def step_limits(spec: SandboxSpec, labels: dict[str, str], disk: int = 0) -> tas
         runtime=spec.runtime,
         cap_add=spec.cap_add,
         labels=labels,
-        disk=disk,
     )
 
 

@@ -18,7 +18,7 @@ from runs.sandbox.base import (
 from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image, step_limits
 from runs.sandbox.volumes import LABEL_VOLUME
 from runs.sandbox_config import get_backend, instance_id, spec_from_settings
-from runs.task_sandboxes import task_sandbox_create
+from runs.task_sandboxes import build_policy, task_sandbox_create
 from tests.helpers.task_sandboxes import (
     context_tar,
     fresh_dockerfile,
@@ -177,9 +177,9 @@ def test_removing_a_task_sandbox_leaves_the_run_sandboxes_disk_alone(pair):
     assert code == 0, output
 
 
-def build_probe(tmp_path, probe: str, **steps) -> str:
+def build_probe(tmp_path, probe: str) -> str:
     """Build a task image whose RUN writes `probe`'s output to /probe, as the platform builds
-    task images (`steps`: the RUN steps' containers; none: the engine's builder); /probe."""
+    task images; /probe."""
     spec = spec_from_settings(
         run_id="run_build", command=["true"], user="", cap_add=TASK_CAPABILITIES
     )
@@ -192,10 +192,9 @@ def build_probe(tmp_path, probe: str, **steps) -> str:
             client,
             context=context,
             tag=tag,
-            network=spec.network,
-            memory=spec.memory,
             timeout=300,
-            steps=step_limits(spec, {}) if steps.get("in_sandbox", True) else None,
+            steps=step_limits(spec, {}),
+            policy=build_policy("org_probe"),
         )
         return client.containers.run(
             tag, ["cat", "/probe"], remove=True, network_mode="none"
@@ -216,20 +215,3 @@ def test_task_image_builds_run_their_RUN_steps_as_a_task_sandbox_runs(sandbox_se
     assert memory.split()[1] == str(2**20)  # kB: sandbox_settings' 1g
     assert uid == "0"
     assert int(caps.split()[1], 16) == sum(1 << CAPABILITY_BITS[c] for c in TASK_CAPABILITIES)
-
-
-def test_the_engines_builder_runs_RUN_steps_under_runc_memory_limited_without_swap(
-    sandbox_settings, tmp_path
-):
-    """BELVEDIR_TASK_BUILD_IN_SANDBOX=0: the engine's builder, under its default runtime
-    (docs/task-sandboxes.md, "Builds and gVisor"), with the memory limit and no swap."""
-    probe = build_probe(
-        tmp_path,
-        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
-        "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes /proc/version",
-        in_sandbox=False,
-    )
-
-    memory, memswap, version = probe.splitlines()[:3]
-    assert int(memory) == int(memswap) == 2**30  # sandbox_settings' 1g, no swap on top
-    assert "Linux version 4.4.0" not in version  # runc: the host's kernel

@@ -362,13 +362,14 @@ def test_a_process_on_another_engine_than_the_runs_never_touches_its_task_sandbo
     assert Run.objects.get(pk=run.pk).status == "running"
 
 
-def test_a_rebuilt_base_image_builds_the_task_image_again(managed, task_images):
+def test_a_rebuilt_base_image_builds_the_task_image_again(managed, task_images, sandbox_settings):
     """The cache key holds the id of the local image the task builds FROM: after the base is
     rebuilt (the sandbox image gaining a package), the same environment/ is built again from
     the new base, not served from the image made from the old one."""
     run, client = managed
     engine = docker.from_env()
     base = f"belvedir-test-base:{secrets.token_hex(6)}"
+    sandbox_settings.BELVEDIR_TASK_BASE_IMAGES = [BASE_IMAGE, base]  # the operator allows it
     engine.images.get(BASE_IMAGE).tag(base)
     try:
         context = context_tar(f"FROM {base}\nUSER root\nWORKDIR /app\n")
