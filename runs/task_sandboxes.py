@@ -444,9 +444,14 @@ def task_images_reap() -> int:
     )
     removed = 0
     for image_id, image_tags in old:
-        if used.isdisjoint(image_tags) and docker_tasks.remove_task_image(
-            client, image_id, image_tags
-        ):
+        if not used.isdisjoint(image_tags):
+            continue
+        try:
+            gone = docker_tasks.remove_task_image(client, image_id, image_tags)
+        except SandboxError as exc:  # the next pass tries again; the others go on
+            log.warning("could not remove the task image %s: %s", image_id[:19], exc)
+            continue
+        if gone:
             log.info("removed the unused task image %s (%s)", image_id[:19], ", ".join(image_tags))
             removed += 1
     return removed

@@ -209,7 +209,10 @@ def task_images(
         found = client.api.images(filters={"label": wanted})
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not list the task images: {exc}") from exc
-    return [(i["Id"], i.get("RepoTags") or [], float(i.get("Created") or 0)) for i in found]
+    return [
+        (i["Id"], [t for t in i.get("RepoTags") or [] if t != "<none>:<none>"], float(i["Created"]))
+        for i in found
+    ]
 
 
 def remove_task_image(client: docker.DockerClient, image_id: str, tags: list[str]) -> bool:

@@ -67,7 +67,7 @@ def test_task_images_unused_for_the_period_are_removed_and_the_others_stay(engin
 
         removed = task_images_reap()
 
-        assert removed == 2
+        assert removed >= 2  # the two above, and any other old one of this platform
         assert not exists(engine, unused) and not exists(engine, used_long_ago)
         assert exists(engine, used_lately) and exists(engine, held)
         assert exists(engine, not_a_task_image) and exists(engine, another_platforms)
