@@ -202,13 +202,21 @@ def _active_key_with_project(prefix: str) -> ApiKey | None:
     return key
 
 
-def api_key_authenticate(plaintext: str) -> ApiKey | None:
-    """The active key for this plaintext, or None. Records last_used_at (coarsely)."""
+def api_key_active(plaintext: str) -> ApiKey | None:
+    """The active (unrevoked) key for this plaintext with its project, or None."""
     if not plaintext or not plaintext.startswith(KEY_PREFIX):
         return None
     prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]
     key = _active_key_with_project(prefix)
     if key is None or not hmac.compare_digest(key.hashed, _hash_key(plaintext)):
+        return None
+    return key
+
+
+def api_key_authenticate(plaintext: str) -> ApiKey | None:
+    """The active key for this plaintext, or None. Records last_used_at (coarsely)."""
+    key = api_key_active(plaintext)
+    if key is None:
         return None
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > _LAST_USED_RESOLUTION:

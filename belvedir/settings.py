@@ -21,6 +21,7 @@ from belvedir.env import (
     envsize,
     envstr,
 )
+from belvedir.secret_files import secret_file_once
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,26 @@ def _secret(name: str) -> str:
     return f"dev-insecure-{name.lower()}"
 
 
-SECRET_KEY = _secret("SECRET_KEY")
+# In development an unset SECRET_KEY is a random one made once and kept in this file (mode
+# 0600, never printed), so sessions and signed URLs outlive a `make up` restart.
+BELVEDIR_SECRET_KEY_FILE = Path(
+    envstr("BELVEDIR_SECRET_KEY_FILE", str(BASE_DIR / "var" / "secret_key"))
+)
+
+
+def _secret_key() -> str:
+    if envstr("SECRET_KEY", "") or not BELVEDIR_DEV:
+        return _secret("SECRET_KEY")
+    try:
+        return secret_file_once(BELVEDIR_SECRET_KEY_FILE)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY is unset and {BELVEDIR_SECRET_KEY_FILE} cannot be read or made "
+            f"({exc.strerror}): set SECRET_KEY or BELVEDIR_SECRET_KEY_FILE"
+        ) from None
+
+
+SECRET_KEY = _secret_key()
 # Keyed hash for API keys: its own secret, never SECRET_KEY.
 API_KEY_HASH_SECRET = _secret("API_KEY_HASH_SECRET")
 # Key material for the secrets users hand us (model keys, secret harness env), stored

@@ -26,8 +26,12 @@ $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
 $PY manage.py check  # the system checks runserver used to print (sandbox isolation, runs.W001)
 $PY manage.py setup_schedules >/dev/null
+# The "make up" key is made once and kept in $KEY_FILE (0600): printed again while it is
+# active; revoke it in the settings and the next start makes a new one.
+KEY_FILE="${MAKE_UP_KEY_FILE:-var/make-up-key}"
 KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EMAIL" \
-      --password "$DEMO_PASSWORD" --key-name "make up" --superuser 2>/dev/null | tail -n 1)
+      --password "$DEMO_PASSWORD" --key-name "make up" --key-file "$KEY_FILE" --superuser \
+      2>/dev/null | tail -n 1)
 $PY manage.py demo_data --email "$DEMO_EMAIL"
 
 mkdir -p var

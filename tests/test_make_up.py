@@ -44,15 +44,8 @@ def database_url():
         yield url
 
 
-def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path, database_url):
-    port = free_port()
-    log = tmp_path / "up.log"
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "GATEWAY_PORT": str(free_gateway_port()),
-        "DATABASE_URL": database_url,  # on PostgreSQL, made by the script: a fresh machine's
-    }
+def _up(env: dict, log: Path) -> subprocess.Popen:
+    """scripts/up.sh started as `make up` does, once its web server listens."""
     with log.open("wb") as out:
         process = subprocess.Popen(
             ["bash", "scripts/up.sh"],
@@ -62,18 +55,43 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path, datab
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while b"Uvicorn running on" not in log.read_bytes():  # scripts/serve.sh
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(log.read_text())
+        time.sleep(0.3)
+    return process
+
+
+def _stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
     try:
-        deadline = time.monotonic() + 90
-        while b"Uvicorn running on" not in log.read_bytes():  # scripts/serve.sh
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.3)
-        text = log.read_text()
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path, database_url):
+    port = free_port()
+    key_file = tmp_path / "make-up-key"
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "GATEWAY_PORT": str(free_gateway_port()),
+        "DATABASE_URL": database_url,  # on PostgreSQL, made by the script: a fresh machine's
+        "MAKE_UP_KEY_FILE": str(key_file),
+    }
+    base = f"http://127.0.0.1:{port}"
+    process = _up(env, tmp_path / "up.log")
+    try:
+        text = (tmp_path / "up.log").read_text()
         assert database_exists(database_url), text
         assert "demo@belvedir.local / belvedir-demo" in text
         assert f"Sandboxes  reach the platform at http://172.30.0.1:{env['GATEWAY_PORT']}" in text
         key = re.search(r"API key\s+(bv_live_\S+)", text).group(1)
+        assert key_file.read_text().strip() == key and key_file.stat().st_mode & 0o077 == 0
         api = requests.Session()
         api.headers["Authorization"] = f"Bearer {key}"
         (harness,) = api.get(f"{base}/api/v1/harnesses", timeout=10).json()["results"]
@@ -112,9 +130,14 @@ def test_up_serves_the_demo_and_runs_the_demo_harness_to_a_score(tmp_path, datab
         css = login.get(f"{base}/static/belvedir.css", timeout=10)
         assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css")
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        _stop(process)
+    # A restart keeps what the user had: still signed in, and the same API key printed.
+    process = _up(env, tmp_path / "up-again.log")
+    try:
+        again = re.search(r"API key\s+(bv_live_\S+)", (tmp_path / "up-again.log").read_text())
+        assert again.group(1) == key
+        page = login.get(f"{base}/harnesses/", timeout=10)
+        assert page.url == f"{base}/harnesses/" and "Demo contract harness" in page.text
+        assert api.get(f"{base}/api/v1/harnesses", timeout=10).status_code == 200
+    finally:
+        _stop(process)

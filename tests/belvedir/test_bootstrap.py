@@ -1,5 +1,6 @@
 """`manage.py bootstrap`: idempotent provisioning that prints a working project key last."""
 
+import stat
 from io import StringIO
 
 import pytest
@@ -7,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from belvedir import services
 from belvedir.models import ApiKey, Membership, Organization, Project, Role
 
 ARGS = [
@@ -97,3 +99,42 @@ def test_bootstrap_refuses_an_email_that_is_not_one(db):
             stdout=StringIO(),
             stderr=StringIO(),
         )
+
+
+def test_bootstrap_with_a_key_file_prints_the_same_key_again_and_keeps_one(db, tmp_path):
+    key_file = tmp_path / "var" / "make-up-key"
+    first = _bootstrap("--key-file", str(key_file))[-1]
+    second = _bootstrap("--key-file", str(key_file))[-1]
+    assert first == second and _works(second)
+    assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
+    assert key_file.read_text().strip() == first
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_a_revoked_key_in_the_key_file_is_replaced_by_a_new_one_kept_in_its_place(db, tmp_path):
+    key_file = tmp_path / "make-up-key"
+    first = _bootstrap("--key-file", str(key_file))[-1]
+    services.api_key_revoke(key=ApiKey.objects.get())
+    second = _bootstrap("--key-file", str(key_file))[-1]
+    assert second != first and _works(second) and not _works(first)
+    assert key_file.read_text().strip() == second
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_a_key_file_whose_key_this_database_does_not_hold_gets_a_new_key(db, tmp_path):
+    key_file = tmp_path / "make-up-key"
+    key_file.write_text("bv_live_" + "x" * 40 + "\n")  # another database's key, say
+    fresh = _bootstrap("--key-file", str(key_file))[-1]
+    assert fresh.startswith("bv_live_") and fresh != "bv_live_" + "x" * 40 and _works(fresh)
+    assert key_file.read_text().strip() == fresh
+
+
+def test_bootstrap_again_keeps_the_owner_signed_in(db, client):
+    _bootstrap()
+    assert client.get("/harnesses/").status_code == 302  # signed out: to the log-in page
+    client.force_login(get_user_model().objects.get())
+    assert client.get("/harnesses/").status_code == 200
+    _bootstrap()  # the next `make up`: same password, so the same hash and the same sessions
+    assert client.get("/harnesses/").status_code == 200
+    user = get_user_model().objects.get()
+    assert user.check_password("s3cret-pass")
