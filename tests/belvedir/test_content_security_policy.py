@@ -278,3 +278,22 @@ def test_the_policy_takes_the_operator_s_hosts_and_keeps_its_own():
     assert policy["frame-ancestors"] == ["https://intranet.example.com"]  # 'none' gives way
     assert policy["font-src"] == ["'self'", "https://fonts.example.com"]
     assert policy["object-src"] == ["'none'"] and policy["style-src"] == ["'self'"]
+
+
+INLINE_STYLE = re.compile(r"<style[\s>]|\sstyle\s*=", re.IGNORECASE)
+
+
+@pytest.mark.django_db
+def test_the_browsable_api_has_no_inline_style_and_its_code_colours_are_drfs(owner):
+    from rest_framework.compat import pygments_css
+    from rest_framework.renderers import BrowsableAPIRenderer
+
+    page = owner.api.get("/api/v1/harnesses", HTTP_ACCEPT="text/html")
+
+    html = page.content.decode()
+    assert page.status_code == 200 and "Django REST framework" in html
+    assert_strict(page)
+    assert not INLINE_STYLE.search(html), INLINE_STYLE.search(html).group(0)
+    assert "/static/api_code_style.css" in html
+    served = (Path(settings.BASE_DIR) / "belvedir" / "static" / "api_code_style.css").read_text()
+    assert pygments_css(BrowsableAPIRenderer.code_style) in served  # DRF's own, as a file
