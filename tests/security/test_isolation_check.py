@@ -150,10 +150,17 @@ def test_the_system_check_warns_at_start_up_and_the_log_says_launches_are_refuse
 
 
 def _status_as_nobody(data_dir: Path) -> dict:
-    """isolation_status() in a process of uid 65534, which cannot read the firewall."""
+    """isolation_status() in a process of uid 65534, which cannot read the firewall.
+
+    It starts as this test's user and imports Django and the code first, then becomes uid and
+    gid 65534 (no groups, and so no capabilities) before it asks: the checkout may sit in a
+    folder only root can enter (a `mktemp -d` clone, /root/...), which uid 65534 could not
+    import from."""
     program = (
-        "import django, json; django.setup();"
+        "import django, json, os; django.setup();"
         "from runs.isolation import isolation_status;"
+        "os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534);"
+        "assert os.geteuid() == 65534;"
         "s = isolation_status(); print(json.dumps({'problems': s.problems}))"
     )
     env = {
@@ -163,15 +170,7 @@ def _status_as_nobody(data_dir: Path) -> dict:
         "BELVEDIR_SANDBOX_DATA_DIR": str(data_dir),
     }
     done = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            program,
-        ],
+        [sys.executable, "-c", program],
         capture_output=True,
         text=True,
         env=env,
