@@ -4,6 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/belvedir}"
 export BELVEDIR_DEV=1
+source scripts/offline-defaults.sh  # the configuration `make up` runs (scripts/up.sh)
 .venv/bin/python -m pytest "$@"
 code=$?
 if [ "$code" = 5 ]; then

@@ -18,6 +18,8 @@ GATEWAY_PORT="${GATEWAY_PORT:-18700}"
 export BELVEDIR_BASE_URL="${BELVEDIR_BASE_URL:-http://127.0.0.1:$PORT}"
 export BELVEDIR_SANDBOX_GATEWAY_UPSTREAM="http://127.0.0.1:$PORT"
 export BELVEDIR_SANDBOX_BASE_URL="${BELVEDIR_SANDBOX_BASE_URL:-http://$GATEWAY_IP:$GATEWAY_PORT}"
+# shellcheck source=scripts/offline-defaults.sh
+source scripts/offline-defaults.sh  # offline: Harbor exports build FROM the sandbox image
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
 DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
@@ -88,6 +90,7 @@ cat <<EOF2
              housekeeping (pid $HOUSEKEEPING_PID, var/qcluster-housekeeping.log)
   GPU        ${GPU_CLUSTERS:-none (BELVEDIR_GPU_TYPES unset: GPU harnesses are refused)}
   Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log var/gateway.log)
+  Harbor     exports and task images build FROM ${BELVEDIR_EXPORT_BASE_IMAGE:-python:3.13-slim}
 
 EOF2
 # The web app under uvicorn (ASGI: the router streams), static files by WhiteNoise.
