@@ -4,6 +4,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from runs.results import task_results
 from runs.sandbox import entrypoint
 
 RESULTS_MAX_BYTES = 256 * 1024
@@ -33,6 +34,8 @@ DRIVER_NOTE_PREFIXES = {
     "belvedir-runner": "belvedir-runner: ",
 }
 DRIVER_NOTE_LINES = 50
+# How many errored tasks a note names (with their reasons) before "and N more".
+ERRORED_NAMED = 3
 
 REDACTED = "[redacted]"
 SECRET_MIN_CHARS = 4  # shorter values are too common to redact
@@ -216,6 +219,20 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
             parsed = None
         results = parsed
 
+    errored = errored_tasks(results)
+    if errored and _nothing_ran(results, errored):
+        notes.append(
+            f"belvedir: every task errored ({len(errored)} of {len(errored)}) before it could "
+            f"be scored, so the run has no score: {_errored_shown(errored)}"
+        )
+        return Outcome(False, None, results, notes)
+    if errored:
+        total = len(set(task_results(results)) | set(errored))
+        notes.append(
+            f"belvedir: {len(errored)} of {total} tasks errored and are not in the score: "
+            f"{_errored_shown(errored)}"
+        )
+
     score = None
     if results is not None:
         raw_score = results.get("score")
@@ -259,6 +276,30 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
             "belvedir: the run command exited 0 but wrote no results.json at the repo root."
         )
     return Outcome(score is not None, score, results, notes)
+
+
+def errored_tasks(results) -> dict[str, str]:
+    """The tasks results.json lists under `errored` (task name → why): ones that never got a
+    score because something around them failed (an image that did not build, a judge that
+    could not be reached), kept out of the score rather than counted 0."""
+    errored = results.get("errored") if isinstance(results, dict) else None
+    if not isinstance(errored, dict):
+        return {}
+    return {str(name): str(reason or "no reason given")[:300] for name, reason in errored.items()}
+
+
+def _nothing_ran(results: dict, errored: dict[str, str]) -> bool:
+    """No task was scored: no score at all, or every per-task result is an errored one."""
+    if results.get("score") is None:
+        return True
+    scored = task_results(results)
+    return bool(scored) and set(scored) <= set(errored)
+
+
+def _errored_shown(errored: dict[str, str]) -> str:
+    named = [f"{name}: {reason}" for name, reason in list(errored.items())[:ERRORED_NAMED]]
+    more = len(errored) - ERRORED_NAMED
+    return "; ".join(named) + (f"; and {more} more" if more > 0 else "") + "."
 
 
 def driver_note(log_text: str, driver: str | None) -> str:

@@ -10,6 +10,7 @@ import socket
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -165,39 +166,119 @@ def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):
         run.prepare_dataset({"HARBOR_DATASET": "belvedir:env_1"}, tmp_path)
 
 
-def trial(name: str, reward: float | None, error: str | None = None) -> dict:
-    """A trial's result.json as Harbor 0.26 writes it (the fields the driver reads)."""
+def trial(
+    name: str, reward: float | None, error: str | None = None, kind: str = "RuntimeError"
+) -> dict:
+    """A trial's result.json as Harbor 0.26 writes it (the fields the driver reads): its
+    `reward_valid` and the exception's `policy` come from Harbor's error policy table."""
+    valid_kinds = {"AgentTimeoutError": True, "RuntimeError": True}  # unknown types keep it
     document = {"task_name": name, "trial_name": f"{name}__abc", "verifier_result": None}
     if reward is not None:
         document["verifier_result"] = {"rewards": {"reward": reward}}
+    keeps = valid_kinds.get(kind, False)
     if error:
-        document["exception_info"] = {"exception_type": "RuntimeError", "exception_message": error}
+        document["exception_info"] = {
+            "exception_type": kind,
+            "exception_message": error,
+            "policy": {"should_retry": not keeps, "should_grade": keeps, "has_valid_reward": keeps},
+        }
+    document["reward_valid"] = reward is not None and (not error or keeps)
     return document
 
 
-def test_the_job_result_becomes_results_json(tmp_path):
-    job = tmp_path / "jobs" / "2026-11-30__15-00-00"
-    for document in (trial("sum", 1.0), trial("hello", 0.0), trial("capital", None, "boom")):
+def write_job(jobs: Path, *trials: dict) -> None:
+    job = jobs / "2026-11-30__15-00-00"
+    for document in trials:
         (job / document["trial_name"]).mkdir(parents=True)
         (job / document["trial_name"] / "result.json").write_text(json.dumps(document))
     stats = {"evals": {"oracle__sample": {"metrics": [{"mean": 1 / 3}]}}}
     (job / "result.json").write_text(json.dumps({"stats": stats}))
+
+
+def test_the_job_result_becomes_results_json(tmp_path):
+    write_job(
+        tmp_path / "jobs",
+        trial("sum", 1.0),
+        trial("hello", 0.0, "took too long", kind="AgentTimeoutError"),
+        trial("capital", None, "FROM python:3.13-slim refused", kind="SandboxBuildFailedError"),
+    )
     env = {**MANAGED, "HARBOR_AGENT": "oracle", "HARBOR_DATASET": "belvedir:env_1"}
     results = run.read_job(tmp_path / "jobs", env)
     assert results == {
-        "score": 1 / 3,
-        "tasks": {"capital": None, "hello": 0.0, "sum": 1.0},
-        "errors": {"capital": "RuntimeError: boom"},
+        "score": 0.5,
+        "tasks": {"hello": 0.0, "sum": 1.0},
+        "errored": {"capital": "SandboxBuildFailedError: FROM python:3.13-slim refused"},
+        "errors": {
+            "capital": "SandboxBuildFailedError: FROM python:3.13-slim refused",
+            "hello": "AgentTimeoutError: took too long",
+        },
         "n_trials": 3,
-        "n_errors": 1,
+        "n_scored": 2,
+        "n_errored": 1,
         "agent": "oracle",
         "model": None,
         "dataset": "belvedir:env_1",
         "environment": "belvedir",
         "harbor_job": "2026-11-30__15-00-00",
     }
-    # Without Harbor's metric, the mean over the trials (no reward counts 0).
-    (job / "result.json").write_text("{}")
-    assert run.read_job(tmp_path / "jobs", env)["score"] == 1 / 3
+
+
+def test_a_trial_that_errored_is_not_a_zero_but_errored_with_its_reason(tmp_path):
+    """Harbor's mean counts an errored trial 0 (1/3 here); the driver leaves it out."""
+    write_job(
+        tmp_path / "jobs",
+        trial("sum", 1.0),
+        trial("hello", None, "the verifier crashed", kind="VerifierOutputParseError"),
+        trial("capital", 0.0, "no reward file", kind="RewardFileNotFoundError"),
+    )
+    results = run.read_job(tmp_path / "jobs", MANAGED)
+    assert results["score"] == 1.0
+    assert results["tasks"] == {"sum": 1.0}
+    assert results["errored"] == {
+        "capital": "RewardFileNotFoundError: no reward file",
+        "hello": "VerifierOutputParseError: the verifier crashed",
+    }
+    # A result from before Harbor wrote reward_valid: the exception's policy, else no reward.
+    legacy = trial("late", None)
+    del legacy["reward_valid"]
+    write_job(tmp_path / "old", trial("sum", 1.0), legacy)
+    assert run.read_job(tmp_path / "old", MANAGED)["errored"] == {
+        "late": "the trial recorded no reward"
+    }
+
+
+def test_a_job_whose_every_trial_errored_has_no_score_and_the_driver_exits_3(
+    tmp_path, monkeypatch, capsys
+):
+    write_job(
+        tmp_path / "jobs",
+        trial("sum", None, "FROM refused", kind="SandboxBuildFailedError"),
+        trial("hello", None, "FROM refused", kind="SandboxBuildFailedError"),
+    )
+    results = run.read_job(tmp_path / "jobs", MANAGED)
+    assert results["score"] is None and results["tasks"] == {}
+    assert results["n_errored"] == results["n_trials"] == 2
+    # main() end to end, with a stand-in `harbor` that leaves this job behind.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    harbor = bin_dir / "harbor"
+    harbor.write_text(f"#!/bin/sh\ncp -r {tmp_path / 'jobs'}/. ./{run.JOBS_DIR}/\n")
+    harbor.chmod(0o755)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("HARBOR_DATASET", "belvedir-sample")
+    assert run.main([]) == 3
+    written = json.loads((workdir / "results.json").read_text())
+    assert written["score"] is None and set(written["errored"]) == {"sum", "hello"}
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said == (
+        "belvedir-harbor: every trial errored (2 of 2), so there is no score: see errored in "
+        "results.json."
+    )
+
+
+def test_no_job_result_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="harbor wrote no job result"):
-        run.read_job(tmp_path / "nothing", env)
+        run.read_job(tmp_path / "nothing", MANAGED)

@@ -197,6 +197,49 @@ def test_an_unreachable_judge_stops_the_run_naming_the_judge(tmp_path):
     assert done.returncode == 3 and "the judge at http://127.0.0.1:9/v1" in done.stderr
 
 
+def _judged_by(tmp_path, judge_llm, llm, **env) -> subprocess.CompletedProcess:
+    return run_runner(
+        tmp_path,
+        {
+            "MODEL": "model-under-test",
+            "MODEL_API_BASE": llm.base_url,
+            "JUDGE_MODEL": "judge",
+            "JUDGE_API_BASE": judge_llm.base_url,
+            "JUDGE_API_KEY": "sk-judge",
+            "RUNNER_RETRIES": "0",
+            "RUNNER_CONCURRENCY": "1",
+            **env,
+        },
+    )
+
+
+def test_a_task_the_judge_could_not_grade_is_errored_not_zero(tmp_path):
+    with ScriptedLLM(SCRIPTS) as llm, ScriptedLLM() as judge_llm:
+        judge_llm.fail_first = [503]  # the first task's answer is never judged
+        done = _judged_by(tmp_path, judge_llm, llm)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    capital, *others = results["tasks"]
+    assert capital["score"] is None
+    assert capital["errored"] == "the judge failed: HTTP 503: try later"
+    assert capital["attempts"][0]["errored"] == capital["errored"]
+    assert results["errored"] == {capital["id"]: capital["errored"]}
+    assert results["score"] == pytest.approx(sum(t["score"] for t in others) / len(others))
+    assert f"1 of {len(results['tasks'])} tasks errored" in done.stderr
+
+
+def test_a_run_whose_judge_graded_nothing_has_no_score_and_exits_3(tmp_path):
+    with ScriptedLLM(SCRIPTS) as llm, ScriptedLLM() as judge_llm:
+        judge_llm.fail_first = [503] * 100
+        done = _judged_by(tmp_path, judge_llm, llm)
+    assert done.returncode == 3, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["score"] is None and results["passed"] == results["failed"] == 0
+    assert set(results["errored"]) == {t["id"] for t in results["tasks"]}
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("belvedir-runner: every task errored (3 of 3): the judge could not")
+
+
 def test_missing_settings_are_named(tmp_path):
     done = run_runner(tmp_path, {"JUDGE_MODEL": "judge"})
     assert done.returncode == 2 and "MODEL is not set" in done.stderr

@@ -221,6 +221,41 @@ def test_a_non_zero_exit_keeps_the_results_but_records_no_score(sandbox_settings
     assert run.results["passed"] == 17  # kept for the user to read
 
 
+def test_a_run_whose_every_task_errored_fails_with_a_note_and_no_score(sandbox_settings, launch):
+    """An infrastructure failure is never a score: tasks that could not run are listed under
+    `errored`, and when nothing else is left the run fails instead of "succeeded, 0.000"."""
+    written = {
+        "score": 0.0,
+        "tasks": {"sum": None, "hello": None},
+        "errored": {"sum": "SandboxBuildFailedError: FROM refused", "hello": "HealthcheckError"},
+    }
+    run = run_it(launch(env={"RESULTS_RAW": json.dumps(written)}))
+    assert run.status == "failed", (run.notes, run.log_tail)
+    assert run.score is None
+    note = (
+        "belvedir: every task errored (2 of 2) before it could be scored, so the run has no "
+        "score: sum: SandboxBuildFailedError: FROM refused; hello: HealthcheckError."
+    )
+    assert belvedir_notes(run) == [note]
+    assert note in run.log_tail
+    assert run.results["errored"] == written["errored"]  # kept for the user to read
+
+
+def test_errored_tasks_are_left_out_of_the_score_with_a_note(sandbox_settings, launch):
+    written = {
+        "score": 0.5,
+        "tasks": {"sum": 1.0, "hello": 0.0},
+        "errored": {"capital": "VerifierOutputParseError: no reward"},
+    }
+    run = run_it(launch(env={"RESULTS_RAW": json.dumps(written)}))
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.score == pytest.approx(0.5)
+    assert belvedir_notes(run) == [
+        "belvedir: 1 of 3 tasks errored and are not in the score: "
+        "capital: VerifierOutputParseError: no reward."
+    ]
+
+
 def test_everything_else_in_results_json_is_stored_verbatim(sandbox_settings, launch):
     written = {
         "score": 0.5,

@@ -189,7 +189,8 @@ class Runner:
         try:
             verdict = judge.grade(self.settings.judge, task, answer)
         except CallFailed as exc:
-            return {**record, "score": 0.0, "passed": False, "error": str(exc)}
+            # Not the model's 0: the answer was never judged, so the attempt is not scored.
+            return {**record, "errored": str(exc)}
         return {
             **record,
             "score": verdict["score"],
@@ -210,18 +211,23 @@ class Runner:
                     with self._lock:
                         self.stopped = self.stopped or str(exc)
                     break
-        scores = [a["score"] for a in attempts]
+        judged = [a for a in attempts if "errored" not in a]
+        scores = [a["score"] for a in judged]
         result = {
             "id": task["id"],
             "kind": task["verifier"]["kind"],
             "score": grading.task_score(scores, self.settings.grading, self.settings.threshold),
-            "passed": sum(a["passed"] for a in attempts),
+            "passed": sum(a["passed"] for a in judged),
             "attempts": attempts,
         }
+        if attempts and not judged:  # no answer could be judged: errored, not a 0
+            result["score"] = None
+            result["errored"] = attempts[-1]["errored"]
         if task["metadata"]:
             result["metadata"] = task["metadata"]
-        status = " ".join(f"{a['score']:.2f}" for a in attempts) or "-"
-        print(f"{task['id']}: {result['score']:.3f} (attempts {status})", flush=True)
+        status = " ".join("errored" if "errored" in a else f"{a['score']:.2f}" for a in attempts)
+        shown = "errored" if result["score"] is None else f"{result['score']:.3f}"
+        print(f"{task['id']}: {shown} (attempts {status or '-'})", flush=True)
         return result
 
     def run(self) -> dict:
@@ -241,14 +247,18 @@ def summary(settings: Settings, results: list[dict], tracing: str) -> dict:
             tokens["judge_input"] += attempt.get("judge_tokens", {}).get("input", 0)
             tokens["judge_output"] += attempt.get("judge_tokens", {}).get("output", 0)
     errors = sum(1 for r in results for a in r["attempts"] if "error" in a)
+    scored = [r["score"] for r in results if r["score"] is not None]
+    errored = {r["id"]: r["errored"] for r in results if r["score"] is None}
     document = {
-        "score": grading.run_score([r["score"] for r in results]),
+        # Over the tasks that were judged; none judged (every one errored): no score.
+        "score": grading.run_score(scored) if scored or not errored else None,
         "grading": settings.grading,
         "attempts": settings.attempts,
         "pass_threshold": settings.threshold,
-        "passed": sum(1 for r in results if r["score"] >= settings.threshold),
-        "failed": sum(1 for r in results if r["score"] < settings.threshold),
+        "passed": sum(1 for score in scored if score >= settings.threshold),
+        "failed": sum(1 for score in scored if score < settings.threshold),
         "errors": errors,
+        "errored": errored,
         "judge_model": settings.judge.model if settings.judge else None,
         "tokens": tokens,
         "tracing": tracing,
@@ -318,9 +328,21 @@ def main(argv: list[str] | None = None) -> int:
         tracing.finish(False)
         return 3
     settings.results_path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    if document["score"] is None:
+        note(
+            f"every task errored ({len(document['errored'])} of {len(tasks)}): the judge "
+            "could not grade any answer, so there is no score (see errored in results.json)."
+        )
+        tracing.finish(False)
+        return 3
+    if document["errored"]:
+        note(
+            f"{len(document['errored'])} of {len(tasks)} tasks errored (the judge could not "
+            "grade them) and are not in the score."
+        )
     print(
-        f"belvedir-runner: score {document['score']:.4f} ({settings.grading}) over {len(tasks)}"
-        f" tasks in {time.monotonic() - started:.1f} s; tracing {tracing.status}",
+        f"belvedir-runner: score {document['score']:.4f} ({settings.grading}) over"
+        f" {len(tasks) - len(document['errored'])} of {len(tasks)} tasks in {time.monotonic() - started:.1f} s; tracing {tracing.status}",
         flush=True,
     )
     tracing.finish(True)

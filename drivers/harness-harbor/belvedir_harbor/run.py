@@ -1,5 +1,6 @@
 """`python3 -m belvedir_harbor.run`: run `harbor run` on a dataset and write results.json (the
-mean reward as the score, each task's reward, the errors, the agent and the dataset).
+mean reward over the trials that ran as the score, each task's reward, the trials that errored
+and why, the agent and the dataset). A run whose every trial errored has no score: it exits 3.
 
 HARBOR_DATASET is one of:
 - `belvedir:<environment id>`: the project's environment, exported as a Harbor dataset through
@@ -256,38 +257,68 @@ def _reward(trial: dict) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _exceptions(trial: dict) -> list[dict]:
+    """The trial's recorded exceptions, the trial's own first (Harbor's recorded_exceptions)."""
+    found = [trial.get("exception_info")]
+    found += [step.get("exception_info") for step in trial.get("step_results") or []]
+    return [e for e in found if isinstance(e, dict)]
+
+
+def _described(failure: dict) -> str:
+    kind = failure.get("exception_type", "Error")
+    return f"{kind}: {failure.get('exception_message', '')}".strip().rstrip(":")[:1000]
+
+
+def _errored(trial: dict, reward: float | None) -> str | None:
+    """Why the trial has no valid reward (it errored: its environment did not build or start,
+    its verifier crashed...), or None when its reward stands.
+
+    Harbor 0.26 says so itself (TrialResult.reward_valid, from its error policy: an agent
+    timeout keeps its reward, a build failure or a verifier crash does not); a result without
+    that field counts as errored when it has no reward."""
+    valid = trial.get("reward_valid")
+    if valid is None:
+        valid = reward is not None and all(
+            (e.get("policy") or {}).get("has_valid_reward", True) for e in _exceptions(trial)
+        )
+    if valid and reward is not None:
+        return None
+    failures = _exceptions(trial)
+    return _described(failures[0]) if failures else "the trial recorded no reward"
+
+
 def read_job(jobs_dir: Path, env) -> dict:
-    """results.json from Harbor's job: the score is the mean reward over the trials (a trial
-    without a reward counts 0, as in Harbor's mean), each task's reward, each error."""
+    """results.json from Harbor's job: the score is the mean reward over the trials that ran.
+    A trial that errored (no valid reward in Harbor's terms) is not counted 0: it is listed
+    under `errored` with why, and left out of `tasks` and the score; with every trial errored
+    the score is null. `errors` keeps every exception a trial recorded, scored or not."""
     found = sorted(jobs_dir.glob("*/result.json"))
     if not found:
         raise ValueError(f"harbor wrote no job result under {jobs_dir}")
     job_dir = found[-1].parent
-    job = json.loads(found[-1].read_text())
-    tasks: dict[str, float | None] = {}
+    tasks: dict[str, float] = {}
+    errored: dict[str, str] = {}
     errors: dict[str, str] = {}
     for path in sorted(job_dir.glob("*/result.json")):
         trial = json.loads(path.read_text())
         name = str(trial.get("task_name") or path.parent.name.rsplit("__", 1)[0])
-        tasks[name] = _reward(trial)
-        failure = trial.get("exception_info")
-        if failure:
-            errors[name] = (
-                f"{failure.get('exception_type', 'Error')}: {failure.get('exception_message', '')}"
-            )[:1000]
-    mean = None
-    for stats in ((job.get("stats") or {}).get("evals") or {}).values():
-        for metric in stats.get("metrics") or []:
-            if mean is None and isinstance(metric.get("mean"), int | float):
-                mean = float(metric["mean"])
-    if mean is None:
-        mean = sum(v or 0.0 for v in tasks.values()) / len(tasks) if tasks else 0.0
+        reward = _reward(trial)
+        why = _errored(trial, reward)
+        if why is None:
+            tasks[name] = reward
+        else:
+            errored[name] = why
+        failures = _exceptions(trial)
+        if failures:
+            errors[name] = _described(failures[0])
     return {
-        "score": mean,
+        "score": sum(tasks.values()) / len(tasks) if tasks else None,
         "tasks": tasks,
+        "errored": errored,
         "errors": errors,
-        "n_trials": len(tasks),
-        "n_errors": len(errors),
+        "n_trials": len(tasks) + len(errored),
+        "n_scored": len(tasks),
+        "n_errored": len(errored),
         "agent": env.get("HARBOR_AGENT", "").strip() or "belvedir",
         "model": (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip() or None,
         "dataset": env.get("HARBOR_DATASET", "").strip(),
@@ -328,9 +359,19 @@ def main(argv: list[str] | None = None) -> int:
         note(str(exc))
         return 2
     Path("results.json").write_text(json.dumps(results, indent=1) + "\n")
-    print(f"belvedir-harbor: score {results['score']:.4f}", flush=True)
     for name, error in results["errors"].items():
         note(f"task {name}: {error}")
+    if results["score"] is None:
+        note(
+            f"every trial errored ({results['n_errored']} of {results['n_trials']}), so there "
+            "is no score: see errored in results.json."
+        )
+        return 3
+    print(
+        f"belvedir-harbor: score {results['score']:.4f} over {results['n_scored']} of "
+        f"{results['n_trials']} trials ({results['n_errored']} errored, not scored)",
+        flush=True,
+    )
     return 0
 
 
