@@ -146,6 +146,8 @@ def _clipped(text: str) -> str:
 
 def task_cell(value) -> str | NestedTable:
     """A per-task value as table text, or a list of objects as a small table of its own."""
+    if value == []:
+        return "—"
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
         items = value[:NESTED_MAX_ROWS]
         columns = _columns(items, [])
@@ -172,8 +174,13 @@ class ResultsView:
     raw: str = ""
 
 
+# Keys shown first when present, in this order: PostgreSQL's jsonb keeps no key order.
+FIRST_COLUMNS = ("id", "name", "attempt", "kind", "score", "passed", "reward")
+
+
 def _columns(dicts: list[dict], first: list[str]) -> list[str]:
     columns = list(first)
+    columns += [key for key in FIRST_COLUMNS if any(key in row for row in dicts)]
     for row in dicts:
         for key in row:
             if key not in columns:

@@ -149,6 +149,16 @@
     }
   });
 
+  // The header's Menu button, below the width the whole header fits in (belvedir.css).
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest && event.target.closest("header.top .menu-toggle");
+    if (!toggle) return;
+    var header = toggle.closest("header.top");
+    var open = header.getAttribute("data-menu") !== "open";
+    header.setAttribute("data-menu", open ? "open" : "closed");
+    toggle.setAttribute("aria-expanded", String(open));
+  });
+
   document.addEventListener("click", function (event) {
     var jump = event.target.closest && event.target.closest("[data-jump-to]");
     var box = jump && document.getElementById(jump.getAttribute("data-jump-to"));

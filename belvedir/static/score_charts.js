@@ -10,6 +10,15 @@
     return new Date(ms).toLocaleString([], { dateStyle: "short", timeStyle: "short" });
   }
 
+  // How the x axis reads a time, as fine as the range needs: dates over a few days, date and
+  // time over hours, the time (to the second for runs minutes apart) within one morning.
+  function tickFormat(range) {
+    if (range > 3 * DAY) return function (ms) { return new Date(ms).toLocaleDateString(); };
+    if (range > DAY / 2) return when;
+    var style = range > 10 * 60000 ? "short" : "medium";
+    return function (ms) { return new Date(ms).toLocaleTimeString([], { timeStyle: style }); };
+  }
+
   function draw(canvas) {
     if (!window.Chart || window.Chart.getChart(canvas)) return;
     var source = document.getElementById(canvas.dataset.scoreChart);
@@ -21,10 +30,17 @@
     if (table) table.open = false;
     var xs = [].concat.apply([], data.series.map(function (s) { return s.points.map(function (p) { return p.x; }); }));
     var range = Math.max.apply(null, xs) - Math.min.apply(null, xs);
-    // Day ticks on whole days for long ranges; date and time within a few days.
-    var ticks = range > 3 * DAY
-      ? { stepSize: DAY * Math.ceil(range / DAY / 6), callback: function (v) { return new Date(v).toLocaleDateString(); } }
-      : { maxTicksLimit: 6, callback: function (v) { return when(v); } };
+    // Each label once: a tick that would read as the one before it shows none (Chart.js
+    // places ticks at round numbers of milliseconds, several of them within one day or minute).
+    var format = tickFormat(range);
+    var ticks = {
+      callback: function (value, index, all) {
+        var label = format(value);
+        return index > 0 && format(all[index - 1].value) === label ? null : label;
+      },
+    };
+    if (range > 3 * DAY) ticks.stepSize = DAY * Math.ceil(range / DAY / 6);
+    else ticks.maxTicksLimit = 6;
     new window.Chart(canvas, {
       type: "line",
       data: {

@@ -202,7 +202,7 @@ def test_a_tasks_attempts_show_as_a_small_table_not_as_json():
     assert attempts.rows[1][:3] == ["2", "1", "✓"]
     assert len(attempts.rows[1][4]) == display.NESTED_CELL_CHARS  # a long answer is clipped
     assert attempts.rows[1][4].endswith("…")
-    assert tasks.rows[1][4] == "[]"  # no attempts: nothing to tabulate
+    assert tasks.rows[1][4] == "—"  # no attempts
 
 
 @pytest.mark.django_db
@@ -220,3 +220,14 @@ def test_the_run_page_shows_each_tasks_attempts_as_a_table_in_its_row(owner, har
     assert '<table class="nested">' in table
     assert "<th>attempt</th>" in table and "<td>the judge timed out</td>" in table
     assert "&quot;attempt&quot;" not in table and '"attempt":' not in table  # no raw JSON
+
+
+@pytest.mark.django_db
+def test_columns_keep_a_readable_order_after_the_results_went_through_jsonb(owner, harness):
+    run = Run.objects.create(
+        project=owner.project, harness=harness, status="succeeded", results=RUNNER_RESULTS
+    )
+    run.refresh_from_db()  # jsonb orders keys by length: "passed" before "attempt"
+    tasks = display.results_view(run).tasks
+    assert tasks.columns == ["id", "kind", "score", "passed", "attempts"]
+    assert tasks.rows[0][4].columns == ["attempt", "score", "passed", "error", "answer"]
