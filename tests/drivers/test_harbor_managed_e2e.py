@@ -213,6 +213,36 @@ def test_a_suite_card_runs_the_sample_dataset_offline(
     assert_every_task_sandbox_stopped(run, 3)
 
 
+def test_a_run_whose_task_images_cannot_build_fails_instead_of_scoring_zero(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    """Offline `make up` before its export base was set: the tasks build FROM an image the
+    platform refuses (outside BELVEDIR_TASK_BASE_IMAGES, a 400), every trial errors in Harbor,
+    and the run fails with a note, where it used to show "succeeded, 0.000" in the charts."""
+    install.BELVEDIR_EXPORT_BASE_IMAGE = "python:3.13-slim"
+    install.BELVEDIR_TASK_BASE_IMAGES = ["belvedir-sandbox:latest"]
+    harness = four_kinds_harness(owner, HARBOR_AGENT="oracle", HARBOR_TASK_NAMES="capital,sum")
+    values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
+    run = launch(owner, django_capture_on_commit_callbacks, harness, **values, **judged_by(judge))
+    assert run.status == "failed", (run.notes, run.log_tail)
+    assert run.score is None
+    results = run.results
+    assert results["score"] is None and results["tasks"] == {}
+    assert set(results["errored"]) == {"capital", "sum"}
+    assert all(why.startswith("SandboxBuildFailedError") for why in results["errored"].values())
+    assert "python:3.13-slim" in results["errored"]["sum"], results["errored"]
+    assert run.notes[0].startswith(
+        "belvedir: every task errored (2 of 2) before it could be scored, so the run has no "
+        "score: capital: SandboxBuildFailedError"
+    ), run.notes
+    assert "belvedir: the run command exited with code 3." in run.notes
+    assert run.notes[-1] == (
+        "belvedir: the harness-harbor driver said: every trial errored (2 of 2), so there is "
+        "no score: see errored in results.json."
+    )
+    assert not judge.requests  # no verifier ran
+
+
 def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install(
     owner, install, judge, django_capture_on_commit_callbacks
 ):
