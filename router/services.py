@@ -301,13 +301,17 @@ def calls_settle(settlements: list[Settlement]) -> None:
     what they cost to their runs' spend, in one transaction. The runs' rows are updated last
     (in id order, so concurrent batches never deadlock): their locks, which every call of a
     run needs to reserve, are held only from those UPDATEs to the commit. A settlement with
-    `record_span` off settles the money alone (a call whose span cannot be written)."""
+    `record_span` off settles the money alone (a call whose span cannot be written) and marks
+    its run's traces incomplete (`Run.traces_incomplete`)."""
     close_old_connections()
     by_key: dict[tuple[int, str], tuple[ApiKey, list[CallRecord]]] = {}
     by_run: dict[str, tuple[int, int]] = {}
+    spanless: set[str] = set()  # runs with a call whose span is given up on
     for item in settlements:
         if item.record_span:
             by_key.setdefault((item.key.pk, item.run_id), (item.key, []))[1].append(item.call)
+        else:
+            spanless.add(item.run_id)
         released, spent = by_run.get(item.run_id, (0, 0))
         by_run[item.run_id] = (
             released + item.reserved_micros,
@@ -322,6 +326,8 @@ def calls_settle(settlements: list[Settlement]) -> None:
                     covered_reserved_micros=F("covered_reserved_micros") - released,
                     covered_spent_micros=F("covered_spent_micros") + spent,
                 )
+        if spanless:  # their traces are short of these calls: the run page says so
+            Run.objects.filter(pk__in=sorted(spanless)).update(traces_incomplete=True)
 
 
 def _spans_store(*, key: ApiKey, run_id: str, calls: list[CallRecord]) -> None:

@@ -47,6 +47,7 @@ class RunSerializer(serializers.ModelSerializer):
             "score",
             "results",
             "notes",
+            "traces_incomplete",
             "log_tail",
             "model",
             "fine_tuned_model",
@@ -83,6 +84,11 @@ class RunSerializer(serializers.ModelSerializer):
                 "from the model id when blank, or the router for covered usage."
             },
             "judge_api_base_resolved": {"help_text": "The same for JUDGE_API_BASE."},
+            "traces_incomplete": {
+                "help_text": "Some of the run's spans never reached its session (the SDK or a "
+                "driver said 'spans dropped' in its output, or the router could not store a "
+                "call's span): its trace is short."
+            },
             "covered": {
                 "help_text": "Belvedir covers this run's model usage (its key was left blank)."
             },

@@ -34,6 +34,9 @@ DRIVER_NOTE_PREFIXES = {
     "belvedir-runner": "belvedir-runner: ",
 }
 DRIVER_NOTE_LINES = 50
+# What the belvedir SDK's exporter ("[belvedir/loop] trace export failed...; spans dropped.")
+# and the served drivers print when spans could not be sent: the run's trace is incomplete.
+SPANS_DROPPED = "spans dropped"
 # How many errored tasks a note names (with their reasons) before "and N more".
 ERRORED_NAMED = 3
 

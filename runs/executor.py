@@ -533,6 +533,7 @@ class Execution:
             log_tail=self.tail.text(),
             log_size=self.tail.size,
             platform_failed=platform_failed,
+            traces_incomplete=self.tail.spans_dropped,
         )
         return status
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from runs.contract import (
     LOG_TAIL_BYTES,
     RUN_STAGE_LINE,
+    SPANS_DROPPED,
     clip_log_tail,
     redact_text,
     secrets_for_redaction,
@@ -38,6 +39,8 @@ class LogTail:
         self.dirty = False
         self.run_started = False  # the entrypoint's RUN_STAGE_LINE went by
         self._recent = "\n"  # the end of the output, enough to find that line across chunks
+        self.spans_dropped = False  # the SDK or a driver said SPANS_DROPPED
+        self._recent_spans = ""  # the end of the output, enough to find that across chunks
 
     def _held(self, text: str) -> int:
         """How many characters at the end of `text` begin some secret."""
@@ -56,6 +59,10 @@ class LogTail:
             window = self._recent + text
             self.run_started = line in window
             self._recent = window[-(len(line) - 1) :]
+        if not self.spans_dropped:
+            window = self._recent_spans + text
+            self.spans_dropped = SPANS_DROPPED in window
+            self._recent_spans = window[-(len(SPANS_DROPPED) - 1) :]
         piece = text[-self.limit :]  # a character is at least a byte: enough for the tail
         self._pieces.append(piece)
         self._kept += len(piece)

@@ -107,6 +107,10 @@ class Run(models.Model):
     # full, a missing image), isolation was not in place, the Tasks file never arrived, an
     # internal error. The 24-hour launch cap does not count these runs.
     platform_failed = models.BooleanField(default=False)
+    # Some of the run's spans never reached its session: the SDK or a driver said "spans
+    # dropped" in the run's output, or the router could not store a call's span. Its trace
+    # (call counts, tokens) is short; the run page shows a warning badge.
+    traces_incomplete = models.BooleanField(default=False)
     # The step a run is in (or, once it ended, the last one it reached), and since when.
     stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
     stage_started_at = models.DateTimeField(null=True, blank=True)

@@ -411,6 +411,7 @@ def run_finish(
     log_size: int | None = None,
     heartbeat_before: datetime | Combinable | None = None,
     platform_failed: bool = False,
+    traces_incomplete: bool = False,
 ) -> bool:
     """End a running run (once): store the outcome, revoke its key. False if it had already ended.
 
@@ -418,6 +419,8 @@ def run_finish(
     in the update itself, so a worker that beats again in between keeps its run).
     `platform_failed`: it failed through the platform's fault (`Run.platform_failed`), so the
     24-hour launch cap does not count it.
+    `traces_incomplete`: its output said spans were dropped (`Run.traces_incomplete`; only
+    ever set here, never cleared: the router may have set it already).
     """
     fields = {
         "status": status,
@@ -428,6 +431,8 @@ def run_finish(
         "finished_at": timezone.now(),
         "notes": list(notes or []),
     }
+    if traces_incomplete:
+        fields["traces_incomplete"] = True
     if log_tail is not None:
         fields["log_tail"] = log_tail
         fields["log_size"] = log_size

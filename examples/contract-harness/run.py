@@ -50,6 +50,17 @@ def main() -> int:
     for i in range(int(env.get("SLEEP", "0"))):
         print(f"tick {i}", flush=True)
         time.sleep(1)
+    if env.get("TRACE_TO"):
+        # One span sent with the real belvedir SDK to TRACE_TO (a test points it nowhere, so
+        # the SDK's exporter says "spans dropped").
+        import belvedir
+
+        belvedir.initialize(
+            api_key=env.get("BELVEDIR_API_KEY", ""), base_url=env["TRACE_TO"], disable_batch=True
+        )
+        with belvedir.session(session_id=env.get("BELVEDIR_RUN_ID", "")), belvedir.task("t1"):
+            pass
+        belvedir.flush()
     tasks_preview = None
     if env.get("BELVEDIR_TASKS_FILE"):
         with open(env["BELVEDIR_TASKS_FILE"], encoding="utf-8") as f:

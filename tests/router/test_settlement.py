@@ -100,7 +100,7 @@ def _call(text: str, cost: int) -> CallRecord:
 
 
 def test_a_failing_batch_is_written_call_by_call_and_a_span_that_cannot_be_stored_is_dropped_not_the_money(
-    covered_run, monkeypatch
+    covered_run, monkeypatch, owner
 ):
     monkeypatch.setattr(settlement, "RETRY_SECONDS", 0.01)
     Run.objects.filter(pk=covered_run.pk).update(covered_reserved_micros=300)
@@ -119,3 +119,9 @@ def test_a_failing_batch_is_written_call_by_call_and_a_span_that_cannot_be_store
     assert (covered_run.covered_spent_micros, covered_run.covered_reserved_micros) == (18, 0)
     (span,) = Span.objects.filter(run=covered_run)
     assert span.input_messages == [{"role": "user", "content": "fine"}]
+    # The run's trace is short of the poisoned call: its API and page say so.
+    assert covered_run.traces_incomplete
+    assert owner.api.get(f"/api/v1/runs/{covered_run.pk}").json()["traces_incomplete"] is True
+    assert (
+        'id="run-traces-incomplete"' in owner.web.get(f"/runs/{covered_run.pk}/").content.decode()
+    )
