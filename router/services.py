@@ -278,6 +278,9 @@ class CallRecord:
     sent: bool = False
     # Its settlement was handed over: a call settles at most once.
     settled: bool = False
+    # The client's W3C trace context (its `traceparent`: an SDK's span of this call), which
+    # the call's span continues: (trace id, parent span id), or None.
+    trace_parent: tuple[str, str] | None = None
 
 
 @dataclasses.dataclass
@@ -332,7 +335,7 @@ def calls_settle(settlements: list[Settlement]) -> None:
 
 def _spans_store(*, key: ApiKey, run_id: str, calls: list[CallRecord]) -> None:
     """Store the calls as LLM spans in the run's session (session id = the run's id)."""
-    spans_ingest(key=key, spans=[_span(run_id, call) for call in calls])
+    spans_ingest(key=key, spans=[_span(run_id, call) for call in calls], from_router=True)
 
 
 def _span(run_id: str, call: CallRecord) -> otlp.SpanIn:
@@ -364,10 +367,13 @@ def _span(run_id: str, call: CallRecord) -> otlp.SpanIn:
         attributes["gen_ai.usage.output_tokens"] = call.output_tokens
     if call.error:
         attributes["error.type"] = str(call.http_status)
+    # In the client's trace, under its span of the call, when it sent one (the pair that
+    # counts once: traces.services.ingest, _CLIENT_TWINS); else a trace of its own.
+    trace_id, parent_span_id = call.trace_parent or (secrets.token_hex(16), "")
     return otlp.SpanIn(
-        trace_id=secrets.token_hex(16),
+        trace_id=trace_id,
         span_id=secrets.token_hex(8),
-        parent_span_id="",
+        parent_span_id=parent_span_id,
         name=f"chat {call.model}"[:500],
         kind="client",
         start_ns=call.started_ns,

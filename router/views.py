@@ -44,6 +44,7 @@ from router.settlement import settler
 from router.sse import StreamReader
 from runs.model_access import covered_models_allowed
 from runs.selectors import run_covered_models
+from traces import otlp
 
 MAX_BODY_BYTES = 8 * 2**20
 
@@ -77,6 +78,7 @@ async def _refused_traced(request, started: int, refusal: RouterRefusal, body=No
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
     call = CallRecord(model=model, messages=messages, started_ns=started)
+    call.trace_parent = otlp.trace_parent_of(request.headers.get("traceparent"))
     call.http_status, call.error, call.ended_ns = refusal.status, refusal.message, time.time_ns()
     await settler().settle(Settlement(key, run.pk, call))
     return _refused(refusal)
@@ -300,6 +302,7 @@ async def chat_completions(request):
         return await _refused_traced(request, started, refusal, body)
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     call = CallRecord(model=model, messages=body["messages"], started_ns=started)
+    call.trace_parent = otlp.trace_parent_of(request.headers.get("traceparent"))
     call.streamed = bool(body.get("stream"))
     served_by_asgi = isinstance(request, ASGIRequest)
     if call.streamed and not served_by_asgi:

@@ -1,6 +1,6 @@
 """REST API for sessions, their spans, LLM calls and tasks, and task groups."""
 
-from django.db.models import DateTimeField
+from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, Q
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -38,6 +38,12 @@ class SessionSerializer(serializers.ModelSerializer):
 
 
 class SpanSerializer(serializers.ModelSerializer):
+    duplicate = serializers.BooleanField(
+        read_only=True,
+        help_text="A client's record of a call the router recorded too: kept, never counted "
+        "(the router's span, from_router, counts).",
+    )
+
     class Meta:
         model = Span
         fields = [
@@ -56,6 +62,8 @@ class SpanSerializer(serializers.ModelSerializer):
             "attributes",
             "events",
             "is_llm",
+            "from_router",
+            "duplicate",
         ]
 
 
@@ -114,7 +122,9 @@ class SessionDetailSerializer(SessionSerializer):
     spans_total = serializers.IntegerField(help_text="All spans of the session.")
     span_offset = serializers.IntegerField(help_text="The first span's index in this answer.")
     spans = SpanSerializer(many=True)
-    llm_calls = LlmCallSerializer(many=True, help_text="The LLM spans among `spans`.")
+    llm_calls = LlmCallSerializer(
+        many=True, help_text="The LLM calls among `spans`, each once (no `duplicate`)."
+    )
     tasks = TaskSerializer(many=True)
 
     class Meta(SessionSerializer.Meta):
@@ -191,7 +201,7 @@ class SessionDetailView(AccessMixin, APIView):
         spans = _spans_as_serialized(
             Span.objects.filter(session=session)
             .order_by("start_time", "id")
-            .values(*_SPAN_COLUMNS)[offset : offset + limit]
+            .values(*_SPAN_COLUMNS, duplicate=_DUPLICATE)[offset : offset + limit]
         )
         return Response(
             SessionSerializer(session).data
@@ -202,7 +212,7 @@ class SessionDetailView(AccessMixin, APIView):
                 "llm_calls": [
                     {f: span[f] for f in LlmCallSerializer.Meta.fields}
                     for span in spans
-                    if span["is_llm"]
+                    if span["is_llm"] and not span["duplicate"]  # each call once
                 ],
                 "tasks": TaskSerializer(session.tasks.all(), many=True).data,
             }
@@ -210,7 +220,12 @@ class SessionDetailView(AccessMixin, APIView):
 
 
 # The span page's columns: what SpanSerializer and LlmCallSerializer give, nothing else.
-_SPAN_COLUMNS = list(dict.fromkeys([*SpanSerializer.Meta.fields, *LlmCallSerializer.Meta.fields]))
+_SPAN_COLUMNS = [
+    c
+    for c in dict.fromkeys([*SpanSerializer.Meta.fields, *LlmCallSerializer.Meta.fields])
+    if c != "duplicate"
+]
+_DUPLICATE = ExpressionWrapper(Q(duplicate_of__isnull=False), output_field=BooleanField())
 _SPAN_DATES = [c for c in _SPAN_COLUMNS if isinstance(Span._meta.get_field(c), DateTimeField)]
 
 

@@ -120,6 +120,20 @@ class Span(models.Model):
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     total_tokens = models.IntegerField(null=True, blank=True)
+    # The router's own record of a covered call (router.services), never an uploaded span's.
+    from_router = models.BooleanField(default=False)
+    # A client's LLM span of a call the router recorded too: the router's span, whose tokens
+    # and cost count (this one is kept, shown, and left out of every count). Only a link: no
+    # constraint, no index (ingest finds twins by trace and by session, see ingest.py).
+    duplicate_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
     received_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -136,6 +150,11 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.span_id})"
+
+    @property
+    def duplicate(self) -> bool:
+        """A client's record of a call the router recorded too (not counted)."""
+        return self.duplicate_of_id is not None
 
 
 class TaskGroup(models.Model):

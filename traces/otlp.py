@@ -86,7 +86,28 @@ __all__ = [
     "parse_llm_call",
     "session_id_of",
     "span_kind_of",
+    "trace_parent_of",
 ]
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def trace_parent_of(header: str | None) -> tuple[str, str] | None:
+    """The (trace id, parent span id) of a W3C `traceparent` header
+    (`00-<32 hex>-<16 hex>-<2 hex flags>`; a later version may add fields after these), or
+    None when it is missing or malformed (all-zero ids, version ff, not lowercase hex)."""
+    parts = (header or "").strip().split("-")
+    if len(parts) < 4 or [len(p) for p in parts[:4]] != [2, 32, 16, 2]:
+        return None
+    if not all(set(p) <= _HEX for p in parts[:4]) or parts[0] == "ff":
+        return None
+    if parts[0] == "00" and len(parts) != 4:
+        return None
+    trace_id, span_id = parts[1], parts[2]
+    if trace_id == "0" * 32 or span_id == "0" * 16:
+        return None
+    return trace_id, span_id
+
 
 JSON_CONTENT_TYPE = "application/json"
 PROTOBUF_CONTENT_TYPE = "application/x-protobuf"

@@ -76,6 +76,7 @@ TREE_FIELDS = (
     "model",
     "input_tokens",
     "output_tokens",
+    "duplicate_of",
 )
 
 

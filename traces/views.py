@@ -119,7 +119,16 @@ def _span_tree(rows: list[dict], span_url_prefix: str) -> SafeString:
                 format_html(' <span class="badge">{}</span>', span.span_kind)
                 if span.span_kind
                 else "",
-                format_html(' <span class="badge running">LLM · {}</span>', span.model or "?")
+                format_html(
+                    ' <span class="badge running">LLM · {}</span>{}',
+                    span.model or "?",
+                    mark_safe(
+                        ' <span class="badge" title="The router recorded this call too: its '
+                        'span counts, this one does not">duplicate</span>'
+                    )
+                    if span.duplicate_of_id
+                    else "",
+                )
                 if span.is_llm
                 else "",
                 mark_safe(' <span class="badge failed">error</span>') if error else "",

@@ -86,7 +86,12 @@ def _sessions_make(project, sessions: dict, external_ids: set[str], run: Run | N
         Session.objects.bulk_create(
             [
                 Session(
-                    project=project, external_id=e, run=run, first_seen_at=now, last_received_at=now
+                    project=project,
+                    external_id=e,
+                    run=run,
+                    model=run.model if run else "",
+                    first_seen_at=now,
+                    last_received_at=now,
                 )
                 for e in missing
             ],
@@ -105,8 +110,14 @@ def _sessions_make(project, sessions: dict, external_ids: set[str], run: Run | N
         # is claimed only by the run it is named after, never by whichever key writes to it.
         owner = runs_by_id.get(external_id)
         if run_id is None and owner is not None:
-            Session.objects.filter(pk=pk, run__isnull=True).update(run=owner)
+            Session.objects.filter(pk=pk, run__isnull=True).update(run=owner, **_run_model(owner))
             sessions[external_id] = (pk, owner.pk)
+
+
+def _run_model(run: Run) -> dict:
+    """A run's session shows the model under test, its launch model (not its judge's, nor
+    whichever model it called last): kept with no model_started_at, which no span replaces."""
+    return {"model": run.model, "model_started_at": None} if run.model else {}
 
 
 def _redacted(span: otlp.SpanIn, secrets: list[str]) -> otlp.SpanIn:
@@ -120,8 +131,12 @@ def _redacted(span: otlp.SpanIn, secrets: list[str]) -> otlp.SpanIn:
     )
 
 
-def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
-    """Store a batch in one transaction; spans already stored are skipped.
+def spans_ingest(
+    *, key: ApiKey, spans: list[otlp.SpanIn], from_router: bool = False
+) -> IngestOutcome:
+    """Store a batch in one transaction; spans already stored are skipped. `from_router`:
+    the router's own record of its calls (never an upload's), whose tokens count where a
+    client span records the same call too (_CLIENT_TWINS).
 
     A run key writes only into its own run's sessions (ones it starts, or the one named after
     its run): spans for another run's or the project's sessions are refused (counted as
@@ -196,12 +211,14 @@ def spans_ingest(*, key: ApiKey, spans: list[otlp.SpanIn]) -> IngestOutcome:
                     call.input_tokens if call else None,
                     call.output_tokens if call else None,
                     call.total_tokens if call else None,
+                    from_router,
+                    None,  # duplicate_of: found by the statement
                     now,
                 )
             )
         session_ids = sorted({row[_SESSION] for row in rows})  # refused ones untouched
         if rows:
-            _store(rows, session_ids, now)
+            _store(rows, session_ids, now, from_router=from_router)
     errors = []
     if refused:
         errors.append(
@@ -229,84 +246,203 @@ _SPAN_TABLE = Span._meta.db_table
 _SESSION_TABLE = Session._meta.db_table
 # The columns a stored span fills, in the order of spans_ingest's row tuples (a Span field
 # added later needs its place here and there: no model defaults apply on this path).
+# duplicate_of_id's place holds None: the statement finds the span's twin itself.
 _COLUMNS = (
     "project_id", "session_id", "run_id", "trace_id", "span_id", "parent_span_id", "name",
     "kind", "span_kind", "entity_name", "start_time", "end_time", "duration_ms", "status_code",
     "status_message", "attributes", "events", "resource", "scope_name", "is_llm", "model",
     "input_messages", "output_messages", "input_tokens", "output_tokens", "total_tokens",
-    "received_at",
+    "from_router", "duplicate_of_id", "received_at",
 )  # fmt: skip
 _SESSION = _COLUMNS.index("session_id")
 _SESSIONS_SQL = (
     f"SELECT id, external_id, run_id FROM {_SESSION_TABLE} "
     "WHERE project_id = %s AND external_id = ANY(%s)"
 )
+# How far apart the client's and the router's starts of one call may be for a pair found
+# without trace context (same run's session, model and token counts): pairs are one to one,
+# so calls alike in all of that pair in either order and still count once each.
+TWIN_WINDOW = "30 seconds"
+
+# One call seen twice (docs/traces.md, "One call counts once"): the client's LLM span (an
+# SDK's) and the router's span of it. The router's counts; the client's is stored with
+# duplicate_of = the router's and counted nowhere. The router continues the client's W3C
+# trace context (`traceparent`): its span is then in the client's trace, under the client's
+# span (the pair by trace context); else the pair is by run session, model, token counts
+# and start within TWIN_WINDOW. Whichever of the two arrives second makes the pair: a client
+# span finds its router span as it is inserted (below), a router span marks its client span
+# and takes that span's call out of its session's counters (_ROUTER_TWINS). Only spans of a
+# run's sessions are looked at, by the (project, trace id, span id) and (session, start)
+# indexes: batches of other sessions (the project key's, the ingest benchmark's) find none.
+_CLIENT_TWINS = f"""
+calls AS (  -- the batch's client LLM spans in a run's sessions
+    SELECT i, r FROM rows WHERE (r->>{{is_llm}})::boolean AND r->>{{run}} IS NOT NULL
+        AND NOT (r->>{{from_router}})::boolean
+), twin AS (
+    SELECT DISTINCT ON (coalesce(l.id, f.id)) c.i, coalesce(l.id, f.id) AS id
+    FROM calls AS c
+    LEFT JOIN LATERAL (
+        SELECT m.id FROM {_SPAN_TABLE} AS m
+        WHERE m.project_id = c.r->>{{project}} AND m.trace_id = c.r->>{{trace}}
+            AND m.parent_span_id = c.r->>{{span}} AND m.from_router
+            AND m.run_id = c.r->>{{run}}
+        LIMIT 1
+    ) AS l ON true
+    LEFT JOIN LATERAL (
+        SELECT m.id FROM {_SPAN_TABLE} AS m
+        WHERE l.id IS NULL AND m.session_id = c.r->>{{session}}
+            AND m.start_time BETWEEN (c.r->>{{start}})::timestamptz - interval '{TWIN_WINDOW}'
+                AND (c.r->>{{start}})::timestamptz + interval '{TWIN_WINDOW}'
+            AND m.from_router AND m.parent_span_id = '' AND m.model = c.r->>{{model}}
+            AND m.input_tokens = (c.r->>{{tokens_in}})::integer
+            AND m.output_tokens = (c.r->>{{tokens_out}})::integer
+            AND NOT EXISTS (
+                SELECT 1 FROM {_SPAN_TABLE} AS d WHERE d.session_id = m.session_id
+                    AND d.start_time BETWEEN m.start_time - interval '{TWIN_WINDOW}'
+                        AND m.start_time + interval '{TWIN_WINDOW}'
+                    AND d.duplicate_of_id = m.id
+            )
+        ORDER BY abs(extract(epoch FROM m.start_time - (c.r->>{{start}})::timestamptz)), m.id
+        LIMIT 1
+    ) AS f ON true
+    WHERE coalesce(l.id, f.id) IS NOT NULL
+    ORDER BY coalesce(l.id, f.id), c.i
+),"""
+_ROUTER_TWINS = f"""
+twin AS (  -- each new router span's client span, stored before it and not paired yet
+    SELECT DISTINCT ON (coalesce(l.id, f.id)) n.id AS router_id, coalesce(l.id, f.id) AS id
+    FROM new AS n
+    LEFT JOIN LATERAL (
+        SELECT m.id FROM {_SPAN_TABLE} AS m
+        WHERE n.parent_span_id <> '' AND m.project_id = n.project_id
+            AND m.trace_id = n.trace_id AND m.span_id = n.parent_span_id
+            AND m.run_id = n.run_id AND m.is_llm AND NOT m.from_router
+            AND m.duplicate_of_id IS NULL
+    ) AS l ON true
+    LEFT JOIN LATERAL (
+        SELECT m.id FROM {_SPAN_TABLE} AS m
+        WHERE n.parent_span_id = '' AND m.session_id = n.session_id
+            AND m.start_time BETWEEN n.start_time - interval '{TWIN_WINDOW}'
+                AND n.start_time + interval '{TWIN_WINDOW}'
+            AND m.is_llm AND NOT m.from_router AND m.duplicate_of_id IS NULL
+            AND m.model = n.model AND m.input_tokens = n.input_tokens
+            AND m.output_tokens = n.output_tokens
+        ORDER BY abs(extract(epoch FROM m.start_time - n.start_time)), m.id
+        LIMIT 1
+    ) AS f ON true
+    WHERE coalesce(l.id, f.id) IS NOT NULL
+    ORDER BY coalesce(l.id, f.id), n.id
+), marked AS (
+    UPDATE {_SPAN_TABLE} AS d SET duplicate_of_id = t.router_id FROM twin AS t
+    WHERE d.id = t.id
+    RETURNING d.session_id, d.input_tokens, d.output_tokens
+), removed AS (
+    SELECT session_id, count(*) AS llm, coalesce(sum(input_tokens), 0) AS tokens_in,
+        coalesce(sum(output_tokens), 0) AS tokens_out
+    FROM marked GROUP BY session_id
+),"""
+_NO_REMOVED = """
+removed AS (
+    SELECT NULL::varchar AS session_id, 0 AS llm, 0 AS tokens_in, 0 AS tokens_out WHERE false
+),"""
 # The spans go in from one JSON parameter, an array of rows that are arrays in _COLUMNS'
 # order (objects cost PostgreSQL a sort of every row's keys while parsing and a key search
 # per column while reading: ~1.5 ms of its ~6 ms a batch), skipping a stored (project,
-# trace id, span id); what was new is summed per session; then the batch's sessions are
-# locked in id order (the Sort below the row locks needs the whole insert first, so every
-# batch takes span locks before session locks, and session locks in one order: no
-# deadlocks) and their counters grow by exactly that (a retried batch adds nothing), in the
-# same statement. A session's model is its latest LLM span's: a new one wins when it started
-# no earlier than the one the model came from (model_started_at, re-read under the row lock).
+# trace id, span id); what was new and counts (no duplicate) is summed per session, less
+# the client spans a router batch found to be its duplicates; then the sessions are locked
+# in id order (the Sort below the row locks needs the whole insert first, so every batch
+# takes span locks before session locks, and session locks in one order: no deadlocks) and
+# their counters grow by exactly that (a retried batch adds nothing), in the same statement.
+# A session's model is its latest LLM span's: a new one wins when it started no earlier
+# than the one the model came from (model_started_at, re-read under the row lock); a run's
+# session keeps its run's model (set with no model_started_at when it was made or claimed).
 _STORE_SQL = f"""
-WITH new AS (
+WITH rows AS (
+    SELECT t.i, t.r FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, i)
+), {{client_twins}}
+new AS (
     INSERT INTO {_SPAN_TABLE} ({{columns}})
-    SELECT {{values}} FROM jsonb_array_elements(%s::jsonb) AS r
+    SELECT {{values}} FROM rows AS x {{twin_join}}
     ON CONFLICT DO NOTHING
-    RETURNING session_id, is_llm, input_tokens, output_tokens, start_time, end_time, model
-), added AS (
-    SELECT session_id, count(*) AS spans, count(*) FILTER (WHERE is_llm) AS llm,
-        coalesce(sum(input_tokens), 0) AS tokens_in, coalesce(sum(output_tokens), 0) AS tokens_out,
+    RETURNING id, project_id, session_id, run_id, trace_id, parent_span_id, is_llm,
+        input_tokens, output_tokens, start_time, end_time, model, duplicate_of_id
+), {{router_twins}}
+added AS (
+    SELECT session_id, count(*) AS spans,
+        count(*) FILTER (WHERE is_llm AND duplicate_of_id IS NULL) AS llm,
+        coalesce(sum(input_tokens) FILTER (WHERE duplicate_of_id IS NULL), 0) AS tokens_in,
+        coalesce(sum(output_tokens) FILTER (WHERE duplicate_of_id IS NULL), 0) AS tokens_out,
         min(start_time) AS started_at, max(end_time) AS ended_at,
         max(start_time) FILTER (WHERE is_llm AND model <> '') AS model_at,
         (array_agg(model ORDER BY start_time DESC) FILTER (WHERE is_llm AND model <> ''))[1]
             AS model
     FROM new GROUP BY session_id
 ), locked AS MATERIALIZED (
-    SELECT s.id, a.spans, a.llm, a.tokens_in, a.tokens_out, a.started_at, a.ended_at,
-        a.model_at, a.model
+    SELECT s.id, s.id = ANY(%s) AS batch, a.spans, a.llm, a.tokens_in, a.tokens_out,
+        a.started_at, a.ended_at, a.model_at, a.model,
+        s.run_id IS NOT NULL AND s.model <> '' AND s.model_started_at IS NULL AS run_model,
+        r.llm AS gone, r.tokens_in AS gone_in, r.tokens_out AS gone_out
     FROM {_SESSION_TABLE} AS s LEFT JOIN added AS a ON a.session_id = s.id
-    WHERE s.id = ANY(%s) ORDER BY s.id FOR NO KEY UPDATE OF s
+        LEFT JOIN removed AS r ON r.session_id = s.id
+    WHERE s.id = ANY(%s) OR s.id IN (SELECT session_id FROM removed)
+    ORDER BY s.id FOR NO KEY UPDATE OF s
 )
 UPDATE {_SESSION_TABLE} AS s SET
     span_count = s.span_count + coalesce(d.spans, 0),
-    llm_call_count = s.llm_call_count + coalesce(d.llm, 0),
-    input_tokens = s.input_tokens + coalesce(d.tokens_in, 0),
-    output_tokens = s.output_tokens + coalesce(d.tokens_out, 0),
+    llm_call_count = s.llm_call_count + coalesce(d.llm, 0) - coalesce(d.gone, 0),
+    input_tokens = s.input_tokens + coalesce(d.tokens_in, 0) - coalesce(d.gone_in, 0),
+    output_tokens = s.output_tokens + coalesce(d.tokens_out, 0) - coalesce(d.gone_out, 0),
     started_at = LEAST(s.started_at, d.started_at),
     ended_at = GREATEST(s.ended_at, d.ended_at),
-    model = CASE WHEN d.model_at >= coalesce(s.model_started_at, '-infinity')
+    model = CASE WHEN NOT d.run_model AND d.model_at >= coalesce(s.model_started_at, '-infinity')
         THEN d.model ELSE s.model END,
-    model_started_at = GREATEST(s.model_started_at, d.model_at),
-    last_received_at = %s
+    model_started_at = CASE WHEN d.run_model THEN NULL
+        ELSE GREATEST(s.model_started_at, d.model_at) END,
+    last_received_at = CASE WHEN d.batch THEN %s ELSE s.last_received_at END
 FROM locked AS d WHERE s.id = d.id
 """
 
 
 @functools.cache
-def _store_sql() -> str:
-    """_STORE_SQL with the columns, each read from its place in a row: JSON as it is, text
-    as text (the column's length checked as an INSERT's text is), the rest cast from text."""
+def _store_sql(from_router: bool) -> str:
+    """_STORE_SQL for client batches or the router's, with the columns, each read from its
+    place in a row: JSON as it is, text as text (the column's length checked as an INSERT's
+    text is), the rest cast from text; a client span's duplicate_of from its twin."""
     fields = {field.attname: field for field in Span._meta.concrete_fields}
     values = []
     for i, field in enumerate(fields[name] for name in _COLUMNS):
         db_type = field.cast_db_type(connection)
-        if field.get_internal_type() == "JSONField":
+        if field.attname == "duplicate_of_id":
+            values.append("NULL::bigint" if from_router else "twin.id")
+        elif field.get_internal_type() == "JSONField":
             values.append(f"r->{i}")
         elif db_type == "text" or db_type.startswith("varchar"):
             values.append(f"r->>{i}")
         else:
             values.append(f"(r->>{i})::{db_type}")
     columns = ", ".join(connection.ops.quote_name(name) for name in _COLUMNS)
-    return _STORE_SQL.format(columns=columns, values=", ".join(values))
+    places = {
+        "project": "project_id", "session": "session_id", "run": "run_id",
+        "trace": "trace_id", "span": "span_id", "start": "start_time", "is_llm": "is_llm",
+        "model": "model", "tokens_in": "input_tokens", "tokens_out": "output_tokens",
+        "from_router": "from_router",
+    }  # fmt: skip
+    client_twins = _CLIENT_TWINS.format(**{k: _COLUMNS.index(v) for k, v in places.items()})
+    return _STORE_SQL.format(
+        columns=columns,
+        values=", ".join(values),
+        client_twins="" if from_router else client_twins,
+        twin_join="" if from_router else "LEFT JOIN twin ON twin.i = x.i",
+        router_twins=_ROUTER_TWINS if from_router else _NO_REMOVED,
+    )
 
 
-def _store(rows: list[tuple], session_ids: list[str], now) -> None:
+def _store(rows: list[tuple], session_ids: list[str], now, *, from_router: bool) -> None:
     """Insert the rows and grow their sessions' counters by what was new: one statement."""
     with _psycopg_cursor() as cursor:  # the JSON as a parameter, not lexed from the SQL text
-        _execute_prepared(cursor, _store_sql(), [_json(rows), session_ids, now])
+        _execute_prepared(
+            cursor, _store_sql(from_router), [_json(rows), session_ids, session_ids, now]
+        )
 
 
 @contextlib.contextmanager

@@ -75,7 +75,7 @@ def tasks_form(*, session: Session) -> list[Task]:
 
 
 def _task(session: Session, root: Span | None, name: str, kind: str, members: list[Span]) -> Task:
-    llm = [s for s in members if s.is_llm]
+    llm = [s for s in members if s.is_llm and s.duplicate_of_id is None]  # counted once
     return Task(
         project_id=session.project_id,
         session=session,
