@@ -476,6 +476,10 @@ BELVEDIR_SANDBOX_CA_BUNDLE = envstr(
     "BELVEDIR_SANDBOX_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"
 )
 BELVEDIR_INSTANCE = envstr("BELVEDIR_INSTANCE", "")
+# Seconds another platform instance may go without a heartbeat on a worker host (every reaper
+# pass, warm fill and launch of it there; runs/sandbox/instances.py) before that host's reaper
+# removes its sandboxes and releases their volumes: well above BELVEDIR_REAP_SECONDS.
+BELVEDIR_INSTANCE_STALE = envint("BELVEDIR_INSTANCE_STALE", 600, minimum=60)
 BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
 BELVEDIR_RUN_TIMEOUT = envint("BELVEDIR_RUN_TIMEOUT", 3600, minimum=1)
 BELVEDIR_RUNS_IN_FLIGHT_CAP = envint("BELVEDIR_RUNS_IN_FLIGHT_CAP", 4, minimum=1)

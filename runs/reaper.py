@@ -4,7 +4,9 @@ free the GPU devices of runs whose worker died.
 Every worker host runs it (the housekeeping cluster's schedule, and each runs or GPU cluster
 every BELVEDIR_REAP_SECONDS): the runs of any host whose heartbeats stopped are failed by
 whichever host sees it first, so a vanished host's runs end too, but a host only ever removes
-the sandboxes and volumes of its own engine (the one `get_backend()` talks to).
+the sandboxes and volumes of its own engine (the one `get_backend()` talks to): its own
+platform's, and those of another platform instance gone from the host (no heartbeat there for
+BELVEDIR_INSTANCE_STALE s; each pass is this instance's heartbeat, runs/sandbox/instances.py).
 """
 
 import logging
@@ -90,6 +92,13 @@ def reap() -> dict:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
     task_sandboxes.task_sandboxes_reap()  # rows of task sandboxes whose run ended
     freed = gpu.devices_release_stale()
+    # This instance's heartbeat on this host, and the sandboxes of instances gone from it.
+    sweep_gone = getattr(backend, "sweep_gone_instances", None)
+    try:
+        gone_removed = sweep_gone() if sweep_gone is not None else []
+    except SandboxError as exc:
+        log.warning("reaper could not sweep the sandboxes of gone platforms: %s", exc)
+        gone_removed = []
     sweep_warm = getattr(backend, "sweep_warm", None)  # this engine's warm pool, if any
     try:
         warm_removed = sweep_warm() if sweep_warm is not None else []
@@ -101,16 +110,17 @@ def reap() -> dict:
     except SandboxError as exc:
         log.warning("reaper could not release orphan disk volumes: %s", exc)
         released = []
-    if failed or requeued or removed or released or freed or warm_removed:
+    if failed or requeued or removed or released or freed or warm_removed or gone_removed:
         log.info(
             "reaper: failed %s, requeued %s, removed %d sandboxes, released volumes %s, "
-            "freed GPU devices %s, removed %d stale warm sandboxes",
+            "freed GPU devices %s, removed %d stale warm sandboxes and %d of gone platforms",
             failed,
             requeued,
             removed,
             released,
             freed,
             len(warm_removed),
+            len(gone_removed),
         )
     return {
         "failed": failed,
@@ -118,4 +128,5 @@ def reap() -> dict:
         "removed": removed,
         "released": released,
         "warm_removed": warm_removed,
+        "gone_removed": gone_removed,
     }

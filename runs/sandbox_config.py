@@ -30,7 +30,8 @@ def get_backend() -> SandboxBackend:
     BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`,
     quota volumes under BELVEDIR_SANDBOX_DATA_DIR keeping BELVEDIR_MIN_FREE_DISK free,
     BELVEDIR_SANDBOX_SPARE_VOLUMES of them made ahead, BELVEDIR_SANDBOX_WARM sandboxes of the
-    default shape (`warm_template()`) started ahead on this host's engine.
+    default shape (`warm_template()`) started ahead on this host's engine, the sandboxes of
+    instances with no heartbeat on this host for BELVEDIR_INSTANCE_STALE s removed.
     """
     name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
     if name == "docker":
@@ -44,6 +45,7 @@ def get_backend() -> SandboxBackend:
             warm_template=warm_template(),
             warm_engine=engine_name(),
             warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
+            instance_stale=settings.BELVEDIR_INSTANCE_STALE,
         )
     raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
 

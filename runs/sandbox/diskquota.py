@@ -13,10 +13,11 @@ Layout under `root` (BELVEDIR_SANDBOX_DATA_DIR, e.g. /var/lib/belvedir/sandboxes
     .templates/   one formatted image per layout (size, folders, their seeds, owner), its
                   folders made and seeded: a new volume starts as a sparse copy of it (about
                   0.1 s, where formatting and copying the seeds in took 0.2-0.8 s per run)
-    .spares/      an empty file per spare volume ready for the next sandbox: a volume of a
+    .spares/      a file per spare volume ready for the next sandbox: a volume of a
                   layout made ahead (`make_spare`, named spare-<layout key>-<random>),
                   copied and mounted, taken whole by `take_spare` (another 0.1-0.4 s off a
-                  run's start); whoever removes the file first has the spare
+                  run's start); whoever removes the file first has the spare. It holds
+                  the platform instance that made it (`spare_owner`)
 
 Pure Python (no Django). `allocate` and `release` need root (mkfs, mount, umount, chown).
 """
@@ -32,7 +33,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,17 +289,34 @@ def take_spare(
 
 
 def make_spare(
-    *, root: Path, size_bytes: int, folders: Mapping[str, Folder], uid: int, gid: int, keep: int
+    *,
+    root: Path,
+    size_bytes: int,
+    folders: Mapping[str, Folder],
+    uid: int,
+    gid: int,
+    keep: int,
+    owner: str = "",
 ) -> str | None:
-    """Make one spare volume of this layout if fewer than `keep` are ready; its name."""
+    """Make one spare volume of this layout if fewer than `keep` are ready; its name. Its
+    file in .spares/ records `owner` (the platform instance that made it)."""
     key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
     if len(_free_spares(root, key)) >= keep:
         return None
     name = f"{SPARE_PREFIX}{key}-{secrets.token_hex(4)}"
     allocate(root=root, name=name, size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
     (root / SPARES).mkdir(mode=0o700, exist_ok=True)
-    (root / SPARES / name).touch()
+    (root / SPARES / name).write_text(owner)
     return name
+
+
+def spare_owner(*, root: Path, name: str) -> str | None:
+    """The instance that made the free spare `name` ("" if unrecorded); None if it is not one."""
+    _check_name(name)
+    try:
+        return (root / SPARES / name).read_text()
+    except OSError:
+        return None
 
 
 def claim_spare(*, root: Path, name: str) -> bool:
@@ -367,26 +385,53 @@ def free_disk_bytes(path: Path) -> int:
 def committed_bytes(*, root: Path) -> int:
     """What the volumes under `root` may still take from the host: their sizes less what
     their images already occupy (a sparse image grows as its sandbox writes)."""
-    total = 0
+    return sum(promises(root=root).values())
+
+
+def promises(*, root: Path) -> dict[str, int]:
+    """What each volume under `root` may still take from the host, by name."""
+    promised = {}
     for name in volume_names(root=root):
         try:
             st = (root / f"{name}{IMAGE_SUFFIX}").stat()
         except FileNotFoundError:
             continue
-        total += max(0, st.st_size - st.st_blocks * 512)
-    return total
+        promised[name] = max(0, st.st_size - st.st_blocks * 512)
+    return promised
 
 
-def check_room(*, root: Path, size_bytes: int, reserve_bytes: int) -> None:
+def check_room(
+    *,
+    root: Path,
+    size_bytes: int,
+    reserve_bytes: int,
+    holders: Callable[[], Mapping[str, str]] | None = None,
+) -> None:
     """Refuse a new `size_bytes` volume unless the host keeps `reserve_bytes` free even
-    when every volume (the new one too) is filled to its quota."""
+    when every volume (the new one too) is filled to its quota. The refusal names who holds
+    the promises: `holders()` (asked only then) says who uses each volume, by name; the
+    rest are free spare volumes or volumes no sandbox uses (the reaper releases them)."""
     free = free_disk_bytes(root)
-    promised = committed_bytes(root=root)
-    if free - promised - size_bytes < reserve_bytes:
+    promised = promises(root=root)
+    total = sum(promised.values())
+    if free - total - size_bytes < reserve_bytes:
+        named = holders() if holders is not None else {}
+        held: dict[str, int] = {}
+        for name, size in promised.items():
+            who = named.get(name) or (
+                "spare volumes"
+                if spare_owner(root=root, name=name) is not None
+                else "volumes no sandbox uses"
+            )
+            held[who] = held.get(who, 0) + size
+        by = ", ".join(
+            f"{who} {_gib(size)}" for who, size in sorted(held.items(), key=lambda i: -i[1]) if size
+        )
         raise NoRoom(
             f"the worker's disk is too full to start a sandbox: {_gib(free)} free, "
-            f"{_gib(promised)} promised to running sandboxes, {_gib(size_bytes)} needed "
-            f"and {_gib(reserve_bytes)} kept in reserve (BELVEDIR_MIN_FREE_DISK)"
+            f"{_gib(total)} promised to sandboxes' volumes{f' ({by})' if by else ''}, "
+            f"{_gib(size_bytes)} needed and {_gib(reserve_bytes)} kept in reserve "
+            "(BELVEDIR_MIN_FREE_DISK)"
         )
 
 

@@ -39,7 +39,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from runs.sandbox import hostfiles, network, volumes, warm
+from runs.sandbox import hostfiles, instances, network, volumes, warm
 from runs.sandbox.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -81,6 +81,7 @@ class DockerBackend:
         warm_template: SandboxSpec | None = None,
         warm_engine: str = "",
         warm_max_age: float = 3600.0,
+        instance_stale: float = 600.0,
     ) -> None:
         """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
@@ -94,6 +95,8 @@ class DockerBackend:
         `warm_size`: how many sandboxes of `warm_template`'s shape to keep started ahead on
         this host for runs of that shape (`runs.sandbox.warm`; needs a disk quota), on the
         engine named `warm_engine`, each removed unused after `warm_max_age` s.
+        `instance_stale`: how long another instance may go without a heartbeat on this host
+        before its sandboxes here are removed (`sweep_gone_instances`).
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
@@ -101,6 +104,8 @@ class DockerBackend:
         self.data_dir = data_dir
         self.reserve_bytes = reserve_bytes
         self.spare_volumes = spare_volumes
+        self.warm_engine = warm_engine
+        self.instance_stale = instance_stale
         self._spare_layout: dict[str, object] | None = None  # the last quota sandbox's
         self._attached: dict[str, Iterator[bytes]] = {}
         self._volumes: dict[str, str] = {}  # container id -> its quota volume
@@ -151,6 +156,7 @@ class DockerBackend:
         """
         if not spec.command:
             raise SandboxError("a sandbox needs a command")
+        self.beat()
         if self.pool is not None and self.pool.fits(spec):
             handle = self._launch_warm(spec)
             if handle is not None:
@@ -160,11 +166,15 @@ class DockerBackend:
         try:
             volume, mounts = self._allocate(spec, stem)
         except volumes.NoRoom:
-            # Waiting sandboxes give their disk to a run: each holds a quota volume's promise.
-            if self.pool is None or not self.pool.drain():
+            # Waiting sandboxes give their disk to a run: each holds a quota volume's promise,
+            # as do the sandboxes of platforms gone from this host.
+            drained = self.pool.drain() if self.pool is not None else []
+            if not drained and not self.sweep_gone_instances():
                 raise
             log.info(
-                "run %s: the warm sandboxes were removed to make room on the disk", spec.run_id
+                "run %s: warm sandboxes or a gone platform's sandboxes were removed to make "
+                "room on the disk",
+                spec.run_id,
             )
             volume, mounts = self._allocate(spec, stem)
         try:
@@ -212,8 +222,17 @@ class DockerBackend:
             name=volumes.volume_name(name),
             reserve_bytes=self.reserve_bytes,
             spare=self.spare_volumes > 0,
+            holders=self._holders,
         )
         return made.name, mounts
+
+    def _holders(self) -> dict[str, str]:
+        """Who uses which quota volume (`instances.holders`); nothing when the engine cannot say."""
+        assert self.data_dir is not None
+        try:
+            return instances.holders(self.client, data_dir=self.data_dir, instance=self.instance)
+        except (docker.errors.DockerException, requests.RequestException):
+            return {}
 
     def _launch_warm(self, spec: SandboxSpec) -> SandboxHandle | None:
         """Hand the run to a warm sandbox: its workspace into the sandbox's workdir folder, an
@@ -288,6 +307,7 @@ class DockerBackend:
 
     def _make_warm(self, spec: SandboxSpec) -> warm.Member:
         """Start a pool member of `spec` (`warm.waiter_spec`'s): not managed, no run yet."""
+        self.beat()
         name = _container_name()
         volume, mounts = self._allocate(spec, name)
         workdir = next((src for src, m in mounts.items() if m["bind"] == spec.workdir), "")
@@ -313,6 +333,8 @@ class DockerBackend:
             workdir=workdir,
             volume=volume,
             created=time.time(),
+            instance=self.instance or "",
+            engine=spec.labels.get(warm.LABEL_WARM_ENGINE, ""),
         )
 
     def _create(
@@ -551,6 +573,7 @@ class DockerBackend:
             data_dir=self.data_dir,
             reserve_bytes=self.reserve_bytes,
             keep=self.spare_volumes,
+            owner=self.instance or "",
         )
 
     def _volume_of(self, handle: SandboxHandle) -> str | None:
@@ -569,10 +592,40 @@ class DockerBackend:
             return self.pool.sweep()
 
     def sweep_volumes(self) -> list[str]:
-        """Release quota volumes whose container is gone (see `volumes.sweep`)."""
+        """Release quota volumes whose container is gone, and free spares of platforms gone
+        from this host (see `volumes.sweep`)."""
         if self.data_dir is None:
             return []
-        return volumes.sweep(self.client, self.data_dir)
+        return volumes.sweep(self.client, self.data_dir, gone=self._gone)
+
+    def _gone(self, instance: str) -> bool:
+        assert self.data_dir is not None
+        return instance != self.instance and instances.gone(
+            self.data_dir, instance, stale=self.instance_stale, made=time.time()
+        )
+
+    def beat(self) -> None:
+        """This platform instance is alive on this host (`instances.beat`)."""
+        if self.data_dir is not None:
+            instances.beat(self.data_dir, self.instance)
+
+    def sweep_gone_instances(self) -> list[str]:
+        """Beat, then remove this engine's sandboxes of platform instances gone from this host
+        (no heartbeat for `instance_stale` s) with their quota volumes (`instances.sweep_gone`);
+        the ids removed."""
+        if self.data_dir is None or not self.instance:
+            return []
+        with _docker_errors("sweep the sandboxes of gone platforms"):
+            return instances.sweep_gone(
+                self.client,
+                data_dir=self.data_dir,
+                instance=self.instance,
+                engine=self.warm_engine,
+                stale=self.instance_stale,
+                remove=lambda container_id, run_id: self._remove(
+                    SandboxHandle(container_id, run_id)
+                ),
+            )
 
     # --- finding sandboxes again ----------------------------------------------------------
 

@@ -11,7 +11,8 @@ container releases the volume, and `sweep` releases volumes whose container is g
 
 With spares (`allocate(..., spare=True)`), a volume made ahead by `make_spare` after the
 previous sandbox is taken when there is one (`diskquota.take_spare`); a spare left unused
-for SWEEP_GRACE_SECONDS is released by the sweep like any volume without a container.
+for SWEEP_GRACE_SECONDS is released by the sweep like any volume without a container, and
+one whose platform instance is gone from the host (`runs.sandbox.instances`) at once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,18 +123,22 @@ def allocate(
     size_bytes: int,
     reserve_bytes: int,
     spare: bool = False,
+    holders: Callable[[], Mapping[str, str]] | None = None,
 ) -> tuple[diskquota.QuotaVolume, dict[str, dict[str, str]]]:
     """A new quota volume for a sandbox of `image`, and the docker `volumes` that mount it.
 
     `spare`: a spare of the same layout when one is ready (its name is then not `name`); a
-    spare already counts among the volumes the disk keeps room for."""
+    spare already counts among the volumes the disk keeps room for. `holders`: who uses
+    which volume, for a refusal to name (`diskquota.check_room`)."""
     wanted = places(workdir)
     folders = _folders(client, image, data_dir, wanted)
     layout = dict(root=data_dir, size_bytes=size_bytes, folders=folders)
     try:
         volume = diskquota.take_spare(**layout, uid=SANDBOX_UID, gid=SANDBOX_GID) if spare else None
         if volume is None:
-            diskquota.check_room(root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes)
+            diskquota.check_room(
+                root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes, holders=holders
+            )
             volume = diskquota.allocate(**layout, name=name, uid=SANDBOX_UID, gid=SANDBOX_GID)
     except diskquota.NoRoom as exc:
         raise NoRoom(str(exc)) from exc
@@ -169,10 +175,12 @@ def make_spare(
     size_bytes: int,
     reserve_bytes: int,
     keep: int,
+    owner: str = "",
 ) -> str | None:
     """Make a spare volume for the next sandbox of this kind unless `keep` are ready, the
     disk cannot keep its reserve with one more, or this process is making one already; the
-    name of the one made. Never raises: a missing spare only means a slower next start."""
+    name of the one made, recorded as `owner`'s (the platform instance). Never raises: a
+    missing spare only means a slower next start."""
     if keep < 1 or not _making.acquire(blocking=False):
         return None
     try:
@@ -185,6 +193,7 @@ def make_spare(
             uid=SANDBOX_UID,
             gid=SANDBOX_GID,
             keep=keep,
+            owner=owner,
         )
     except (SandboxError, diskquota.DiskQuotaError, OSError):
         return None
@@ -213,9 +222,12 @@ def is_full(data_dir: Path, name: str) -> bool:
         return False
 
 
-def sweep(client: docker.DockerClient, data_dir: Path) -> list[str]:
+def sweep(
+    client: docker.DockerClient, data_dir: Path, *, gone: Callable[[str], bool] | None = None
+) -> list[str]:
     """Release the volumes whose container no longer exists (of any platform on this engine,
-    past a grace period for volumes still waiting for theirs); the names released."""
+    past a grace period for volumes still waiting for theirs, which a free spare of an
+    instance `gone` from this host is not waiting for); the names released."""
     with _errors("list the sandboxes' volumes"):
         used = {
             (item.get("Labels") or {}).get(LABEL_VOLUME)
@@ -225,7 +237,8 @@ def sweep(client: docker.DockerClient, data_dir: Path) -> list[str]:
     for name in diskquota.volume_names(root=data_dir):
         if name in used:
             continue
-        if _age(data_dir, name) < SWEEP_GRACE_SECONDS:
+        maker = diskquota.spare_owner(root=data_dir, name=name)
+        if _age(data_dir, name) < SWEEP_GRACE_SECONDS and not (maker and gone and gone(maker)):
             continue
         # An unused spare is taken out of the pool first; when a worker took it meanwhile,
         # the worker made it young again before (diskquota.take_spare).

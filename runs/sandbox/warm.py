@@ -23,12 +23,16 @@ while a member is being made on this host (`filling`: the filler's `.making-<key
 its process) waits for that member up to FILL_WAIT_SECONDS rather than starting a second
 sandbox beside it: back-to-back launches on one host are all warm with a pool of one.
 
-State, in `<data dir>/.warm/`: `<container id>.ready` (what its maker recorded, JSON),
+State, in `<data dir>/.warm/` (`Claims`; shared by every pool, engine and platform instance
+on the host: a pool's `members` are those of its own key): `<container id>.ready` (what its
+maker recorded, JSON, with its instance and engine),
 `<container id>.claim` (the run id that took it; "-" for the sweep) and, while a member is
 being made, `.making-<pool key>` (the filler's pid and start time), inside the fill's
 `.lock-<pool key>` (removed as the fill ends). Pool members carry no
 `belvedir.managed` label: nothing that lists run sandboxes sees them until one is claimed
-(the backend's `list_by_label` then reports it under its run id). Pure Python: no Django.
+(the backend's `list_by_label` then reports it under its run id). The members of a platform
+instance gone from the host are removed by the others (`runs.sandbox.instances.sweep_gone`).
+Pure Python: no Django.
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ class Member:
     workdir: str  # its workdir's folder on this host
     volume: str
     created: float
+    instance: str = ""  # the platform instance that made it (records before it had none)
+    engine: str = ""  # the engine it runs on (LABEL_WARM_ENGINE)
 
 
 def shape(spec: SandboxSpec) -> SandboxSpec:
@@ -144,7 +150,82 @@ def send_go(workdir: Path, env: dict[str, str], entrypoint: str) -> None:
     os.rename(partial, workdir / GO_FILE)
 
 
-class WarmPool:
+class Claims:
+    """The state files of a host's warm sandboxes, in `<data dir>/.warm/` (see the module's
+    docstring): who claimed which member, what each member's maker recorded."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+
+    def claim(self, container_id: str, owner: str) -> bool:
+        """Claim a member for `owner`: its claim file appears whole or not at all (written
+        aside, then linked into place, which fails if it exists), so a process killed half-way
+        never leaves an empty claim that nothing would ever remove."""
+        partial = self._path(container_id, f"claim.{os.getpid()}.{threading.get_ident()}")
+        try:
+            partial.write_text(owner)
+            os.link(partial, self._path(container_id, "claim"))
+        except FileExistsError:
+            return False
+        except FileNotFoundError:  # no pool folder: nothing to claim
+            return False
+        finally:
+            partial.unlink(missing_ok=True)
+        return True
+
+    def _abandoned(self, container_id: str) -> bool:
+        """An empty claim older than a claim takes: left by a process killed as it claimed."""
+        path = self._path(container_id, "claim")
+        try:
+            return path.stat().st_size == 0 and time.time() - path.stat().st_mtime > CLAIM_GRACE
+        except OSError:
+            return False
+
+    def claimed_by(self, container_id: str) -> str | None:
+        try:
+            return self._path(container_id, "claim").read_text()
+        except OSError:
+            return None
+
+    def claim_age(self, container_id: str) -> float | None:
+        """Seconds since the member was claimed; None if it is not."""
+        try:
+            return time.time() - self._path(container_id, "claim").stat().st_mtime
+        except OSError:
+            return None
+
+    def records(self) -> list[Member]:
+        """Every member recorded on this host: of any pool, engine and instance."""
+        paths = self.dir.glob("*.ready") if self.dir.is_dir() else []
+        return [member for path in paths if (member := _member_at(path)) is not None]
+
+    def forget(self, container_id: str) -> None:
+        """Its state: the ready and claim files, and any a killed process left half-written."""
+        for path in self.dir.glob(f"{container_id}.*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def forget_removed(self, engine: str, present: set[str]) -> list[str]:
+        """Forget the records of `engine`'s members whose container is not in `present` (the
+        engine's warm containers, listed just before), past the time a member takes to be
+        made; a record of no engine (made before records named theirs) only while no run
+        holds it. The ids forgotten."""
+        forgotten = []
+        for member in self.records():
+            if member.id in present or time.time() - member.created < MAKING_GRACE_SECONDS:
+                continue
+            if member.engine == engine or (
+                not member.engine and self.claimed_by(member.id) is None
+            ):
+                self.forget(member.id)
+                forgotten.append(member.id)
+        return forgotten
+
+    def _path(self, container_id: str, kind: str) -> Path:
+        return self.dir / f"{container_id}.{kind}"
+
+
+class WarmPool(Claims):
     """This host's warm sandboxes of one engine (see the module's docstring).
 
     `make(spec)`: start a sandbox of `spec` (the waiter's) and return it as a Member;
@@ -163,8 +244,8 @@ class WarmPool:
         make: Callable[[SandboxSpec], Member],
         discard: Callable[[str], None],
     ) -> None:
+        super().__init__(data_dir / POOL_DIR)
         self._client = client
-        self.dir = data_dir / POOL_DIR
         self.template = template
         self.engine = engine
         self.size = size
@@ -240,45 +321,10 @@ class WarmPool:
                 continue
         return None
 
-    def claim(self, container_id: str, owner: str) -> bool:
-        """Claim a member for `owner`: its claim file appears whole or not at all (written
-        aside, then linked into place, which fails if it exists), so a process killed half-way
-        never leaves an empty claim that nothing would ever remove."""
-        partial = self._path(container_id, f"claim.{os.getpid()}.{threading.get_ident()}")
-        try:
-            partial.write_text(owner)
-            os.link(partial, self._path(container_id, "claim"))
-        except FileExistsError:
-            return False
-        except FileNotFoundError:  # no pool folder: nothing to claim
-            return False
-        finally:
-            partial.unlink(missing_ok=True)
-        return True
-
-    def _abandoned(self, container_id: str) -> bool:
-        """An empty claim older than a claim takes: left by a process killed as it claimed."""
-        path = self._path(container_id, "claim")
-        try:
-            return path.stat().st_size == 0 and time.time() - path.stat().st_mtime > CLAIM_GRACE
-        except OSError:
-            return False
-
-    def claimed_by(self, container_id: str) -> str | None:
-        try:
-            return self._path(container_id, "claim").read_text()
-        except OSError:
-            return None
-
     def members(self) -> list[Member]:
-        paths = self.dir.glob("*.ready") if self.dir.is_dir() else []
-        return [member for path in paths if (member := _member_at(path)) is not None]
-
-    def forget(self, container_id: str) -> None:
-        """Its state: the ready and claim files, and any a killed process left half-written."""
-        for path in self.dir.glob(f"{container_id}.*"):
-            with contextlib.suppress(OSError):
-                path.unlink()
+        """This pool's members as their makers recorded them (not other instances' or
+        engines' pools sharing the host's folder)."""
+        return [member for member in self.records() if member.key == self.key]
 
     def remove(self, container_id: str) -> None:
         try:
@@ -352,10 +398,7 @@ class WarmPool:
         ids removed. Members claimed by a run are the run's: the reaper removes them with it."""
         removed: list[str] = []
         containers = {item["Id"]: item for item in self._listed()}
-        for member in self.members():  # this pool's records of members that are gone
-            young = time.time() - member.created < MAKING_GRACE_SECONDS  # listed before made
-            if member.key == self.key and member.id not in containers and not young:
-                self.forget(member.id)
+        self._forget_gone(set(containers))
         now = time.time()
         image_id = ""
         for cid, item in containers.items():
@@ -391,7 +434,9 @@ class WarmPool:
         """Remove every member of this engine's pool no run has taken (a host taken out of
         service, a benchmark's end, a run that needs their disk); the ids removed."""
         removed: list[str] = []
-        for item in self._listed():
+        listed = self._listed()
+        self._forget_gone({item["Id"] for item in listed})
+        for item in listed:
             owner = self.claimed_by(item["Id"])
             if (
                 owner == SWEEP_CLAIM
@@ -400,6 +445,14 @@ class WarmPool:
             ):
                 self._remove_quietly(item["Id"], removed)
         return removed
+
+    def _forget_gone(self, listed: set[str]) -> None:
+        """Forget this pool's records of members that are gone (not in `listed`, this engine's
+        containers of this instance, listed before: a member younger may not be listed yet)."""
+        for member in self.members():
+            young = time.time() - member.created < MAKING_GRACE_SECONDS
+            if member.id not in listed and not young:
+                self.forget(member.id)
 
     def _remove_quietly(self, container_id: str, removed: list[str]) -> None:
         try:
@@ -433,9 +486,6 @@ class WarmPool:
 
     def _unclaimed(self) -> int:
         return sum(1 for m in self.members() if m.key == self.key and self.claimed_by(m.id) is None)
-
-    def _path(self, container_id: str, kind: str) -> Path:
-        return self.dir / f"{container_id}.{kind}"
 
     def _read_ready(self, container_id: str) -> Member | None:
         return _member_at(self._path(container_id, "ready"))

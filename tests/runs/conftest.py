@@ -4,6 +4,7 @@ The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster) ar
 tests/helpers/run_fixtures.py; helpers in tests/runs/helpers.py.
 """
 
+import contextlib
 import itertools
 import uuid
 
@@ -11,6 +12,7 @@ import docker
 import pytest
 
 from runs import services
+from runs.sandbox import diskquota
 from runs.sandbox.base import LABEL_INSTANCE
 from runs.sandbox_config import get_backend
 from tests.runs.helpers import filling_done
@@ -71,3 +73,17 @@ def warm_settings(sandbox_settings):
     ):
         backend.pool.remove(item["Id"])
     client.close()
+
+
+@pytest.fixture
+def own_data_dir(sandbox_settings, tmp_path):
+    """A sandbox data dir of this test's own (BELVEDIR_SANDBOX_DATA_DIR): the volumes, spares,
+    warm records and heartbeats it sees are its own, not those a host where `make up` (or
+    another test session) ran has in the shared one. Request it before `warm_settings`, so
+    its volumes are released after that fixture removes its sandboxes."""
+    data_dir = tmp_path / "sandboxes"
+    sandbox_settings.BELVEDIR_SANDBOX_DATA_DIR = str(data_dir)
+    yield data_dir
+    for name in diskquota.volume_names(root=data_dir):
+        with contextlib.suppress(diskquota.DiskQuotaError):
+            diskquota.release(root=data_dir, name=name)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from runs.executor import execute_run
 from runs.models import Run
 from runs.sandbox import warm
 from runs.sandbox.base import LABEL_RUN_ID
+from runs.sandbox.docker import DockerBackend
+from runs.sandbox_config import engine_name, warm_template
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,6 +220,18 @@ def filled(backend) -> warm.Member:
         if m.key == backend.pool.key and backend.pool.claimed_by(m.id) is None
     ]
     return member
+
+
+def second_platform(data_dir: Path) -> DockerBackend:
+    """Another platform instance on this host's engine and sandbox data dir (a second `make up`
+    on a fresh database), with a warm pool of one of the default shape."""
+    return DockerBackend(
+        instance=f"other-{uuid.uuid4().hex[:8]}",
+        data_dir=data_dir,
+        warm_size=1,
+        warm_template=warm_template(),
+        warm_engine=engine_name(),
+    )
 
 
 def exists(container_id: str) -> bool:

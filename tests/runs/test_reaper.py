@@ -133,6 +133,7 @@ def test_a_run_whose_worker_was_killed_is_failed_and_its_sandbox_removed(
         "removed": 0,
         "released": [],
         "warm_removed": [],
+        "gone_removed": [],
     }
 
 
