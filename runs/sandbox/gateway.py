@@ -15,10 +15,16 @@ forwarding headers the sandbox sent are dropped. Pure asyncio, no Django.
 
 No tenant can hold it (`Limits`): open connections are counted in total, per organization, per
 run and per source address (whose an address is: runs/sandbox/gateway_tenants.py), and one
-past any of these is answered 503 with `Retry-After` at once. A request head must arrive
-whole within `head_timeout` seconds and a body at `body_min_rate` bytes a second after a
-grace of `body_grace` seconds (as Apache's mod_reqtimeout), else 408 and the connection is
-closed; a sandbox that stops reading its reply is dropped after `send_timeout` seconds.
+past any of these is answered 503 with `Retry-After` at once. Each connection counts against
+its address and the total from the moment it is accepted, while the gateway still asks whose
+the address is; one past either cap is answered 503 and closed within `refuse_drain` seconds,
+and past `refusing_per_address` such answers in flight from one address (or `refusing` in all)
+it is closed without a word, so a flood of connects holds no more sockets than the caps say.
+Refusals are logged at most once per address every `LOG_EVERY` seconds, with their count. A
+request head must arrive whole within `head_timeout` seconds and a body at `body_min_rate`
+bytes a second after a grace of `body_grace` seconds (as Apache's mod_reqtimeout), else 408
+and the connection is closed; a sandbox that stops reading its reply is dropped after
+`send_timeout` seconds. A head with a control character but tab in it is a 400.
 
 Why our own code and not a library or another proxy (looked at for issue 21): h11 and
 httptools (both installed, under uvicorn) parse HTTP but do no I/O, so the deadlines, the
@@ -40,6 +46,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,9 +93,14 @@ _HOP_BY_HOP = {
     "x-real-ip",
 }
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Control characters but tab, anywhere in a head line: a bare CR or LF inside a value would
+# be a header of its own to a lenient upstream.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 HEAD_LIMIT = 64 * 1024
 MAX_HEADERS = 100
 CHUNK = 64 * 1024
+BACKLOG = 1024  # connections the kernel queues for accept (capped by net.core.somaxconn)
+LOG_EVERY = 10.0  # seconds between refusal log lines of one address
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,10 @@ class Limits:
     bytes a second). Sized so that 4 runs of one organization, each a driver with 4 task
     sandboxes in flight (the driver holds a streamed exec per task sandbox, each task sandbox
     its agent's router calls), fit within `per_organization`, which leaves the rest of
-    `total` to the other organizations."""
+    `total` to the other organizations. A connection past `per_address` or `total` is
+    answered 503 and closed within `refuse_drain` seconds while fewer than
+    `refusing_per_address` such answers (`refusing` in all) are in flight, else closed at
+    once without one."""
 
     total: int = 512
     per_organization: int = 128
@@ -108,6 +123,9 @@ class Limits:
     body_min_rate: int = 500
     send_timeout: float = 60.0
     retry_after: int = 5
+    refusing_per_address: int = 4
+    refusing: int = 64
+    refuse_drain: float = 0.2
 
 
 class TooSlow(Exception):
@@ -170,6 +188,8 @@ def parse_head(head: bytes) -> Request:
     except UnicodeDecodeError as exc:  # latin-1 decodes any byte; kept for clarity
         raise BadRequest(400, "undecodable request") from exc
     lines = text.split("\r\n")
+    if any(_CONTROL.search(line) for line in lines):
+        raise BadRequest(400, "control character in the request head")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not _TOKEN.match(parts[0]) or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
         raise BadRequest(400, "bad request line")
@@ -326,10 +346,14 @@ class Gateway:
         self.limits = limits or Limits()
         self.tenants = tenants or MappedTenants()
         self._open: Counter[tuple[str, str]] = Counter()
+        self._refusing: Counter[tuple[str, str]] = Counter()  # 503s past the door's caps
+        self._refusals: dict[str, tuple[float, int]] = {}  # address -> last logged, since
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> asyncio.Server:
-        return await asyncio.start_server(self._handle, self.host, self.port, limit=HEAD_LIMIT)
+        return await asyncio.start_server(
+            self._handle, self.host, self.port, limit=HEAD_LIMIT, backlog=BACKLOG
+        )
 
     async def serve(self) -> None:
         server = await self.start()
@@ -343,11 +367,17 @@ class Gateway:
         async with server:
             await server.serve_forever()
 
+    def _full_at_door(self, address: str) -> str:
+        """What is full for a connection just accepted from `address` ("" if none)."""
+        if self._open["address", address] >= self.limits.per_address:
+            return f"this sandbox holds {self.limits.per_address} connections to the gateway"
+        if self._open["total", ""] >= self.limits.total:
+            return f"the gateway holds {self.limits.total} connections"
+        return ""
+
     def _full(self, tenant: Tenant) -> str:
-        """What is full for a new connection of `tenant` ("" if none): the tightest first."""
+        """What is full for a counted connection once its tenant is known ("" if none)."""
         limits = self.limits
-        if self._open["address", tenant.address] >= limits.per_address:
-            return f"this sandbox holds {limits.per_address} connections to the gateway"
         if self._open["run", tenant.run] >= limits.per_run:
             return f"this run's sandboxes hold {limits.per_run} connections to the gateway"
         if self._open["organization", tenant.organization] >= limits.per_organization:
@@ -355,35 +385,31 @@ class Gateway:
                 f"this organization's sandboxes hold {limits.per_organization} connections "
                 "to the gateway"
             )
-        if self._open["total", ""] >= limits.total:
-            return f"the gateway holds {limits.total} connections"
         return ""
-
-    def _keys(self, tenant: Tenant) -> list[tuple[str, str]]:
-        return [
-            ("address", tenant.address),
-            ("run", tenant.run),
-            ("organization", tenant.organization),
-            ("total", ""),
-        ]
 
     async def _handle(self, reader, writer) -> None:
         peer = (writer.get_extra_info("peername") or ("?",))[0]
+        full = self._full_at_door(peer)
+        if full:
+            await self._turn_away(reader, writer, peer, full)
+            return
+        keys = [("address", peer), ("total", "")]
+        self._open.update(keys)  # counted from here until it is closed, lookup included
         self._writers.add(writer)
-        keys: list[tuple[str, str]] = []
         try:
             tenant = await self.tenants.of(peer)
             full = self._full(tenant)
             if full:
-                log.warning("sandbox gateway: %s (%s) refused: %s", peer, tenant.organization, full)
+                self._log_refusal(peer, f"{tenant.organization}: {full}")
                 retry = f"Retry-After: {self.limits.retry_after}\r\n"
                 await self._refuse(reader, writer, 503, f"{full}; try again later", retry)
                 return
-            keys = self._keys(tenant)
-            self._open.update(keys)  # counted from here until it is closed
+            more = [("run", tenant.run), ("organization", tenant.organization)]
+            self._open.update(more)
+            keys += more
             await self._exchange(reader, writer, peer)
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (TimeoutError, OSError, asyncio.IncompleteReadError):
+            pass  # the sandbox or the upstream went away (OSError: ENOTCONN, EPIPE, resets)
         except Exception:
             log.exception("sandbox gateway: request from %s failed", peer)
         finally:
@@ -394,12 +420,64 @@ class Gateway:
                 if not self._open[key]:
                     del self._open[key]
 
+    async def _turn_away(self, reader, writer, peer: str, full: str) -> None:
+        """A connection past its address's cap or the total, never counted there: a 503 and
+        closed within `refuse_drain` seconds, or at once without a word when this address
+        (or everyone) already has that many such answers in flight."""
+        self._log_refusal(peer, full)
+        limits = self.limits
+        keys = [("address", peer), ("total", "")]
+        if (
+            self._refusing["address", peer] >= limits.refusing_per_address
+            or self._refusing["total", ""] >= limits.refusing
+        ):
+            writer.transport.abort()
+            return
+        self._refusing.update(keys)
+        self._writers.add(writer)
+        try:
+            retry = f"Retry-After: {limits.retry_after}\r\n"
+            _reply(writer, 503, f"{full}; try again later", retry)
+            with contextlib.suppress(TimeoutError, OSError):
+                async with asyncio.timeout(limits.refuse_drain):
+                    await writer.drain()
+                    writer.write_eof()
+                    while await reader.read(CHUNK):
+                        pass
+            if writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # it does not even take the answer
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), limits.refuse_drain)
+        finally:
+            writer.transport.abort()  # nothing if closed already
+            self._writers.discard(writer)
+            for key in keys:
+                self._refusing[key] -= 1
+                if not self._refusing[key]:
+                    del self._refusing[key]
+
+    def _log_refusal(self, peer: str, why: str) -> None:
+        """One warning per address per `LOG_EVERY` seconds, saying how many were refused."""
+        now = time.monotonic()
+        last, count = self._refusals.get(peer, (float("-inf"), 0))
+        if now - last < LOG_EVERY:
+            self._refusals[peer] = (last, count + 1)
+            return
+        if len(self._refusals) > 4096:  # forget addresses not refused for a while
+            self._refusals = {
+                a: seen for a, seen in self._refusals.items() if now - seen[0] < LOG_EVERY
+            }
+        self._refusals[peer] = (now, 0)
+        more = f" (and {count} more since the last line)" if count else ""
+        log.warning("sandbox gateway: %s refused: %s%s", peer, why, more)
+
     async def _refuse(self, reader, writer, status: int, message: str, headers: str = "") -> None:
         """Answer before the request was read whole, then take what the sandbox still sends
         for a moment (closing with its request unread would reset the connection, and the
         answer with it, before the sandbox reads it)."""
         _reply(writer, status, message, headers)
-        with contextlib.suppress(TimeoutError, ConnectionError):
+        with contextlib.suppress(TimeoutError, OSError):
             await asyncio.wait_for(writer.drain(), 1)
             writer.write_eof()
             async with asyncio.timeout(1):

@@ -217,6 +217,36 @@ def test_an_ambiguous_or_malformed_request_is_refused_before_the_platform(gatewa
     assert Recorder.seen == []
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n"
+        b"X-A: a\nX-Forwarded-For: 6.6.6.6\nHost: evil.example\r\n\r\n",  # bare LF
+        b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-A: a\rX-Injected: 1\r\n\r\n",  # bare CR
+        b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
+        b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-A: a\x1bb\r\n\r\n",
+        b"GET /api/v1/models HTTP/1.1\nHost: x\r\n\r\n",  # bare LF after the request line
+    ],
+)
+def test_a_control_character_in_the_request_head_is_a_400_and_never_reaches_the_platform(
+    gateway, head
+):
+    """A bare LF in a header value was forwarded as it came: to a lenient upstream (nginx)
+    `X-A: a\nX-Forwarded-For: 6.6.6.6` is two headers, the second forged."""
+    reply = raw(gateway, head)
+
+    assert reply.startswith(b"HTTP/1.1 400 Bad Request\r\n"), reply[:200]
+    assert b"control character" in reply
+    assert Recorder.seen == []
+
+
+def test_a_tab_in_a_header_value_is_forwarded(gateway):
+    reply = raw(gateway, b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-A: a\tb\r\n\r\n")
+
+    assert b" 200 " in reply.split(b"\r\n", 1)[0], reply[:200]
+    assert Recorder.seen[0]["headers"]["X-A"] == "a\tb"
+
+
 def test_an_oversized_request_head_is_refused(gateway):
     reply = raw(gateway, b"GET /api/v1/traces HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n")
 

@@ -4,10 +4,15 @@ address, run and organization, deadlines on the request head and body, 503 at on
 The source addresses are loopback ones (127.0.0.x, bound with `source_address`), mapped to
 runs and organizations as the Docker engine's containers would be (`MappedTenants`)."""
 
+import asyncio
 import contextlib
 import http.server
+import logging
+import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from runs.sandbox.gateway import GatewayThread, Limits
-from runs.sandbox.gateway_tenants import MappedTenants
+from runs.sandbox.gateway_tenants import MappedTenants, Tenant, stranger
 from tests.runs.helpers import wait_for
 from tests.runs.test_gateway import Recorder, recording_server
 
@@ -255,3 +260,140 @@ def test_the_command_takes_every_limit_from_its_setting(settings):
     taken = limits()
 
     assert taken == Limits(per_organization=7, body_min_rate=99)
+
+
+FLOOD = """
+import socket, sys, time
+port, count, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+held, started = [], time.monotonic()
+for i in range(count):
+    sock = socket.socket()
+    sock.setblocking(False)
+    sock.bind(("127.0.0.2", 0))
+    sock.connect_ex(("127.0.0.1", port))
+    held.append(sock)
+    pause = started + seconds * (i + 1) / count - time.monotonic()
+    if pause > 0:
+        time.sleep(pause)
+print("flooded", flush=True)
+sys.stdin.read()  # every socket stays open until the test is done
+"""
+
+
+def open_sockets() -> int:
+    """Sockets this process (the gateway's thread, its upstream, the test) holds now."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return count
+
+
+def timed_ask(port: int, source: str) -> tuple[bytes, float]:
+    started = time.monotonic()
+    reply = ask(port, TASKS, source, timeout=30)
+    return reply, time.monotonic() - started
+
+
+def test_a_flood_of_connects_from_one_sandbox_holds_no_more_sockets_than_its_caps(upstream, caplog):
+    """The review's attack: one sandbox opens 2,000 connections in 2 s and sends nothing. The
+    gateway once held every one it refused for up to 2 s (565-985 sockets, 32 counted), logged
+    a warning or a traceback for each, and another tenant waited 9-20 s for its Tasks file.
+    Now each counts from its accept: the 33rd and on are answered 503 or closed at once, the
+    log says so a line per address per 10 s, and the other tenant is answered as before."""
+    mapping = {"127.0.0.2": ("run_a", "org_a"), "127.0.0.3": ("run_b", "org_b")}
+    limits = Limits()
+    running = gateway_of(upstream, mapping, limits=limits)
+    flooder = None
+    try:
+        before_reply, before = timed_ask(running.port, "127.0.0.3")
+        baseline = open_sockets()
+        caplog.set_level(logging.INFO, logger="runs.sandbox.gateway")
+        caplog.clear()
+        flooder = subprocess.Popen(
+            [sys.executable, "-c", FLOOD, str(running.port), "2000", "2"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        samples: list[int] = []
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.05):
+                samples.append(open_sockets())
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        time.sleep(1)  # half way through the flood
+        during_reply, during = timed_ask(running.port, "127.0.0.3")
+        assert flooder.stdout.readline() == "flooded\n"
+        time.sleep(0.5)  # the flood's last connections, each held at most `refuse_drain`
+        done.set()
+        sampler.join(5)
+        held_at_end = open_sockets() - baseline
+        counted = running.open_connections()
+        logged = [r for r in caplog.records if r.name.startswith("runs.sandbox")]
+    finally:
+        if flooder is not None:
+            flooder.stdin.close()
+            flooder.wait(10)
+        running.stop()
+
+    for reply in (before_reply, during_reply):
+        assert b" 200 " in reply.split(b"\r\n", 1)[0], reply[:200]
+    assert during < before + 2, (before, during)
+    cap = limits.per_address + 4  # the counted ones and a few 503s in flight
+    assert counted == limits.per_address
+    assert held_at_end <= cap + 4, (held_at_end, samples)
+    peaks = sorted(s - baseline for s in samples)
+    assert peaks[len(peaks) // 2] <= cap + 8, peaks  # most of the flood
+    assert len(logged) <= 3, [r.getMessage() for r in logged[:5]]
+    assert "more since the last line" in logged[-1].getMessage() or len(logged) == 1
+
+
+class Stalled:
+    """Tenants whose lookup waits until `released` (the Docker engine not answering)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    async def of(self, address: str) -> Tenant:
+        while not self.released.is_set():
+            await asyncio.sleep(0.02)
+        return stranger(address)
+
+
+def test_connections_waiting_on_a_stalled_lookup_count_against_their_address_and_the_total(
+    upstream,
+):
+    """While the engine does not say whose an address is, its connections already hold their
+    address's and the gateway's share (the gateway once counted none until the lookup ended,
+    so a stalled listing let one address open any number)."""
+    tenants = Stalled()
+    running = GatewayThread(
+        host="127.0.0.1",
+        ports=[0],
+        upstream=upstream,
+        tenants=tenants,
+        limits=Limits(per_address=4, total=6),
+    )
+    held: list[socket.socket] = []
+    try:
+        for address in ["127.0.0.2"] * 4 + ["127.0.0.3"] * 2:
+            held.append(connect(running.port, address))
+        wait_for(lambda: running.open_connections() == 6, 10, "the gateway to count six")
+        address_full = ask(running.port, TASKS, "127.0.0.2", timeout=5)
+        gateway_full = ask(running.port, TASKS, "127.0.0.4", timeout=5)
+        tenants.released.set()
+    finally:
+        tenants.released.set()
+        for sock in held:
+            sock.close()
+        running.stop()
+
+    assert address_full.startswith(b"HTTP/1.1 503 "), address_full[:200]
+    assert b"this sandbox holds 4 connections" in address_full
+    assert gateway_full.startswith(b"HTTP/1.1 503 "), gateway_full[:200]
+    assert b"the gateway holds 6 connections" in gateway_full
+    assert Recorder.seen == []
