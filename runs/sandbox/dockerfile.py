@@ -25,6 +25,20 @@ class Instruction:
 HEREDOC = re.compile(r"(?:^|(?<=\s))\d*<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2(?=\s|$)")
 
 
+_WHITESPACE = re.compile(r"[ \t\v\f\r]+")
+
+
+def escape_of(dockerfile: str) -> str:
+    """The Dockerfile's escape character (its `# escape=` directive, else a backslash)."""
+    for line in dockerfile.splitlines():
+        match = re.match(r"^#\s*(\w+)\s*=\s*(\S+)\s*$", line)
+        if not match:
+            break
+        if match.group(1).lower() == "escape":
+            return match.group(2)
+    return "\\"
+
+
 def parse(dockerfile: str) -> list[Instruction]:
     """The Dockerfile's instructions as Docker reads them: parser directives, comments and
     blank lines dropped; continuation lines joined (the escape character and the line break
@@ -57,7 +71,8 @@ def parse(dockerfile: str) -> list[Instruction]:
                 break
             text += following.rstrip("\r\n")
         text = text.strip()
-        keyword, _, rest = text.partition(" ")
+        # The keyword ends at any whitespace, as Docker's parser splits it (a tab too).
+        keyword, _, rest = _WHITESPACE.sub(" ", text, count=1).partition(" ")
         keyword, rest = keyword.upper(), rest.strip()
         heredocs: list[tuple[str, str]] = []
         if keyword in ("RUN", "COPY", "ADD"):

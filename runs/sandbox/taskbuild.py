@@ -11,7 +11,8 @@ build args in scope, and `docker commit` (keeping the image's config) makes the 
 What differs from `docker build`: `RUN` steps have no layer cache (the pieces do); gVisor
 mounts its own in-memory /tmp in each container, so a `RUN` step's files in /tmp do not reach
 the next step; `ONBUILD` (in the Dockerfile or its base image) and BuildKit-only `RUN` flags
-are refused. Pure docker SDK, no Django.
+are refused. The pieces are sent as `taskpolicy.vet` rewrote them (FROM, COPY and ADD from
+the platform's own reading), within its policy. Pure docker SDK, no Django.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from runs.sandbox.dockerfile import (
     HEREDOC,
     Instruction,
     arg,
+    escape_of,
     expand,
     json_list,
     leading_flags,
-    parse,
 )
 
 PIECES_DIR = ".belvedir-build"
@@ -88,6 +89,7 @@ class _Build:
     deadline: float
     nocache: bool
     policy: taskpolicy.Policy
+    escape: str = "\\"  # the Dockerfile's escape character: the pieces are read with it
     log: list[str] = field(default_factory=list)
     global_args: list[Instruction] = field(default_factory=list)
     global_values: dict[str, str] = field(default_factory=dict)
@@ -137,11 +139,12 @@ def build(
     job = _Build(client, context, limits, labels, time.monotonic() + timeout, nocache, policy)
     try:
         dockerfile = _dockerfile(context)
-        try:
-            taskpolicy.vet(dockerfile, sent_context(context), policy)
+        try:  # the instructions as they may be sent: FROM, COPY and ADD rewritten
+            instructions = taskpolicy.vet(dockerfile, sent_context(context), policy)
         except taskpolicy.Refused as exc:
             raise StepFailed(str(exc)) from None
-        _steps(job, parse(dockerfile), tag)
+        job.escape = escape_of(dockerfile)
+        _steps(job, instructions, tag)
     except StepFailed as exc:
         exc.log = job.log
         _forget(job)
@@ -315,7 +318,8 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
     so far, with the engine's builder: no code of the task runs there."""
     if not stage.pending and stage.image and not final:
         return
-    lines = [step.text for step in job.global_args]
+    lines = [] if job.escape == "\\" else [f"# escape={job.escape}"]
+    lines += [step.text for step in job.global_args]
     lines.append(f"FROM {stage.image}" if stage.image else stage.from_line)
     if stage.image:
         lines += [step.text for step in stage.args]

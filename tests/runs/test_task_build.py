@@ -13,7 +13,7 @@ import time
 import docker
 import pytest
 
-from runs.sandbox import taskbuild, taskpolicy
+from runs.sandbox import dockerfile, taskbuild, taskpolicy
 from runs.sandbox.tasks import LABEL_TASK_IMAGE, BuildFailed, ensure_image
 from tests.helpers.task_sandboxes import BASE_IMAGE, context_tar, remove_task_images
 
@@ -104,6 +104,29 @@ def test_a_multi_stage_build_comes_out_as_docker_build_makes_it(client):
     assert not [i for i in client.images.list() if any("belvedir-task-stage" in t for t in i.tags)]
 
 
+def test_a_run_step_however_it_is_spaced_runs_under_gvisor_never_by_the_engine(client):
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nUSER root\nRUN\tcat /proc/version > /tab\n"
+        "run  cat /proc/version > /lower\n"
+    )
+
+    out = run(client, build(client, dockerfile), "cat /tab /lower")
+
+    assert out.splitlines()[0].startswith("Linux version 4.4.0")  # gVisor's, not the host's
+    assert out.splitlines()[1].startswith("Linux version 4.4.0")
+
+
+def test_an_add_of_a_plain_file_is_copied_and_the_engine_unpacks_nothing(client):
+    files = {"notes.txt": "hello"}
+
+    tag = build(client, f"FROM {BASE_IMAGE}\nADD notes.txt ./n/\nADD ./notes.txt /m\n", files)
+
+    assert run(client, tag, "cat /workspace/n/notes.txt; echo; cat /m; echo").split() == [
+        "hello",
+        "hello",
+    ]
+
+
 def test_a_failing_step_names_itself_its_exit_code_and_its_output(client):
     dockerfile = f"FROM {BASE_IMAGE}\nRUN echo starting\nRUN echo about to fail >&2; exit 3\n"
 
@@ -152,7 +175,7 @@ def test_a_step_past_the_builds_time_limit_is_stopped_and_removed(client):
 
 
 def test_the_dockerfile_is_read_as_docker_reads_it():
-    steps = taskbuild.parse(
+    steps = dockerfile.parse(
         "# escape=`\n# a comment\nFROM base AS b\n\nRUN echo a `\n  # inside\n  && echo b\n"
         'SHELL ["/bin/bash", "-c"]\nrun true'
     )
@@ -164,13 +187,13 @@ def test_the_dockerfile_is_read_as_docker_reads_it():
         ("RUN", "true"),
     ]
     values = {"A": "1", "E": ""}
-    assert taskbuild.expand("$A-${A}-${E:-d}-${A:+set}-${E:+x}-\\$A-$NONE", values) == (
+    assert dockerfile.expand("$A-${A}-${E:-d}-${A:+set}-${E:+x}-\\$A-$NONE", values) == (
         "1-1-d-set--$A-"
     )
 
 
 def test_continuations_are_joined_as_docker_joins_them():
-    steps = taskbuild.parse(
+    steps = dockerfile.parse(
         "FROM base\nRUN echo foo\\\nbar && \\\n\n    echo baz \\  \n# note\n  && true\nRUN last\n"
     )
 
@@ -179,7 +202,7 @@ def test_continuations_are_joined_as_docker_joins_them():
 
 
 def test_a_runs_heredocs_are_read_with_it():
-    steps = taskbuild.parse(
+    steps = dockerfile.parse(
         "FROM base\nRUN <<EOF\necho one\n\n# kept\nEOF\n"
         "RUN python3 - <<-'PY' <<<here $((1<<2))\n\tprint(1)\n\tPY\nRUN cat <<<x\n"
     )

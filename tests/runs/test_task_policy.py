@@ -3,6 +3,7 @@ any step is built: the rules one by one, without the engine."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import lzma
@@ -66,7 +67,6 @@ def test_the_builds_own_stages_scratch_and_the_allowed_bases_may_be_named():
         (f"FROM {BASE}@sha256:{'b' * 64}\n", "an image id or digest"),
         (f"FROM {BASE}\nCOPY --from=belvedir-task:x /a /a\n", "COPY --from belvedir-task:x"),
         (f"FROM {BASE}\nCOPY --from=later /a /a\nFROM {BASE} AS later\n", "--from later"),
-        (f"FROM {BASE}\nARG S=0\nCOPY --from=$S /a /a\n", "a variable in COPY --from"),
     ],
 )
 def test_an_image_outside_the_stages_and_the_allow_list_is_refused_naming_it(dockerfile, named):
@@ -104,6 +104,9 @@ def test_an_unknown_add_flag_is_refused_naming_it():
     assert "ADD --unpack-everywhere is not supported" in refused(
         f"FROM {BASE}\nADD --unpack-everywhere a /a\n", {"a": b"x"}
     )
+    assert "ADD --checksum=sha256:00 is not supported" in refused(
+        f"FROM {BASE}\nADD --checksum=sha256:00 a /a\n", {"a": b"x"}
+    )
 
 
 NOISE_TAR = tar_bytes({"noise": random.Random(1).randbytes(64 * 1024)})
@@ -118,70 +121,111 @@ def zeros_tar(size: int, mode: str) -> bytes:
     return tar_bytes({"zeros": b"\0" * size}, mode=mode)
 
 
-@pytest.mark.parametrize("mode", ["w", "w:gz", "w:bz2", "w:xz"])
-def test_what_add_archives_unpack_to_counts_against_the_disk_limit(mode):
-    policy = Policy(bases=(BASE,), disk=2**20)
-    archive = zeros_tar(2**20 + 1, mode)
-
-    message = refused(f"FROM {BASE}\nADD a.tar* /a/\n", {"a.tar.x": archive}, policy)
-
-    assert "step 2 (ADD a.tar* /a/): its archives unpack to more than the 1 MiB" in message
-    check(f"FROM {BASE}\nADD a.tar* /a/\n", {"a.tar.x": zeros_tar(2**19, mode)}, policy)
+def sent(dockerfile: str, files: dict[str, bytes] | None = None) -> list[str]:
+    context = tar_bytes({"Dockerfile": dockerfile.encode(), **(files or {})})
+    return [step.text for step in vet(dockerfile, taskbuild.sent_context(context), POLICY)]
 
 
-def test_the_archives_of_every_add_count_together():
-    policy = Policy(bases=(BASE,), disk=2**20)
-    half = zeros_tar(600 * 1024, "w:gz")
+@pytest.mark.parametrize(
+    "archive",
+    [
+        zeros_tar(4096, "w"),
+        zeros_tar(4096, "w:gz"),
+        zeros_tar(4096, "w:bz2"),
+        zeros_tar(4096, "w:xz"),
+        b"\x28\xb5\x2f\xfd" + b"\0" * 64,
+        half(gzip.compress(NOISE_TAR)),
+        half(lzma.compress(NOISE_TAR)),
+        half(NOISE_TAR),
+    ],
+    ids=["tar", "gzip", "bzip2", "xz", "zstd", "truncated-gzip", "truncated-xz", "truncated-tar"],
+)
+def test_add_of_an_archive_is_refused_pointing_at_copy_and_a_run_step(archive):
+    for source in ("a.tar.x", "./a.tar.x", "d/../a.tar.x", "a.tar*", "/a.tar.?"):
+        message = refused(f"FROM {BASE}\nADD {source} /a/\n", {"a.tar.x": archive})
 
-    message = refused(
-        f"FROM {BASE}\nADD a.tgz /a/\nADD b.tgz /b/\n", {"a.tgz": half, "b.tgz": half}, policy
-    )
-
-    assert message.startswith("step 3 (ADD b.tgz /b/)")
+        assert (
+            "a.tar.x is an archive" in message and "COPY it and unpack it in a RUN step" in message
+        )
 
 
-def test_an_archive_is_measured_by_its_headers_without_unpacking_it():
+def test_an_archive_of_3_gib_in_a_few_bytes_is_refused_without_unpacking_it():
     header = tarfile.TarInfo("huge")
     header.size = 3 * 2**30  # 3 GiB declared, none of it sent
     archive = gzip.compress(header.tobuf(format=tarfile.GNU_FORMAT))
 
-    message = refused(f"FROM {BASE}\nADD h.tgz /h/\n", {"h.tgz": archive})
-
-    assert "unpack to more than the 64 MiB" in message
+    assert "h.tgz is an archive" in refused(f"FROM {BASE}\nADD h.tgz /h/\n", {"h.tgz": archive})
 
 
-def test_files_the_builder_copies_as_they_are_do_not_count():
-    policy = Policy(bases=(BASE,), disk=2**20)
+def test_every_other_add_is_sent_as_copy_so_the_engine_unpacks_nothing():
     files = {
-        "plain.bin": b"\0" * (2 * 2**20),  # not an archive: copied as it is (the layer counts)
-        "dir/inner.tgz": zeros_tar(2 * 2**20, "w:gz"),  # in a directory ADD: not unpacked
-        "copied.tgz": zeros_tar(2 * 2**20, "w:gz"),  # COPY never unpacks
+        "plain.bin": b"\0" * 4096,  # not an archive: copied as it is
+        "dir/inner.tgz": zeros_tar(4096, "w:gz"),  # in a directory ADD: not unpacked anyway
         "compressed.gz": gzip.compress(b"not a tar"),
+        "bz.bin": bz2.compress(b"") + bz2.compress(zeros_tar(4096, "w")),  # read as no tar here
     }
 
-    check(
-        f"FROM {BASE}\nADD plain.bin /p\nADD dir /d/\nCOPY copied.tgz /c/\nADD compressed.gz /g\n",
+    assert sent(
+        f"FROM {BASE}\nADD --chown=1000:1000 plain.bin /p\nADD dir /d/\nADD compressed.gz /g\n"
+        "ADD bz.bin /b\n",
         files,
-        policy,
+    )[1:] == [
+        'COPY --chown=1000:1000 ["plain.bin", "/p"]',
+        'COPY ["dir", "/d/"]',
+        'COPY ["compressed.gz", "/g"]',
+        'COPY ["bz.bin", "/b"]',  # were it an archive here, COPY still does not unpack it
+    ]
+
+
+def test_from_copy_and_add_are_sent_as_the_platform_read_them():
+    steps = sent(
+        f"ARG B={BASE}\nARG D=/app\nFROM ${{B}} AS Build\nARG D\nENV E=e\n"
+        'COPY --from=build a${E}.txt $D/\nADD ["x y.txt", "/z"]\nRUN echo $D\n',
+        {"ae.txt": b"a", "x y.txt": b"x"},
     )
+
+    assert steps == [
+        f"ARG B={BASE}",
+        "ARG D=/app",
+        f"FROM {BASE} AS build",
+        "ARG D",
+        "ENV E=e",
+        'COPY --from=build ["ae.txt", "/app/"]',
+        'COPY ["x y.txt", "/z"]',
+        "RUN echo $D",  # a RUN runs in the platform's container, never by the engine
+    ]
 
 
 @pytest.mark.parametrize(
-    ("data", "why"),
+    ("dockerfile", "why"),
     [
-        (b"\x28\xb5\x2f\xfd" + b"\0" * 64, "zstd-compressed"),
-        (half(gzip.compress(NOISE_TAR)), "could not be read as an archive"),
-        (half(lzma.compress(NOISE_TAR)), "could not be read as an archive"),
-        (half(NOISE_TAR), "could not be read as an archive"),
+        (f"FROM {BASE}\nADD\thttp://127.0.0.1:9/m /got\n", "ADD from a URL"),
+        (f"FROM {BASE}\nCOPY\t--from=victim:1 /s /s\n", "COPY --from victim:1: not an allowed"),
+        ("FROM\tvictim:1\n", "FROM victim:1: not an allowed"),
+        (f'FROM {BASE}\nADD "http://127.0.0.1:9/m" /got\n', "ADD from a URL"),
+        (f"FROM {BASE}\nADD h\\ttp://127.0.0.1:9/m /got\n", "ADD from a URL"),
+        (f"FROM {BASE}\nADD a\\.txt /got\n", "quotes, escapes"),
+        (f'FROM {BASE}\nCOPY --"from"=victim:1 /s /s\n', 'COPY --"from"=victim:1 is not'),
+        (f"FROM {BASE}\nCOPY --fr\\om=victim:1 /s /s\n", "is not supported"),
+        (f"FROM {BASE}\nCOPY --chown=0\t--from=victim:1 /s /s\n", "is not supported"),
+        (f"FROM {BASE}\nCOPY --from=127.0.0.1:5000/x:1 /a /b\n", "not an allowed base"),
+        (f'FROM {BASE}\nADD "a.txt" /x/\n', "quotes, escapes"),
+        (f"FROM {BASE}\nADD a[^x].txt /x/\n", "a [ ] pattern"),
+        (f"# escape=`\nFROM {BASE}\nADD \\\nhttp://127.0.0.1:9/m /got\n", "trailing escape"),
+        (f"FROM {BASE}\nLABEL a=\x01b\n", "a control character"),
+        (f"FROM {BASE}\nONBUILD\tRUN true\n", "ONBUILD is not supported"),
+        (f"FROM {BASE}\nPULL victim:1\n", "PULL is not a Dockerfile instruction"),
+        (f"FROM {BASE}\nCOPY <<EOF /x\nhi\nEOF\n", "heredocs are supported in RUN only"),
+        (f"FROM {BASE} AS a b\n", "FROM takes an image"),
+        (f"FROM {BASE}\nENV U=http://127.0.0.1:9/m\nFROM 0\nADD $U /got\n", "quotes, escapes"),
     ],
-    ids=["zstd", "truncated-gzip", "truncated-xz", "truncated-tar"],
+    ids=lambda value: value if len(value) < 30 else None,
 )
-def test_an_archive_the_builder_would_unpack_but_cannot_be_measured_is_refused(data, why):
-    assert why in refused(f"FROM {BASE}\nADD a /a/\n", {"a": data})
+def test_what_the_engine_would_read_otherwise_than_the_platform_is_refused(dockerfile, why):
+    assert why in refused(dockerfile, {"a.txt": b"a", "a^.txt": b"b"})
 
 
-def test_what_dockerignore_excludes_is_not_measured():
-    policy = Policy(bases=(BASE,), disk=2**20)
-    files = {".dockerignore": b"big.tgz\n", "big.tgz": zeros_tar(2 * 2**20, "w:gz")}
+def test_what_dockerignore_excludes_is_not_looked_at():
+    files = {".dockerignore": b"big.tgz\n", "big.tgz": zeros_tar(4096, "w:gz")}
 
-    check(f"FROM {BASE}\nADD *.tgz /a/\n", files, policy)
+    check(f"FROM {BASE}\nADD *.tgz /a/\n", files)

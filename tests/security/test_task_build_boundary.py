@@ -98,14 +98,18 @@ def refusal(answer) -> str:
         "ADD http://127.0.0.1:{port}/secret /secret",
         'ADD ["http://127.0.0.1:{port}/secret", "/secret"]',
         "ARG SOURCE=http://127.0.0.1:{port}/secret\nADD $SOURCE /secret",
+        "ADD\thttp://127.0.0.1:{port}/secret /secret",
+        'ADD "http://127.0.0.1:{port}/secret" /secret',
+        "ADD h\\ttp://127.0.0.1:{port}/secret /secret",
+        "ARG G=harmless\nFROM {base}\nADD ${{G:-http://127.0.0.1:{port}/secret}} /secret",
     ],
-    ids=["shell-form", "exec-form", "through-an-arg"],
+    ids=["shell-form", "exec-form", "through-an-arg", "tab", "quoted", "escaped", "arg-scope"],
 )
 def test_a_task_build_never_fetches_an_add_url_from_the_hosts_network(
     attacker, listener, engine, add
 ):
     _, client = attacker
-    marker, dockerfile = marked(add.format(port=listener.port) + "\n")
+    marker, dockerfile = marked(add.format(port=listener.port, base=BASE_IMAGE) + "\n")
 
     answer = client.create("ssrf", context_tar(dockerfile))
 
@@ -144,11 +148,17 @@ def test_another_organizations_task_image_is_never_a_base_or_a_copy_source(
         (f"FROM {BASE_IMAGE}\nCOPY --from={victims_tag} /app/state /stolen", victims_tag),
         (f"FROM {BASE_IMAGE}\nCOPY --from={short_id} /app/state /stolen", short_id),
         ("FROM belvedir-task-stage:0-0\nRUN true", "belvedir-task-stage:0-0"),
+        (f"FROM\t{victims_tag}", victims_tag),
+        (f"FROM {BASE_IMAGE}\nCOPY\t--from={victims_tag} /app/state /stolen", victims_tag),
+        (f"FROM {BASE_IMAGE}\nCOPY --fr\\om={victims_tag} /app/state /stolen", victims_tag),
+        (f'FROM {BASE_IMAGE}\nCOPY --"from"={victims_tag} /app/state /stolen', victims_tag),
+        (f"FROM {BASE_IMAGE}\nCOPY --chown=0\t--from={short_id} /app/state /s", short_id),
     ]:
         answer = client.create("thief", context_tar(line + "\n"))
 
         message = refusal(answer)
-        assert named in message and "BELVEDIR_TASK_BASE_IMAGES" in message, message
+        assert named in message, message
+        assert "BELVEDIR_TASK_BASE_IMAGES" in message or "is not supported" in message, message
         assert secret not in message
 
 
@@ -187,7 +197,9 @@ def test_an_add_archive_that_unpacks_past_the_disk_limit_is_refused_and_leaves_n
 
     message = refusal(answer)
     assert "step 3 (ADD zeros.tar.gz /unpacked/)" in message
-    assert "unpack to more than the 1024 MiB a task may write" in message
+    assert (
+        "zeros.tar.gz is an archive, which the engine would unpack outside the sandbox" in message
+    )
     assert images_marked(engine, marker) == []
 
 
