@@ -19,7 +19,9 @@ past any of these is answered 503 with `Retry-After` at once. Each connection co
 its address and the total from the moment it is accepted, while the gateway still asks whose
 the address is; one past either cap is answered 503 and closed within `refuse_drain` seconds,
 and past `refusing_per_address` such answers in flight from one address (or `refusing` in all)
-it is closed without a word, so a flood of connects holds no more sockets than the caps say.
+it is closed on accept without a word (the gateway runs its own accept loop, `Listener`, so
+such a connection costs no transport, stream or task), and a flood of connects holds no more
+sockets than the caps say.
 Refusals are logged at most once per address every `LOG_EVERY` seconds, with their count. A
 request head must arrive whole within `head_timeout` seconds and a body at `body_min_rate`
 bytes a second after a grace of `body_grace` seconds (as Apache's mod_reqtimeout), else 408
@@ -45,6 +47,7 @@ import contextlib
 import json
 import logging
 import re
+import socket
 import threading
 import time
 from collections import Counter
@@ -321,8 +324,43 @@ def _reply(writer, status: int, message: str, headers: str = "") -> None:
     )
 
 
+def _release(counts: Counter, keys: list) -> None:
+    for key in keys:
+        counts[key] -= 1
+        if not counts[key]:
+            del counts[key]
+
+
+class Listener:
+    """What `Gateway.start()` returns: the listening socket with the gateway's own accept
+    loop on it (so a connection past the caps is closed on accept, costing no transport,
+    stream or task). `sockets`, `close()`, `serve_forever()` and `async with` as an
+    asyncio.Server's."""
+
+    def __init__(self, sock: socket.socket, accept) -> None:
+        self.sockets = [sock]
+        self._loop = asyncio.get_running_loop()
+        self._closed = self._loop.create_future()
+        self._loop.add_reader(sock.fileno(), accept, sock)
+
+    def close(self) -> None:
+        if not self._closed.done():
+            self._loop.remove_reader(self.sockets[0].fileno())
+            self.sockets[0].close()
+            self._closed.set_result(None)
+
+    async def serve_forever(self) -> None:
+        await self._closed
+
+    async def __aenter__(self) -> Listener:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+
 class Gateway:
-    """Serve with `await Gateway(...).serve()`; `start()` returns the asyncio server."""
+    """Serve with `await Gateway(...).serve()`; `start()` returns its `Listener`."""
 
     def __init__(
         self,
@@ -349,11 +387,13 @@ class Gateway:
         self._refusing: Counter[tuple[str, str]] = Counter()  # 503s past the door's caps
         self._refusals: dict[str, tuple[float, int]] = {}  # address -> last logged, since
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task] = set()
 
-    async def start(self) -> asyncio.Server:
-        return await asyncio.start_server(
-            self._handle, self.host, self.port, limit=HEAD_LIMIT, backlog=BACKLOG
-        )
+    async def start(self) -> Listener:
+        family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((self.host, self.port), family=family, backlog=BACKLOG)
+        sock.setblocking(False)
+        return Listener(sock, self._accept)
 
     async def serve(self) -> None:
         server = await self.start()
@@ -387,16 +427,51 @@ class Gateway:
             )
         return ""
 
-    async def _handle(self, reader, writer) -> None:
-        peer = (writer.get_extra_info("peername") or ("?",))[0]
-        full = self._full_at_door(peer)
-        if full:
-            await self._turn_away(reader, writer, peer, full)
-            return
-        keys = [("address", peer), ("total", "")]
-        self._open.update(keys)  # counted from here until it is closed, lookup included
-        self._writers.add(writer)
+    def _accept(self, listening: socket.socket) -> None:
+        """Take what the kernel queued. Each connection counts against its address and the
+        total from here; one past either cap is given a 503 (`_turn_away`) while few are in
+        flight, else closed at once, before any transport, stream or task is made of it."""
+        loop = asyncio.get_running_loop()
+        limits = self.limits
+        for _ in range(BACKLOG):
+            try:
+                conn, address = listening.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors: pause a second, as asyncio does
+                log.warning("sandbox gateway: cannot accept: %s", exc)
+                loop.remove_reader(listening.fileno())
+                loop.call_later(1, self._resume, listening)
+                return
+            peer = address[0]
+            keys = [("address", peer), ("total", "")]
+            full = self._full_at_door(peer)
+            if full:
+                self._log_refusal(peer, full)
+                if (
+                    self._refusing["address", peer] >= limits.refusing_per_address
+                    or self._refusing["total", ""] >= limits.refusing
+                ):
+                    conn.close()
+                    continue
+                self._refusing.update(keys)
+                serving = self._turn_away(conn, peer, full, keys)
+            else:
+                self._open.update(keys)  # counted from here until it is closed, lookup included
+                serving = self._serve(conn, peer, keys)
+            task = loop.create_task(serving)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _resume(self, listening: socket.socket) -> None:
+        if listening.fileno() != -1:
+            asyncio.get_running_loop().add_reader(listening.fileno(), self._accept, listening)
+
+    async def _serve(self, conn: socket.socket, peer: str, keys: list) -> None:
+        writer = None
         try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=HEAD_LIMIT)
+            self._writers.add(writer)
             tenant = await self.tenants.of(peer)
             full = self._full(tenant)
             if full:
@@ -413,29 +488,21 @@ class Gateway:
         except Exception:
             log.exception("sandbox gateway: request from %s failed", peer)
         finally:
-            await self._close(writer)
-            self._writers.discard(writer)
-            for key in keys:
-                self._open[key] -= 1
-                if not self._open[key]:
-                    del self._open[key]
+            if writer is None:
+                conn.close()
+            else:
+                await self._close(writer)
+                self._writers.discard(writer)
+            _release(self._open, keys)
 
-    async def _turn_away(self, reader, writer, peer: str, full: str) -> None:
-        """A connection past its address's cap or the total, never counted there: a 503 and
-        closed within `refuse_drain` seconds, or at once without a word when this address
-        (or everyone) already has that many such answers in flight."""
-        self._log_refusal(peer, full)
+    async def _turn_away(self, conn: socket.socket, peer: str, full: str, keys: list) -> None:
+        """A connection past its address's cap or the total, never counted there: a 503,
+        closed within `refuse_drain` seconds."""
         limits = self.limits
-        keys = [("address", peer), ("total", "")]
-        if (
-            self._refusing["address", peer] >= limits.refusing_per_address
-            or self._refusing["total", ""] >= limits.refusing
-        ):
-            writer.transport.abort()
-            return
-        self._refusing.update(keys)
-        self._writers.add(writer)
+        writer = None
         try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=HEAD_LIMIT)
+            self._writers.add(writer)
             retry = f"Retry-After: {limits.retry_after}\r\n"
             _reply(writer, 503, f"{full}; try again later", retry)
             with contextlib.suppress(TimeoutError, OSError):
@@ -449,13 +516,15 @@ class Gateway:
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), limits.refuse_drain)
+        except OSError:
+            pass
         finally:
-            writer.transport.abort()  # nothing if closed already
-            self._writers.discard(writer)
-            for key in keys:
-                self._refusing[key] -= 1
-                if not self._refusing[key]:
-                    del self._refusing[key]
+            if writer is None:
+                conn.close()
+            else:
+                writer.transport.abort()  # nothing if closed already
+                self._writers.discard(writer)
+            _release(self._refusing, keys)
 
     def _log_refusal(self, peer: str, why: str) -> None:
         """One warning per address per `LOG_EVERY` seconds, saying how many were refused."""
@@ -583,7 +652,7 @@ class GatewayThread:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._gateway: Gateway | None = None
         for port in ports:
             gateway = Gateway(

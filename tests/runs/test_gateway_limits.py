@@ -346,8 +346,7 @@ def test_a_flood_of_connects_from_one_sandbox_holds_no_more_sockets_than_its_cap
     cap = limits.per_address + 4  # the counted ones and a few 503s in flight
     assert counted == limits.per_address
     assert held_at_end <= cap + 4, (held_at_end, samples)
-    peaks = sorted(s - baseline for s in samples)
-    assert peaks[len(peaks) // 2] <= cap + 8, peaks  # most of the flood
+    assert max(samples) - baseline <= cap + 10, samples  # + this test's own request
     assert len(logged) <= 3, [r.getMessage() for r in logged[:5]]
     assert "more since the last line" in logged[-1].getMessage() or len(logged) == 1
 
