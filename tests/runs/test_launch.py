@@ -53,6 +53,7 @@ RUN_FIELDS = {
     "finished_at",
     "stage",
     "stage_started_at",
+    "traces_incomplete",
 }
 
 
