@@ -203,7 +203,7 @@ def _steps(job: _Build, instructions: list[Instruction], tag: str) -> None:
             stage.shell = json_list(step.rest) or []
             if not stage.shell:
                 raise StepFailed(f'{where}: SHELL takes a JSON list, e.g. ["/bin/bash", "-c"]')
-        elif step.keyword == "COPY" and taskpolicy.copy_sources(step):
+        elif step.keyword == "COPY":  # its --from (if any) named by this build's own images
             step = _copy_from(job, step, where)
         if step.heredocs and step.keyword != "RUN":
             raise StepFailed(f"{where}: heredocs are supported in RUN only, not in {step.keyword}")
@@ -371,9 +371,9 @@ def _piece(job: _Build, stage: _Stage, *, final: bool = False) -> None:
 
 
 def _count_piece(job: _Build, stage: _Stage, image: str) -> None:
-    """What the piece added to the stage's image (COPY, ADD and its archives unpacked)
-    counts against the build's disk limit; past it the piece's image goes and the build
-    stops."""
+    """What the piece added to the stage's image (what its COPY steps copied: ADD is sent
+    as COPY) counts against the build's disk limit; past it the piece's image goes and the
+    build stops."""
     if not job.policy.disk:
         return
     api = job.client.api

@@ -193,12 +193,6 @@ def _env_values(rest: str, known: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def copy_sources(step: Instruction) -> list[str]:
-    """The images or stages a COPY's `--from` flags name."""
-    flags, _ = leading_flags(step.rest)
-    return [flag.removeprefix("--from=") for flag in flags if flag.startswith("--from=")]
-
-
 def _copy(
     step: Instruction,
     where: str,
