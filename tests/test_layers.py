@@ -4,6 +4,7 @@ The floors are the layers contract in pyproject.toml (router on top, core at the
 these tests read them from there, so the import contracts and the model check never disagree.
 """
 
+import ast
 import subprocess
 import sys
 import tomllib
@@ -103,3 +104,22 @@ def test_the_import_contracts_are_kept():
 def test_the_core_migrations_do_not_depend_on_runs():
     for migration in (ROOT / "belvedir" / "migrations").glob("0*.py"):
         assert "'runs'" not in migration.read_text(), migration.name
+
+
+def test_no_import_is_let_past_the_floors():
+    (layers,) = (c for c in _contracts() if c["type"] == "layers")
+
+    assert layers.get("ignore_imports", []) == []
+
+
+def test_the_root_urlconf_imports_no_app():
+    tree = ast.parse((ROOT / "belvedir" / "urls.py").read_text())
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    apps_above_the_ground = set(floors()) - {"belvedir"}
+
+    assert {name.split(".")[0] for name in imported} & apps_above_the_ground == set()

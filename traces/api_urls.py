@@ -1,0 +1,14 @@
+"""Trace ingest and the trace API, mounted under /api/v1/ by belvedir/urls.py."""
+
+from django.urls import path
+
+from traces import api, ingest
+
+urlpatterns = [
+    path("traces", ingest.traces, name="api-traces"),
+    path("outcomes", ingest.outcomes, name="api-outcomes"),
+    path("sessions", api.SessionListView.as_view(), name="api-sessions"),
+    path("sessions/<str:session_id>", api.SessionDetailView.as_view(), name="api-session"),
+    path("task-groups", api.TaskGroupListView.as_view(), name="api-task-groups"),
+    path("task-groups/<str:group_id>", api.TaskGroupDetailView.as_view(), name="api-task-group"),
+]
