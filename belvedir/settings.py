@@ -421,7 +421,7 @@ BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
 # Where the gateway sends the task-sandbox paths (blank: the upstream above). On a worker host
 # behind a load balancer: a platform process on this host, on this host's engine (docs/scaling.md).
 BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM = envstr("BELVEDIR_SANDBOX_GATEWAY_TASK_UPSTREAM", "")
-# What one tenant may hold of the gateway (runs/sandbox/gateway.py `Limits`): connections in all,
+# What one tenant may hold of the gateway (sandboxes/gateway.py `Limits`): connections in all,
 # per organization, per run and per sandbox (source address); past one, 503 with Retry-After.
 # The defaults fit 4 runs x 4 task sandboxes of one organization and leave 3/4 to the others.
 BELVEDIR_SANDBOX_GATEWAY_MAX_CONNECTIONS = envint(
@@ -464,7 +464,7 @@ BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, min
 # Sandboxes of the default shape a worker host keeps started ahead (0: none), so a run skips
 # the sandbox's start (~450 ms under gVisor); each holds its memory and a quota volume while it
 # waits (given back to a run that finds no room on the disk), and is replaced after
-# BELVEDIR_SANDBOX_WARM_MAX_AGE seconds unused (runs/sandbox/warm.py). Two: a launch right
+# BELVEDIR_SANDBOX_WARM_MAX_AGE seconds unused (sandboxes/warm.py). Two: a launch right
 # after a run's end takes the second while the first one's successor is being made.
 BELVEDIR_SANDBOX_WARM = envint("BELVEDIR_SANDBOX_WARM", 2, minimum=0)
 BELVEDIR_SANDBOX_WARM_MAX_AGE = envint("BELVEDIR_SANDBOX_WARM_MAX_AGE", 3600, minimum=60)
@@ -477,7 +477,7 @@ BELVEDIR_SANDBOX_CA_BUNDLE = envstr(
 )
 BELVEDIR_INSTANCE = envstr("BELVEDIR_INSTANCE", "")
 # Seconds another platform instance may go without a heartbeat on a worker host (every reaper
-# pass, warm fill and launch of it there; runs/sandbox/instances.py) before that host's reaper
+# pass, warm fill and launch of it there; sandboxes/instances.py) before that host's reaper
 # removes its sandboxes and releases their volumes: well above BELVEDIR_REAP_SECONDS.
 BELVEDIR_INSTANCE_STALE = envint("BELVEDIR_INSTANCE_STALE", 600, minimum=60)
 BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")

@@ -105,7 +105,7 @@ def release_volumes(run_ids: list[str]) -> None:
     import docker
     from django.conf import settings
 
-    from runs.sandbox import diskquota, volumes
+    from sandboxes import diskquota, volumes
 
     data = Path(settings.BELVEDIR_SANDBOX_DATA_DIR)
     containers = docker.from_env().api.containers(all=True, filters={"label": volumes.LABEL_VOLUME})
@@ -120,7 +120,7 @@ def disk_bound() -> str:
     disk admits now: every volume's quota is promised, and BELVEDIR_MIN_FREE_DISK kept."""
     from django.conf import settings
 
-    from runs.sandbox import diskquota
+    from sandboxes import diskquota
 
     data = Path(settings.BELVEDIR_SANDBOX_DATA_DIR)
     free = diskquota.free_disk_bytes(data)

@@ -36,8 +36,8 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the project on sys.path)
 from _common import median, table
 
-from runs.sandbox import diskquota
-from runs.sandbox.network import NetworkConfig, problems
+from sandboxes import diskquota
+from sandboxes.network import NetworkConfig, problems
 
 IMAGE = os.environ.get("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 CACHE = Path(os.environ.get("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")) / "wheels"

@@ -170,7 +170,7 @@ def start_cluster(env: dict, app_dir: Path, tmp: Path, tag: str, runtime: str) -
 
 
 def warm_starts(log: Path, label: str, runs: int) -> None:
-    """How many of a cluster's runs took a warm sandbox (runs/sandbox/warm.py), from its log."""
+    """How many of a cluster's runs took a warm sandbox (sandboxes/warm.py), from its log."""
     text = log.read_text(errors="replace") if log.exists() else ""
     warm, cold = text.count("takes the warm sandbox"), text.count("no warm sandbox for run")
     if warm or cold:

@@ -128,7 +128,7 @@ class Probe:
 def instrument(probe: Probe) -> None:
     """Wrap the platform's steps (in this process only) so each run's time can be broken down."""
     from runs import executor, services
-    from runs.sandbox.docker import DockerBackend
+    from sandboxes.docker import DockerBackend
 
     probe.wrap(services, "sandbox_check", "launch: sandbox engine ping")
     probe.wrap(services, "repo_check", "launch: git ls-remote")
@@ -140,7 +140,7 @@ def instrument(probe: Probe) -> None:
     probe.wrap(executor.shutil, "rmtree", "exec: rmtree (work dir)")
     probe.wrap(executor, "clone_repo", "exec: clone (init/fetch/checkout, drop .git)")
     probe.wrap(executor, "tar_directory", "exec: tar workspace")
-    from runs.sandbox import volumes
+    from sandboxes import volumes
 
     probe.wrap(volumes, "allocate", "sandbox: quota volume (a spare, or copy + mount)")
     probe.wrap(volumes, "make_spare", "exec: spare volume made (in remove)")

@@ -9,7 +9,7 @@ the platform hands Harbor, `harnesses.harbor_export`), FROM the local sandbox im
 registry is reachable: `FROM`, `USER root`, one `RUN mkdir`, `COPY state/`, `WORKDIR`,
 `STOPSIGNAL`. Its environment directory is sent as a tar.gz, as the Harbor environment sends it.
 
-- **platform**: `runs.sandbox.tasks.ensure_image(..., steps=step_limits(spec, ...))`, the
+- **platform**: `sandboxes.tasks.ensure_image(..., steps=step_limits(spec, ...))`, the
   call `runs.task_sandboxes` makes (its RUN steps under `--runtime`, on the sandbox network,
   with the task sandbox's limits and capabilities). *cold*: `force=True` (no builder cache);
   *image exists*: the same tag again (the engine has it); *cached layers, new tag*: a tag
@@ -53,9 +53,9 @@ import docker
 from _common import median, table
 
 from harnesses.harbor_export import ExportOptions, export_files
-from runs.sandbox.base import SandboxSpec
-from runs.sandbox.network import NetworkConfig
-from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image, step_limits
+from sandboxes.base import SandboxSpec
+from sandboxes.network import NetworkConfig
+from sandboxes.tasks import TASK_CAPABILITIES, ensure_image, step_limits
 from tests.helpers.harbor import FOUR_KINDS
 
 BASE_IMAGE = os.environ.get("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
@@ -134,7 +134,7 @@ class Platform:
         self.extra: dict = {"network": network, "memory": MEMORY}
         self.extra = {k: v for k, v in self.extra.items() if k in accepts}
         if "policy" in accepts:
-            from runs.sandbox import taskpolicy
+            from sandboxes import taskpolicy
 
             self.extra["policy"] = taskpolicy.Policy(
                 bases=(BASE_IMAGE,), organization="org_bench_task_build", disk=DISK

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 
 from runs.results import task_results
-from runs.sandbox import entrypoint
+from sandboxes import entrypoint
 
 RESULTS_MAX_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 16 * 1024
@@ -16,9 +16,9 @@ STAGE_FILE = f"{CONTROL_DIR}/stage"
 
 ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
-# The entrypoint's signed exit code, written as it ends (see runs/sandbox/entrypoint.py).
+# The entrypoint's signed exit code, written as it ends (see sandboxes/entrypoint.py).
 EXIT_FILE = entrypoint.EXIT_FILE
-# The sandbox's command: runs/sandbox/entrypoint.py, out of reach of the harness's env.
+# The sandbox's command: sandboxes/entrypoint.py, out of reach of the harness's env.
 COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
 # What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
 # entrypoint knows the key, so a harness cannot write it.

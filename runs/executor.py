@@ -35,16 +35,6 @@ from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
 from runs.model_access import router_base
 from runs.models import GpuDevice, Run, Stage, Status
-from runs.sandbox import entrypoint
-from runs.sandbox.base import (
-    Collected,
-    FileKind,
-    SandboxBackend,
-    SandboxError,
-    SandboxHandle,
-    SandboxSpec,
-    tar_directory,
-)
 from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 from runs.services import (
     run_claim,
@@ -57,6 +47,16 @@ from runs.services import (
     run_secret_values,
     run_stage_advance,
     run_store_log,
+)
+from sandboxes import entrypoint
+from sandboxes.base import (
+    Collected,
+    FileKind,
+    SandboxBackend,
+    SandboxError,
+    SandboxHandle,
+    SandboxSpec,
+    tar_directory,
 )
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Is sandbox isolation in place? Checked before launches, at start-up and on the admin.
 
 Launches are refused (Unavailable, a 503, "sandbox isolation is not in place: …") while:
-- the isolated network or its firewall rules are missing (`runs.sandbox.network`), unless
+- the isolated network or its firewall rules are missing (`sandboxes.network`), unless
   BELVEDIR_SANDBOX_HOST_NETWORK=1 (single-tenant development: a warning instead);
 - the Docker engine does not answer, or lacks the configured runtime (BELVEDIR_SANDBOX_RUNTIME);
 - the worker's disk has less than BELVEDIR_MIN_FREE_DISK free.
@@ -31,8 +31,8 @@ import requests
 from django.conf import settings
 
 from belvedir.errors import Unavailable
-from runs.sandbox import diskquota
-from runs.sandbox.network import NetworkConfig, NetworkSetupError, problems
+from sandboxes import diskquota
+from sandboxes.network import NetworkConfig, NetworkSetupError, problems
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 15.0

@@ -6,7 +6,7 @@ every BELVEDIR_REAP_SECONDS): the runs of any host whose heartbeats stopped are 
 whichever host sees it first, so a vanished host's runs end too, but a host only ever removes
 the sandboxes and volumes of its own engine (the one `get_backend()` talks to): its own
 platform's, and those of another platform instance gone from the host (no heartbeat there for
-BELVEDIR_INSTANCE_STALE s; each pass is this instance's heartbeat, runs/sandbox/instances.py).
+BELVEDIR_INSTANCE_STALE s; each pass is this instance's heartbeat, sandboxes/instances.py).
 """
 
 import logging
@@ -19,9 +19,9 @@ from runs import gpu, task_sandboxes
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.queue import runs_with_queued_tasks
-from runs.sandbox.base import SandboxError, SandboxHandle
 from runs.sandbox_config import get_backend
 from runs.services import run_enqueue, run_finish
+from sandboxes.base import SandboxError, SandboxHandle
 
 log = logging.getLogger(__name__)
 LOST_NOTE = (

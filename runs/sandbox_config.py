@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection
 
 from runs import contract
-from runs.sandbox.base import SandboxBackend, SandboxError, SandboxSpec
-from runs.sandbox.docker import DockerBackend
-from runs.sandbox.image import ImageConfig
+from sandboxes.base import SandboxBackend, SandboxError, SandboxSpec
+from sandboxes.docker import DockerBackend
+from sandboxes.image import ImageConfig
 
 
 def get_backend() -> SandboxBackend:

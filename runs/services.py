@@ -29,8 +29,8 @@ from runs.isolation import isolation_require
 from runs.model_access import model_access_check
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
-from runs.sandbox.base import SandboxError, kill_run_sandboxes
 from runs.sandbox_config import get_backend
+from sandboxes.base import SandboxError, kill_run_sandboxes
 
 
 def repo_check(*, repo_url: str, ref: str = "") -> None:

@@ -33,9 +33,9 @@ from belvedir.parsers import JSONParser
 from belvedir.schema import errors
 from runs import selectors, task_sandboxes
 from runs.models import Run, TaskSandbox
-from runs.sandbox import tasks as docker_tasks
-from runs.sandbox.base import SandboxError
 from runs.sandbox_config import get_backend
+from sandboxes import tasks as docker_tasks
+from sandboxes.base import SandboxError
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 CONTEXT_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES

@@ -15,9 +15,9 @@ from __future__ import annotations
 from django.conf import settings
 
 from runs.models import TaskSandbox
-from runs.sandbox import tasks as docker_tasks
-from runs.sandbox.base import SandboxBackend
 from runs.task_sandboxes import task_sandbox_stop
+from sandboxes import tasks as docker_tasks
+from sandboxes.base import SandboxBackend
 
 CHECK_SECONDS = 5.0
 OVER_LIMIT = (

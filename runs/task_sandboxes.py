@@ -38,9 +38,10 @@ from billing import services as billing
 from billing.money import usd
 from harnesses import env_secrets, managed
 from runs.models import Run, Status, TaskSandbox
-from runs.sandbox import taskpolicy
-from runs.sandbox import tasks as docker_tasks
-from runs.sandbox.base import (
+from runs.sandbox_config import engine_name, get_backend, spec_from_settings
+from sandboxes import taskpolicy
+from sandboxes import tasks as docker_tasks
+from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
@@ -48,7 +49,6 @@ from runs.sandbox.base import (
     SandboxError,
     SandboxHandle,
 )
-from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 
 log = logging.getLogger(__name__)
 NAME_MAX = 200

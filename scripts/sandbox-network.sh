@@ -5,10 +5,10 @@
 # bridge br-belvedir, inter-container traffic off) and iptables rules tagged
 # `belvedir-sandbox`: sandboxes reach the internet and TCP ports 18700-18799 on the gateway
 # IP (the platform's sandbox gateway), nothing else on the host, no other container, no
-# link-local address. The rules live in runs/sandbox/network.py; `check` only reports;
+# link-local address. The rules live in sandboxes/network.py; `check` only reports;
 # `uninstall` takes a bridge's rules out again (each bridge has its own chains, so a second
 # sandbox network, scripts/second-engine.sh's, never changes the first's rules).
 # Settings: BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS}. See README, "Operating".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python3 runs/sandbox/network.py "${1:-install}"
+exec python3 sandboxes/network.py "${1:-install}"

@@ -18,7 +18,7 @@ pytest_plugins = [
 ]
 
 
-# No warm sandboxes (runs/sandbox/warm.py) unless a test asks for them (tests/runs/test_warm_pool.py):
+# No warm sandboxes (sandboxes/warm.py) unless a test asks for them (tests/runs/test_warm_pool.py):
 # tests that count a host's containers and volumes see only their own. Workers started in
 # another process inherit it.
 os.environ.setdefault("BELVEDIR_SANDBOX_WARM", "0")

@@ -37,7 +37,7 @@ def test_the_task_build_benchmark_passes_every_argument_ensure_image_requires():
         import task_build
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    from runs.sandbox.tasks import ensure_image
+    from sandboxes.tasks import ensure_image
 
     platform = task_build.Platform(None, ROOT / "context.tar.gz", "runsc", "belvedir-sandbox")
     fields = {"context": platform.context, "tag": "t", "timeout": 1, "force": False}

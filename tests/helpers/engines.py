@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from runs import isolation
-from runs.sandbox.base import LABEL_RUN_ID
+from sandboxes.base import LABEL_RUN_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "second-engine.sh"

@@ -120,7 +120,7 @@ def serve_to_sandboxes(make: Callable[[str, int], T]) -> T:
 def sandbox_gateway(live_server, settings):
     """The sandbox gateway on the sandbox network's gateway IP (a free port of the sandbox
     port range), forwarding to this test's live server; sandboxes get it as their base URL."""
-    from runs.sandbox.gateway import GatewayThread
+    from sandboxes.gateway import GatewayThread
 
     gateway = GatewayThread(
         host=settings.BELVEDIR_SANDBOX_GATEWAY, ports=sandbox_ports(), upstream=live_server.url
@@ -166,8 +166,8 @@ def task_sandboxes_removed(db):
     yield
     import docker
 
-    from runs.sandbox.base import LABEL_INSTANCE, LABEL_TASK_SANDBOX
     from runs.sandbox_config import instance_id
+    from sandboxes.base import LABEL_INSTANCE, LABEL_TASK_SANDBOX
 
     client = docker.from_env()
     try:

@@ -27,8 +27,8 @@ from billing.models import Kind
 from billing.services import ledger_operator_entry
 from harnesses.services import FIELDS, harness_create
 from runs.models import Run, Status
-from runs.sandbox.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
 from runs.sandbox_config import engine_name
+from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
 from tests.runs.helpers import git
 
 BASE_IMAGE = "belvedir-sandbox:latest"

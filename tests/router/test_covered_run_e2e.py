@@ -11,7 +11,7 @@ from harnesses.services import harness_create
 from runs import services as run_services
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox.gateway import GatewayThread
+from sandboxes.gateway import GatewayThread
 from tests.helpers.run_fixtures import sandbox_ports
 from tests.router.fake_upstream import PROMPT_TOKENS
 from tests.router.helpers import INPUT_PRICE, MODEL, OUTPUT_PRICE

@@ -12,9 +12,9 @@ import docker
 import pytest
 
 from runs import services
-from runs.sandbox import diskquota
-from runs.sandbox.base import LABEL_INSTANCE
 from runs.sandbox_config import get_backend
+from sandboxes import diskquota
+from sandboxes.base import LABEL_INSTANCE
 from tests.runs.helpers import filling_done
 
 _names = itertools.count(1)

@@ -20,10 +20,10 @@ from django_q.models import OrmQ
 
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox import warm
-from runs.sandbox.base import LABEL_RUN_ID
-from runs.sandbox.docker import DockerBackend
 from runs.sandbox_config import engine_name, warm_template
+from sandboxes import warm
+from sandboxes.base import LABEL_RUN_ID
+from sandboxes.docker import DockerBackend
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.sandbox import diskquota
-from runs.sandbox.diskquota import DiskQuotaError, Folder
+from sandboxes import diskquota
+from sandboxes.diskquota import DiskQuotaError, Folder
 
 MiB = 1024 * 1024
 SIZE = 64 * MiB

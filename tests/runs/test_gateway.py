@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from runs.sandbox.gateway import GatewayThread, Limits, path_allowed
+from sandboxes.gateway import GatewayThread, Limits, path_allowed
 from tests.runs.helpers import wait_for
 
 

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runs.sandbox.gateway import GatewayThread, Limits
-from runs.sandbox.gateway_tenants import MappedTenants, Tenant, stranger
+from sandboxes.gateway import GatewayThread, Limits
+from sandboxes.gateway_tenants import MappedTenants, Tenant, stranger
 from tests.runs.helpers import wait_for
 from tests.runs.test_gateway import Recorder, recording_server
 
@@ -308,7 +308,7 @@ def test_a_flood_of_connects_from_one_sandbox_holds_no_more_sockets_than_its_cap
     try:
         before_reply, before = timed_ask(running.port, "127.0.0.3")
         baseline = open_sockets()
-        caplog.set_level(logging.INFO, logger="runs.sandbox.gateway")
+        caplog.set_level(logging.INFO, logger="sandboxes.gateway")
         caplog.clear()
         flooder = subprocess.Popen(
             [sys.executable, "-c", FLOOD, str(running.port), "2000", "2"],
@@ -333,7 +333,7 @@ def test_a_flood_of_connects_from_one_sandbox_holds_no_more_sockets_than_its_cap
         sampler.join(5)
         held_at_end = open_sockets() - baseline
         counted = running.open_connections()
-        logged = [r for r in caplog.records if r.name.startswith("runs.sandbox")]
+        logged = [r for r in caplog.records if r.name.startswith("sandboxes")]
     finally:
         if flooder is not None:
             flooder.stdin.close()

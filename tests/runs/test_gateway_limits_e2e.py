@@ -12,12 +12,12 @@ import pytest
 from django.db import connection
 
 from runs.management.commands.sandbox_gateway import organizations_of
-from runs.sandbox import warm
-from runs.sandbox.base import LABEL_RUN_ID
-from runs.sandbox.docker import DockerBackend
-from runs.sandbox.gateway import GatewayThread, Limits
-from runs.sandbox.gateway_tenants import DockerTenants, Tenant, stranger
 from runs.sandbox_config import spec_from_settings
+from sandboxes import warm
+from sandboxes.base import LABEL_RUN_ID
+from sandboxes.docker import DockerBackend
+from sandboxes.gateway import GatewayThread, Limits
+from sandboxes.gateway_tenants import DockerTenants, Tenant, stranger
 from tests.helpers import aio
 from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.runs.helpers import wait_for

@@ -1,4 +1,4 @@
-"""Nothing holds a host's disk for a platform instance that is gone (runs/sandbox/instances.py):
+"""Nothing holds a host's disk for a platform instance that is gone (sandboxes/instances.py):
 each instance beats on the host (a heartbeat file under the sandbox data dir) on every reaper
 pass, warm fill and launch; any instance's reaper removes the sandboxes of one whose heartbeat
 is older than BELVEDIR_INSTANCE_STALE and releases their volumes and its free spares, and never
@@ -18,10 +18,10 @@ import pytest
 
 from runs import contract
 from runs.reaper import reap
-from runs.sandbox import diskquota, instances, volumes
-from runs.sandbox.base import SandboxError, tar_files
-from runs.sandbox.docker import DockerBackend
 from runs.sandbox_config import get_backend, warm_template
+from sandboxes import diskquota, instances, volumes
+from sandboxes.base import SandboxError, tar_files
+from sandboxes.docker import DockerBackend
 from tests.runs.helpers import exists, second_platform
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]

@@ -18,9 +18,9 @@ from belvedir.env import envgpus
 from runs import gpu, reaper
 from runs.models import GpuDevice, Run
 from runs.queue import runs_with_queued_tasks
-from runs.sandbox.base import SandboxHandle
 from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import run_cancel, run_enqueue
+from sandboxes.base import SandboxHandle
 from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
 

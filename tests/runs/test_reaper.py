@@ -22,8 +22,8 @@ from django_q.models import OrmQ
 from belvedir.models import ApiKey
 from runs import reaper
 from runs.models import Run
-from runs.sandbox.base import SandboxHandle
 from runs.sandbox_config import get_backend, spec_from_settings
+from sandboxes.base import SandboxHandle
 from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import (
     Background,
@@ -253,7 +253,7 @@ def test_a_run_launched_without_a_model_records_the_harness_model(launch):
 @pytest.mark.docker
 def test_the_reaper_never_touches_another_platforms_sandboxes(db, settings):
     """Two platforms (or test sessions) on one engine: each reaps only its own sandboxes."""
-    from runs.sandbox.docker import DockerBackend
+    from sandboxes.docker import DockerBackend
 
     other = DockerBackend(
         instance="another-platform", data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR)

@@ -6,8 +6,8 @@ import pytest
 from runs import executor
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox.docker import DockerBackend
 from runs.sandbox_config import get_backend
+from sandboxes.docker import DockerBackend
 from tests.runs.helpers import containers_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -80,7 +80,7 @@ def test_the_entrypoints_hmac_is_hmac_sha256():
     import hashlib
     import hmac
 
-    from runs.sandbox.entrypoint import hmac_sha256
+    from sandboxes.entrypoint import hmac_sha256
 
     rfc = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     assert hmac_sha256(b"Jefe", b"what do ya want for nothing?") == rfc

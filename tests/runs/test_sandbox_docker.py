@@ -18,7 +18,8 @@ import docker
 import docker.errors
 import pytest
 
-from runs.sandbox.base import (
+from runs.sandbox_config import image_config
+from sandboxes.base import (
     LABEL_RUN_ID,
     FileKind,
     SandboxBackend,
@@ -29,9 +30,8 @@ from runs.sandbox.base import (
     tar_directory,
     tar_files,
 )
-from runs.sandbox.docker import DockerBackend
-from runs.sandbox.image import DOCKERFILE, IMAGE_ENV, PACKAGES, VENV_PACKAGES, build_image
-from runs.sandbox_config import image_config
+from sandboxes.docker import DockerBackend
+from sandboxes.image import DOCKERFILE, IMAGE_ENV, PACKAGES, VENV_PACKAGES, build_image
 
 pytestmark = pytest.mark.docker
 

@@ -12,9 +12,9 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from runs.sandbox import diskquota, hostfiles
-from runs.sandbox.base import FileKind, tar_directory
-from runs.sandbox.docker import DockerBackend
+from sandboxes import diskquota, hostfiles
+from sandboxes.base import FileKind, tar_directory
+from sandboxes.docker import DockerBackend
 from tests.runs.test_sandbox_docker import run_to_end, spec_of
 
 MiB = 2**20

@@ -7,7 +7,7 @@ import docker
 import pytest
 from django.conf import settings
 
-from runs.sandbox import diskquota, volumes
+from sandboxes import diskquota, volumes
 
 pytestmark = pytest.mark.docker
 GiB = 2**30
@@ -129,7 +129,7 @@ def test_a_sandbox_is_refused_when_the_disk_cannot_keep_its_reserve(client, data
 
 def test_the_reaper_releases_a_volume_whose_sandbox_is_gone(client, data_dir, monkeypatch, db):
     from runs import reaper
-    from runs.sandbox.docker import DockerBackend
+    from sandboxes.docker import DockerBackend
 
     monkeypatch.setattr(volumes, "SWEEP_GRACE_SECONDS", 0)
     orphan, _ = allocate(client, data_dir)

@@ -10,10 +10,10 @@ import docker
 import pytest
 from django.conf import settings
 
-from runs.sandbox import diskquota, volumes
-from runs.sandbox.base import SandboxSpec
-from runs.sandbox.diskquota import Folder
-from runs.sandbox.docker import DockerBackend
+from sandboxes import diskquota, volumes
+from sandboxes.base import SandboxSpec
+from sandboxes.diskquota import Folder
+from sandboxes.docker import DockerBackend
 
 MiB = 2**20
 SIZE = 64 * MiB

@@ -1,5 +1,5 @@
 """Task image builds whose RUN steps run in containers made like task sandboxes (gVisor),
-the rest of the Dockerfile by the engine's builder (`runs.sandbox.taskbuild`): the image
+the rest of the Dockerfile by the engine's builder (`sandboxes.taskbuild`): the image
 comes out as `docker build` makes it, a failed step says which and why, and what cannot be
 built that way is refused before any code runs."""
 
@@ -13,8 +13,8 @@ import time
 import docker
 import pytest
 
-from runs.sandbox import dockerfile, taskbuild, taskpolicy
-from runs.sandbox.tasks import LABEL_TASK_IMAGE, BuildFailed, ensure_image
+from sandboxes import dockerfile, taskbuild, taskpolicy
+from sandboxes.tasks import LABEL_TASK_IMAGE, BuildFailed, ensure_image
 from tests.helpers.task_sandboxes import BASE_IMAGE, context_tar, remove_task_images
 
 LIMITS = taskbuild.Limits(

@@ -14,10 +14,10 @@ import pytest
 from django.utils import timezone
 
 from runs.models import TaskSandbox
-from runs.sandbox.base import LABEL_INSTANCE
-from runs.sandbox.tasks import LABEL_TASK_IMAGE
 from runs.sandbox_config import instance_id
 from runs.task_sandboxes import task_images_reap
+from sandboxes.base import LABEL_INSTANCE
+from sandboxes.tasks import LABEL_TASK_IMAGE
 from tests.helpers.task_sandboxes import BASE_IMAGE, make_managed_run, remove_task_images
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db]

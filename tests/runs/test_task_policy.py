@@ -1,4 +1,4 @@
-"""What a task's Dockerfile may name, fetch and unpack (`runs.sandbox.taskpolicy`), read before
+"""What a task's Dockerfile may name, fetch and unpack (`sandboxes.taskpolicy`), read before
 any step is built: the rules one by one, without the engine."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import tarfile
 
 import pytest
 
-from runs.sandbox import taskbuild
-from runs.sandbox.taskpolicy import Policy, Refused, canonical, vet
+from sandboxes import taskbuild
+from sandboxes.taskpolicy import Policy, Refused, canonical, vet
 
 BASE = "belvedir-sandbox:latest"
 POLICY = Policy(bases=(BASE, "python:3.13-slim"), disk=64 * 2**20)

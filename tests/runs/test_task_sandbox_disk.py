@@ -10,9 +10,9 @@ from runs import task_sandbox_disk
 from runs.executor import Heartbeat
 from runs.logtail import LogTail
 from runs.models import Run, TaskSandbox
-from runs.sandbox import tasks as docker_tasks
 from runs.sandbox_config import get_backend
 from runs.task_sandboxes import task_sandbox_create
+from sandboxes import tasks as docker_tasks
 from tests.helpers.task_sandboxes import (
     Client,
     context_tar,

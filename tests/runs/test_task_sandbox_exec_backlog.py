@@ -8,7 +8,7 @@ import time
 import docker
 import pytest
 
-from runs.sandbox import tasks
+from sandboxes import tasks
 
 pytestmark = pytest.mark.docker
 

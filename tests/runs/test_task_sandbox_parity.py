@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from runs.sandbox.base import (
+from runs.sandbox_config import get_backend, instance_id, spec_from_settings
+from runs.task_sandboxes import build_policy, task_sandbox_create
+from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
     LABEL_TASK_SANDBOX,
     SandboxHandle,
 )
-from runs.sandbox.tasks import TASK_CAPABILITIES, ensure_image, step_limits
-from runs.sandbox.volumes import LABEL_VOLUME
-from runs.sandbox_config import get_backend, instance_id, spec_from_settings
-from runs.task_sandboxes import build_policy, task_sandbox_create
+from sandboxes.tasks import TASK_CAPABILITIES, ensure_image, step_limits
+from sandboxes.volumes import LABEL_VOLUME
 from tests.helpers.task_sandboxes import (
     context_tar,
     fresh_dockerfile,

@@ -19,10 +19,10 @@ from belvedir import crypto
 from billing.models import Kind
 from billing.services import ledger_operator_entry
 from runs.models import Run, Status, TaskSandbox, WorkerHost
-from runs.sandbox.base import LABEL_TASK_SANDBOX
-from runs.sandbox.gateway import GatewayThread
 from runs.sandbox_config import worker_host
 from runs.services import run_launch
+from sandboxes.base import LABEL_TASK_SANDBOX
+from sandboxes.gateway import GatewayThread
 from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
 from tests.helpers.task_sandboxes import Client, context_tar, fresh_dockerfile, loop_repo_at

@@ -20,7 +20,7 @@ import pytest
 from django.utils import timezone
 
 from runs.models import Run, WorkerHost
-from runs.sandbox.gateway import GatewayThread
+from sandboxes.gateway import GatewayThread
 from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, second_engine
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
 from tests.runs.helpers import queue_entries, start_qcluster, stop_qcluster, wait_for

@@ -1,4 +1,4 @@
-"""The warm pool (runs/sandbox/warm.py): sandboxes started ahead under gVisor, each taken by one
+"""The warm pool (sandboxes/warm.py): sandboxes started ahead under gVisor, each taken by one
 run, which runs in it as in a cold sandbox (score, logs, cancel, time cap), its secrets never in
 the container's config; other shapes and a pool of 0 start cold; the sweep removes only its own
 engine's stale members.
@@ -18,10 +18,10 @@ import docker
 import pytest
 
 from runs.executor import execute_run
-from runs.sandbox import warm
-from runs.sandbox.base import SandboxHandle, tar_files
 from runs.sandbox_config import get_backend, warm_template
 from runs.services import run_model_secrets
+from sandboxes import warm
+from sandboxes.base import SandboxHandle, tar_files
 from tests.runs.helpers import (
     Background,
     exists,
@@ -242,7 +242,7 @@ def test_a_stale_member_that_cannot_be_removed_leaves_the_run_to_start_cold(
 ):
     """`take` meets a member of an image rebuilt since and its removal fails (the engine
     hiccups): the run gets None (a cold start), not the error; the sweep removes it later."""
-    from runs.sandbox.base import SandboxError
+    from sandboxes.base import SandboxError
 
     backend = get_backend()
     member = filled(backend)

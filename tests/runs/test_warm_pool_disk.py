@@ -1,5 +1,5 @@
 """The warm pool and the host's disk: each waiting sandbox holds a quota volume, promised in
-full like a run's (runs/sandbox/diskquota.py check_room), so when a run's sandbox finds no room
+full like a run's (sandboxes/diskquota.py check_room), so when a run's sandbox finds no room
 the waiting ones are removed for it rather than the run failing beside them.
 
 The host may hold what other platforms left (a machine where `make up` ran before): another
@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from runs.sandbox import diskquota, warm
-from runs.sandbox.base import SandboxError, SandboxSpec, tar_files
 from runs.sandbox_config import get_backend, warm_template
+from sandboxes import diskquota, warm
+from sandboxes.base import SandboxError, SandboxSpec, tar_files
 from tests.runs.helpers import exists, filled, second_platform
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]

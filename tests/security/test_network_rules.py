@@ -13,8 +13,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from runs.sandbox import network
-from runs.sandbox.network import NetworkConfig, NetworkSetupError
+from sandboxes import network
+from sandboxes.network import NetworkConfig, NetworkSetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = NetworkConfig()

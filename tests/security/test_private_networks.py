@@ -13,7 +13,7 @@ import uuid
 import docker
 import pytest
 
-from runs.sandbox import network
+from sandboxes import network
 from tests.security.containers import listening_address, start_sandbox_like
 
 pytestmark = pytest.mark.docker

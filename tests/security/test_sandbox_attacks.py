@@ -24,7 +24,7 @@ from django.conf import settings as django_settings
 
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox import diskquota
+from sandboxes import diskquota
 from tests.runs.helpers import containers_of, git_repo_of
 from tests.security.containers import listening_address, start_sandbox_like
 

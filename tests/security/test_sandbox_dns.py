@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from runs.sandbox import network
-from runs.sandbox.base import SandboxHandle
 from runs.sandbox_config import get_backend, spec_from_settings
+from sandboxes import network
+from sandboxes.base import SandboxHandle
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db]
 

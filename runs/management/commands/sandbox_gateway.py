@@ -1,4 +1,4 @@
-"""`manage.py sandbox_gateway`: serve the sandbox gateway (see runs/sandbox/gateway.py)."""
+"""`manage.py sandbox_gateway`: serve the sandbox gateway (see sandboxes/gateway.py)."""
 
 import asyncio
 import logging
@@ -9,10 +9,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from runs.models import Run
-from runs.sandbox import warm
-from runs.sandbox.docker import shared_client
-from runs.sandbox.gateway import Gateway, Limits
-from runs.sandbox.gateway_tenants import DockerTenants, MappedTenants
+from sandboxes import warm
+from sandboxes.docker import shared_client
+from sandboxes.gateway import Gateway, Limits
+from sandboxes.gateway_tenants import DockerTenants, MappedTenants
 
 
 def default_listen() -> str:

@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.sandbox.base import SandboxError
-from runs.sandbox.image import build_image
 from runs.sandbox_config import image_config
+from sandboxes.base import SandboxError
+from sandboxes.image import build_image
 
 
 class Command(BaseCommand):

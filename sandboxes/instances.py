@@ -28,8 +28,8 @@ from pathlib import Path
 
 import docker
 
-from runs.sandbox import volumes, warm
-from runs.sandbox.base import LABEL_INSTANCE, LABEL_RUN_ID, SandboxError
+from sandboxes import volumes, warm
+from sandboxes.base import LABEL_INSTANCE, LABEL_RUN_ID, SandboxError
 
 DIR = ".instances"
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 without the engine's archive calls.
 
 A sandbox with a disk quota has its workdir bind-mounted from a folder of its quota volume
-(`runs.sandbox.volumes`), on the worker's own host. So the worker unpacks the workspace
+(`sandboxes.volumes`), on the worker's own host. So the worker unpacks the workspace
 there before the container starts, and reads the stage marker and results.json there after
 it stopped, instead of Docker's put_archive and get_archive (each of which mounts the
 container's filesystem: about 50 ms apiece, three per run).
@@ -23,7 +23,7 @@ import stat
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from runs.sandbox.base import Collected, FileKind
+from sandboxes.base import Collected, FileKind
 
 
 def _relative(name: str) -> str | None:

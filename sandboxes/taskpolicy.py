@@ -32,8 +32,8 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
-from runs.sandbox.base import SandboxError
-from runs.sandbox.dockerfile import (
+from sandboxes.base import SandboxError
+from sandboxes.dockerfile import (
     Instruction,
     arg,
     escape_of,

@@ -1,7 +1,7 @@
 """The Docker backend's writable places: one disk-quota volume per sandbox.
 
 The container's root filesystem is read-only. What a harness may write lives in folders of
-its own quota volume (`runs.sandbox.diskquota`), bind-mounted over the image's paths: the
+its own quota volume (`sandboxes.diskquota`), bind-mounted over the image's paths: the
 workdir, /tmp, /var/tmp, the sandbox user's home and the venv at /opt/venv. The home and the
 venv start as copies of the image's own (extracted once per image into
 `<data dir>/.seeds/<image id>/`), so a read-only root changes nothing else for a harness.
@@ -12,7 +12,7 @@ container releases the volume, and `sweep` releases volumes whose container is g
 With spares (`allocate(..., spare=True)`), a volume made ahead by `make_spare` after the
 previous sandbox is taken when there is one (`diskquota.take_spare`); a spare left unused
 for SWEEP_GRACE_SECONDS is released by the sweep like any volume without a container, and
-one whose platform instance is gone from the host (`runs.sandbox.instances`) at once.
+one whose platform instance is gone from the host (`sandboxes.instances`) at once.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import docker
 import docker.errors
 import requests
 
-from runs.sandbox import diskquota
-from runs.sandbox.base import SANDBOX_GID, SANDBOX_UID, SandboxError
+from sandboxes import diskquota
+from sandboxes.base import SANDBOX_GID, SANDBOX_UID, SandboxError
 
 LABEL_VOLUME = "belvedir.volume"
 SANDBOX_HOME = "/home/sandbox"

@@ -2,7 +2,7 @@
 
 Two recipes behind one entry point, `build_image()`:
 
-- ``dockerfile``: `runs/sandbox/Dockerfile` on top of `debian:trixie-slim`, for machines
+- ``dockerfile``: `sandboxes/Dockerfile` on top of `debian:trixie-slim`, for machines
   that reach an image registry;
 - ``offline``: `debootstrap` Debian trixie (minbase) from the Debian mirror, customise the
   root filesystem, and `docker import` it. The debootstrapped rootfs is cached as a tarball
@@ -14,7 +14,7 @@ session of the task container and records it; offline it cannot install them: ab
 host's CA bundle at /etc/ssl/certs/ca-certificates.crt, user
 `sandbox` (uid/gid 1000, home /home/sandbox) and a writable /workspace as the workdir.
 
-Run it as `python manage.py sandbox_image`, or standalone as `python -m runs.sandbox.image`.
+Run it as `python manage.py sandbox_image`, or standalone as `python -m sandboxes.image`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import docker
 import docker.errors
 import requests
 
-from runs.sandbox.base import SandboxError
+from sandboxes.base import SandboxError
 
 Recipe = Literal["auto", "offline", "dockerfile"]
 Say = Callable[[str], None]
@@ -508,7 +508,7 @@ def _short(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: `python -m runs.sandbox.image [--force] [--offline]`."""
+    """Standalone entry point: `python -m sandboxes.image [--force] [--offline]`."""
     parser = argparse.ArgumentParser(description="Build the Belvedir sandbox image.")
     parser.add_argument("--force", action="store_true", help="rebuild even if it exists")
     group = parser.add_mutually_exclusive_group()

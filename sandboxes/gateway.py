@@ -14,7 +14,7 @@ sees the platform's own Host; X-Forwarded-For/Host carry the sandbox's, and what
 forwarding headers the sandbox sent are dropped. Pure asyncio, no Django.
 
 No tenant can hold it (`Limits`): open connections are counted in total, per organization, per
-run and per source address (whose an address is: runs/sandbox/gateway_tenants.py), and one
+run and per source address (whose an address is: sandboxes/gateway_tenants.py), and one
 past any of these is answered 503 with `Retry-After` at once. Each connection counts against
 its address and the total from the moment it is accepted, while the gateway still asks whose
 the address is; one past either cap is answered 503 and closed within `refuse_drain` seconds,
@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from runs.sandbox.gateway_tenants import MappedTenants, Tenant, Tenants
+from sandboxes.gateway_tenants import MappedTenants, Tenant, Tenants
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Whose is a connection to the sandbox gateway: the run and organization of a source address.
 
-The gateway (runs/sandbox/gateway.py) counts connections per address, per run and per
+The gateway (sandboxes/gateway.py) counts connections per address, per run and per
 organization, so one tenant's sandboxes cannot hold every connection it serves. It learns who
 an address is from the Docker engine: the containers on the sandbox network, their address
 there and their `belvedir.run_id` label (set by the backend on every container it starts for a
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from runs.sandbox.base import LABEL_RUN_ID
-from runs.sandbox.warm import LABEL_WARM, SWEEP_CLAIM
+from sandboxes.base import LABEL_RUN_ID
+from sandboxes.warm import LABEL_WARM, SWEEP_CLAIM
 
 log = logging.getLogger(__name__)
 

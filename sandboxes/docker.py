@@ -1,4 +1,4 @@
-"""The Docker sandbox backend (docker SDK 7.x), see `runs.sandbox.base.SandboxBackend`.
+"""The Docker sandbox backend (docker SDK 7.x), see `sandboxes.base.SandboxBackend`.
 
 Every container runs as uid:gid 1000:1000 with all capabilities dropped, no-new-privileges,
 an init process, CPU/memory/pids limits, capped json-file logs, no Docker socket and no
@@ -11,7 +11,7 @@ its lookups never ask a resolver that knows the other sandboxes' names.
 
 With a disk quota (`spec.disk_bytes`, and a `data_dir` for the backend) its root filesystem
 is read-only and its writable places are folders of its own quota volume
-(`runs.sandbox.volumes`), released when the container is removed.
+(`sandboxes.volumes`), released when the container is removed.
 
 The output is read through an attach made before the start, not from the log file: it
 holds every byte from the first one, and a reader that falls behind slows the harness down
@@ -39,8 +39,8 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from runs.sandbox import hostfiles, instances, network, volumes, warm
-from runs.sandbox.base import (
+from sandboxes import hostfiles, instances, network, volumes, warm
+from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
@@ -93,7 +93,7 @@ class DockerBackend:
         `spare_volumes`: how many quota volumes to keep made ahead on this host, each made
         after a sandbox is removed and taken by the next one (`volumes.make_spare`).
         `warm_size`: how many sandboxes of `warm_template`'s shape to keep started ahead on
-        this host for runs of that shape (`runs.sandbox.warm`; needs a disk quota), on the
+        this host for runs of that shape (`sandboxes.warm`; needs a disk quota), on the
         engine named `warm_engine`, each removed unused after `warm_max_age` s.
         `instance_stale`: how long another instance may go without a heartbeat on this host
         before its sandboxes here are removed (`sweep_gone_instances`).

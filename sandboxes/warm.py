@@ -31,7 +31,7 @@ being made, `.making-<pool key>` (the filler's pid and start time), inside the f
 `.lock-<pool key>` (removed as the fill ends). Pool members carry no
 `belvedir.managed` label: nothing that lists run sandboxes sees them until one is claimed
 (the backend's `list_by_label` then reports it under its run id). The members of a platform
-instance gone from the host are removed by the others (`runs.sandbox.instances.sweep_gone`).
+instance gone from the host are removed by the others (`sandboxes.instances.sweep_gone`).
 Pure Python: no Django.
 """
 
@@ -53,7 +53,7 @@ import docker
 import docker.errors
 import requests
 
-from runs.sandbox.base import LABEL_INSTANCE, SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from sandboxes.base import LABEL_INSTANCE, SANDBOX_GID, SANDBOX_UID, SandboxSpec
 
 LABEL_WARM = "belvedir.warm"  # a pool member: its pool's key (the shape and the engine)
 LABEL_WARM_ENGINE = "belvedir.warm_engine"  # the worker host's engine that keeps it

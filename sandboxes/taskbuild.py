@@ -33,9 +33,9 @@ import urllib3
 from docker.utils import parse_repository_tag
 from docker.utils.build import PatternMatcher
 
-from runs.sandbox import taskpolicy
-from runs.sandbox.base import SandboxError
-from runs.sandbox.dockerfile import (
+from sandboxes import taskpolicy
+from sandboxes.base import SandboxError
+from sandboxes.dockerfile import (
     HEREDOC,
     Instruction,
     arg,

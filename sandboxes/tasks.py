@@ -23,8 +23,8 @@ import docker.errors
 import requests
 from docker.utils.socket import frames_iter
 
-from runs.sandbox import dockerfile, taskbuild, taskpolicy
-from runs.sandbox.base import SandboxError, SandboxSpec
+from sandboxes import dockerfile, taskbuild, taskpolicy
+from sandboxes.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
