@@ -5,7 +5,7 @@
 # Harbor exports and task images build FROM the local sandbox image: python:3.13-slim could
 # never be pulled, and every managed Harbor run's task images would fail to build.
 _sandbox_image="${BELVEDIR_SANDBOX_IMAGE:-belvedir-sandbox:latest}"
-_export_default="python:3.13-slim"  # belvedir/settings.py's default BELVEDIR_EXPORT_BASE_IMAGE
+_export_default="python:3.13-slim"  # belvedir/settings/runs.py's default BELVEDIR_EXPORT_BASE_IMAGE
 if [ -z "${BELVEDIR_EXPORT_BASE_IMAGE:-}" ] \
   && [ "$(docker image inspect "$_sandbox_image" \
         --format '{{index .Config.Labels "belvedir.sandbox.recipe"}}' 2>/dev/null)" = offline ] \

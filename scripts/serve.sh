@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The web server `make up` (scripts/up.sh) runs: uvicorn serving the ASGI app
 # (belvedir.asgi:application), so the model router's streamed calls work and hold no thread.
-# Static files come from WhiteNoise (belvedir/settings.py), DEBUG or not. One process; the
+# Static files come from WhiteNoise (belvedir/settings/core.py), DEBUG or not. One process; the
 # access log goes to stdout. Production runs the same app with --workers N behind a proxy
 # that does not buffer text/event-stream (README, "Operating it").
 #

@@ -94,8 +94,8 @@ def test_a_change_under_drivers_is_served_as_a_new_commit(served, tmp_path, monk
 @pytest.mark.parametrize(
     "path",
     [
-        "/git/belvedir-runner.git/../../belvedir/settings.py",
-        "/git/belvedir-runner.git/%2e%2e/%2e%2e/belvedir/settings.py",
+        "/git/belvedir-runner.git/../../belvedir/settings/__init__.py",
+        "/git/belvedir-runner.git/%2e%2e/%2e%2e/belvedir/settings/__init__.py",
         "/git/belvedir-runner.git/objects",
         "/git/belvedir-runner.git/objects//info/packs",
         "/git/nope.git/HEAD",

@@ -1,0 +1,27 @@
+"""Model calls the platform pays for or forwards: the router, covered usage, generation."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from belvedir.env import envfloat, envint, envmicros, envstr
+from belvedir.settings.jobs import Q_CLUSTER, Q_HOUSEKEEPING_CLUSTER
+
+# The model router (router/): where covered runs' calls go, with the operator's key.
+BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
+    "BELVEDIR_ROUTER_UPSTREAM_BASE", "https://openrouter.ai/api/v1"
+).rstrip("/")
+BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
+# An answered call's settlement waits at most this long to be written with others' (router/
+# settlement.py): fewer, larger writes, at the price of reservations held that much longer.
+BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(
+    envfloat("BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS", 0.2), 0.0
+)
+# Covered model usage: a run that leaves its model key blank and names a covered model calls
+# the router, which pays the operator's upstream with this key, up to the cap per run.
+BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
+BELVEDIR_COVERED_SPEND_CAP_MICROS = envmicros("BELVEDIR_COVERED_SPEND_CAP_USD", "2.00")
+# Environment generation (harnesses/generation.py), a job on the housekeeping cluster: how long
+# a job may take, retries included (below that cluster's 600 s timeout), and the output cap.
+BELVEDIR_GENERATION_TIMEOUT = envint("BELVEDIR_GENERATION_TIMEOUT", 300, minimum=5)
+BELVEDIR_GENERATION_MAX_TOKENS = envint("BELVEDIR_GENERATION_MAX_TOKENS", 16000, minimum=256)
+if BELVEDIR_GENERATION_TIMEOUT >= Q_CLUSTER["ALT_CLUSTERS"][Q_HOUSEKEEPING_CLUSTER]["timeout"]:
+    raise ImproperlyConfigured("BELVEDIR_GENERATION_TIMEOUT must be below 600 (the job's timeout)")
