@@ -23,6 +23,14 @@ from django.conf import settings
 
 DRIVERS_DIR = Path(__file__).resolve().parent.parent / "drivers"
 DRIVERS = ("belvedir-runner", "harness-harbor")
+# Files a driver's repository carries from another driver's directory, so one definition
+# serves both: the Harbor driver folds its trials with the Runner's grading.
+SHARED = {
+    "harness-harbor": (
+        ("belvedir-runner", "belvedir_runner/__init__.py"),
+        ("belvedir-runner", "belvedir_runner/grading.py"),
+    ),
+}
 _SKIP_DIRS = {
     *("__pycache__", ".git", ".venv", ".pytest_cache", ".ruff_cache"),
     *("harbor-jobs", "harbor-dataset", ".harbor-home"),  # what a local run of the driver leaves
@@ -56,22 +64,25 @@ def served_name(url: str) -> str | None:
     return None
 
 
-def _files(name: str) -> list[Path]:
+def _files(name: str) -> list[tuple[str, Path]]:
+    """Driver `name`'s files: (path in its repository, the file here), its own directory's and
+    then the files it shares with another driver (SHARED)."""
     root = DRIVERS_DIR / name
     found = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
         for file in sorted(files):
             if not file.endswith(_SKIP_SUFFIXES):
-                found.append(Path(folder, file).relative_to(root))
+                path = Path(folder, file)
+                found.append((path.relative_to(root).as_posix(), path))
+    for owner, relative in SHARED.get(name, ()):
+        found.append((relative, DRIVERS_DIR / owner / relative))
     return found
 
 
 def _digest(name: str) -> str:
-    root = DRIVERS_DIR / name
     digest = hashlib.sha256()
-    for relative in _files(name):
-        path = root / relative
+    for relative, path in _files(name):
         digest.update(f"{relative}\0{os.access(path, os.X_OK)}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -100,7 +111,6 @@ def bare_repo(name: str) -> Path:
 
 
 def _build(name: str, bare: Path) -> None:
-    source = DRIVERS_DIR / name
     index = bare / "build-index"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -125,8 +135,12 @@ def _build(name: str, bare: Path) -> None:
 
     git("init", "-q", "--bare", "--initial-branch=main", str(bare))
     indexed = {"GIT_INDEX_FILE": str(index)}
-    files = [str(path) for path in _files(name)]
-    git(f"--work-tree={source}", "update-index", "--add", "--", *files, **indexed)
+    entries = []
+    for relative, path in _files(name):
+        blob = git("hash-object", "-w", "--", str(path))
+        mode = "100755" if os.access(path, os.X_OK) else "100644"
+        entries.append(f"{mode} {blob}\t{relative}\n")
+    git("update-index", "--index-info", stdin="".join(entries), **indexed)
     tree = git("write-tree", **indexed)
     commit = git("commit-tree", tree, stdin=f"The {name} driver, as shipped with Belvedir\n")
     git("update-ref", "refs/heads/main", commit)

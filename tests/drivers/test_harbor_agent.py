@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 
+from harnesses import drivers
 from harnesses.harbor_export import ExportOptions, export_files, write_directory
+from runs.results import task_results
 from tests.drivers.helpers import HARBOR, ScriptedLLM
 from tests.helpers.harbor import FOUR_KINDS, harbor, harbor_image, run_job
 
@@ -82,6 +84,9 @@ def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
     dataset = export(code_only, tmp_path / "env")
     driver = tmp_path / "harness-harbor"
     shutil.copytree(HARBOR, driver)
+    for owner, relative in drivers.SHARED["harness-harbor"]:  # as the platform serves it
+        (driver / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(drivers.DRIVERS_DIR / owner / relative, driver / relative)
     with with_instruction_prompts(ScriptedLLM()) as llm:
         done = harbor(
             image,
@@ -99,7 +104,8 @@ def test_the_run_command_runs_harbor_and_writes_the_score(image, tmp_path):
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     results = json.loads((driver / "results.json").read_text())
     assert results["score"] == 0.5
-    assert results["tasks"] == {"sum": 1.0, "todo": 0.0}
+    assert task_results(results) == {"sum": 1.0, "todo": 0.0}
+    assert results["tasks"]["sum"] == {"attempts": [1.0], "score": 1.0, "errored": 0}
 
 
 def test_the_run_command_names_its_settings():

@@ -23,6 +23,7 @@ from harnesses.services import harness_create, harness_update
 from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
 from runs.models import Run, TaskSandbox
+from runs.results import task_results
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
 from tests.helpers.run_fixtures import serve_to_sandboxes, worker_env
 from tests.helpers.scripted_model import ScriptedModel
@@ -136,7 +137,8 @@ def test_runner_on_harbor_with_the_oracle_scores_one(owner, install, judge, queu
     assert run.status == "succeeded", (run.notes, run.log_tail, queue_worker.read_text()[-2000:])
     results = run.results
     assert run.score == 1.0, (results, run.log_tail)
-    assert results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
+    assert task_results(results) == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
+    assert results["tasks"]["sum"] == {"attempts": [1.0], "score": 1.0, "errored": 0}
     assert results["errors"] == {} and results["environment"] == "belvedir"
     assert results["agent"] == "oracle" and results["dataset"] == harness.env["HARBOR_DATASET"]
     assert "--env belvedir_harbor.environment:BelvedirEnvironment" in run.log_tail
@@ -145,6 +147,49 @@ def test_runner_on_harbor_with_the_oracle_scores_one(owner, install, judge, queu
     assert len(judge.requests) == 2
     assert {r["headers"]["Authorization"] for r in judge.requests} == {f"Bearer {JUDGE_KEY}"}
     assert_every_task_sandbox_stopped(run, 4)
+
+
+class PassesOnce(FakeOpenAI):
+    """The judge: the first answer it grades is worth 1, every later one 0."""
+
+    def completion(self, body: dict, number: int) -> dict:
+        document = super().completion(body, number)
+        verdict = {"score": 1 if number == 1 else 0, "reason": "first" if number == 1 else "no"}
+        document["choices"][0]["message"]["content"] = json.dumps(verdict)
+        return document
+
+
+def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_them(
+    owner, install, django_capture_on_commit_callbacks
+):
+    """attempts=3, pass@k on Runner on Harbor: Harbor runs the judged task three times, the
+    judge passes it once, the task (and the run) score 1 (pass@1 would be 1/3:
+    test_harbor_run.py folds the same rewards both ways, against the Runner)."""
+    with serve_to_sandboxes(lambda host, port: PassesOnce(host=host, port=port)) as judge:
+        environment = environment_create(
+            project=owner.project, created_by=owner.user, name="One", tasks=FOUR_KINDS[:1]
+        )
+        harness = environment_harness_create(environment=environment, preset="harbor-runner")
+        harness = harness_update(harness=harness, env={**harness.env, "HARBOR_AGENT": "oracle"})
+        values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
+        run = launch(
+            owner,
+            django_capture_on_commit_callbacks,
+            harness,
+            attempts=3,
+            grading="pass@k",
+            **values,
+            **judged_by(judge),
+        )
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    capital = run.results["tasks"]["capital"]
+    assert sorted(capital["attempts"]) == [0.0, 0.0, 1.0], run.results
+    assert capital["score"] == 1.0 and capital["errored"] == 0
+    assert run.score == 1.0 and run.results["grading"] == "pass@k"
+    assert run.results["attempts"] == 3 and run.results["n_trials"] == 3
+    assert "--n-attempts 3" in run.log_tail
+    assert len(judge.requests) == 3
+    assert_every_task_sandbox_stopped(run, 3)
 
 
 @pytest.fixture
@@ -174,7 +219,7 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
     assert run.covered
     # The judge likes every answer; `sum` wants "4" and `todo` an edited file, which this
     # one-call agent does not make.
-    assert run.results["tasks"] == {"capital": 1.0, "refund": 1.0, "sum": 0.0, "todo": 0.0}
+    assert task_results(run.results) == {"capital": 1.0, "refund": 1.0, "sum": 0.0, "todo": 0.0}
     assert run.score == 0.5
     assert run.results["agent"] == "belvedir" and run.results["model"] == COVERED
     # Each task's model call went through the router to the upstream, and is a span of the
@@ -208,7 +253,7 @@ def test_a_suite_card_runs_the_sample_dataset_offline(
         model_api_key="sk-unused",
     )
     assert run.status == "succeeded", (run.notes, run.log_tail)
-    assert run.results["tasks"] == {"capital": 1.0, "hello": 1.0, "sum": 1.0}
+    assert task_results(run.results) == {"capital": 1.0, "hello": 1.0, "sum": 1.0}
     assert run.score == 1.0 and run.results["dataset"] == "belvedir-sample"
     assert_every_task_sandbox_stopped(run, 3)
 
@@ -227,7 +272,11 @@ def test_a_run_whose_task_images_cannot_build_fails_instead_of_scoring_zero(
     assert run.status == "failed", (run.notes, run.log_tail)
     assert run.score is None
     results = run.results
-    assert results["score"] is None and results["tasks"] == {}
+    assert results["score"] is None
+    assert results["tasks"] == {
+        "capital": {"attempts": [], "score": None, "errored": 1},
+        "sum": {"attempts": [], "score": None, "errored": 1},
+    }
     assert set(results["errored"]) == {"capital", "sum"}
     assert all(why.startswith("SandboxBuildFailedError") for why in results["errored"].values())
     assert "python:3.13-slim" in results["errored"]["sum"], results["errored"]
@@ -314,7 +363,7 @@ def test_terminus_2_solves_a_sample_task_in_a_task_sandbox_through_the_router(
     assert run.status == "succeeded", (run.notes, run.log_tail)
     assert run.covered
     # The verifier found "hello" in /app/answer.md: the keystrokes ran in the task's tmux.
-    assert run.results["tasks"] == {"hello": 1.0}, (run.results, run.log_tail)
+    assert task_results(run.results) == {"hello": 1.0}, (run.results, run.log_tail)
     assert run.score == 1.0 and run.results["errors"] == {}
     assert run.results["agent"] == "terminus-2" and run.results["model"] == COVERED
     assert "-a terminus-2" in run.log_tail and "-m openai/fakelab/fake-model" in run.log_tail

@@ -17,6 +17,8 @@ import pytest
 from tests.drivers.helpers import HARBOR
 
 from belvedir_harbor import run  # isort: skip
+from belvedir_runner import runner, tracing  # isort: skip
+from runs.results import task_results  # isort: skip
 
 MANAGED = {"BELVEDIR_BASE_URL": "http://172.30.0.1:18700", "BELVEDIR_API_KEY": "bv_run_x"}
 
@@ -77,6 +79,8 @@ def test_harbor_runs_with_telemetry_off_and_the_model_base_for_litellm(tmp_path,
         ("HARBOR_CONCURRENCY", "0", "HARBOR_CONCURRENCY must be a whole number, at least 1"),
         ("HARBOR_CONCURRENCY", "two", "HARBOR_CONCURRENCY must be a whole number"),
         ("HARBOR_N_TASKS", "-1", "HARBOR_N_TASKS must be a whole number"),
+        ("BELVEDIR_TASK_ATTEMPTS", "0", "BELVEDIR_TASK_ATTEMPTS must be a whole number, 1 to"),
+        ("BELVEDIR_GRADING", "best", "BELVEDIR_GRADING is 'best'; it must be pass@1, pass@k"),
     ],
 )
 def test_bad_numbers_are_refused_naming_the_variable(name, value, message, tmp_path):
@@ -167,12 +171,22 @@ def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):
 
 
 def trial(
-    name: str, reward: float | None, error: str | None = None, kind: str = "RuntimeError"
+    name: str,
+    reward: float | None,
+    error: str | None = None,
+    kind: str = "RuntimeError",
+    attempt: int = 0,
 ) -> dict:
     """A trial's result.json as Harbor 0.26 writes it (the fields the driver reads): its
-    `reward_valid` and the exception's `policy` come from Harbor's error policy table."""
+    `reward_valid` and the exception's `policy` come from Harbor's error policy table; the
+    `attempt`-th trial of its task started `attempt` seconds after the first."""
     valid_kinds = {"AgentTimeoutError": True, "RuntimeError": True}  # unknown types keep it
-    document = {"task_name": name, "trial_name": f"{name}__abc", "verifier_result": None}
+    document = {
+        "task_name": name,
+        "trial_name": f"{name}__{'zyx'[attempt % 3]}{attempt}",
+        "started_at": f"2026-11-30T15:00:{attempt:02d}.000000Z",
+        "verifier_result": None,
+    }
     if reward is not None:
         document["verifier_result"] = {"rewards": {"reward": reward}}
     keeps = valid_kinds.get(kind, False)
@@ -206,7 +220,14 @@ def test_the_job_result_becomes_results_json(tmp_path):
     results = run.read_job(tmp_path / "jobs", env)
     assert results == {
         "score": 0.5,
-        "tasks": {"hello": 0.0, "sum": 1.0},
+        "grading": "pass@1",
+        "attempts": 1,
+        "pass_threshold": 0.5,
+        "tasks": {
+            "capital": {"attempts": [], "score": None, "errored": 1},
+            "hello": {"attempts": [0.0], "score": 0.0, "errored": 0},
+            "sum": {"attempts": [1.0], "score": 1.0, "errored": 0},
+        },
         "errored": {"capital": "SandboxBuildFailedError: FROM python:3.13-slim refused"},
         "errors": {
             "capital": "SandboxBuildFailedError: FROM python:3.13-slim refused",
@@ -233,7 +254,11 @@ def test_a_trial_that_errored_is_not_a_zero_but_errored_with_its_reason(tmp_path
     )
     results = run.read_job(tmp_path / "jobs", MANAGED)
     assert results["score"] == 1.0
-    assert results["tasks"] == {"sum": 1.0}
+    assert {name: task["score"] for name, task in results["tasks"].items()} == {
+        "capital": None,
+        "hello": None,
+        "sum": 1.0,
+    }
     assert results["errored"] == {
         "capital": "RewardFileNotFoundError: no reward file",
         "hello": "VerifierOutputParseError: the verifier crashed",
@@ -256,7 +281,8 @@ def test_a_job_whose_every_trial_errored_has_no_score_and_the_driver_exits_3(
         trial("hello", None, "FROM refused", kind="SandboxBuildFailedError"),
     )
     results = run.read_job(tmp_path / "jobs", MANAGED)
-    assert results["score"] is None and results["tasks"] == {}
+    assert results["score"] is None
+    assert {task["score"] for task in results["tasks"].values()} == {None}
     assert results["n_errored"] == results["n_trials"] == 2
     # main() end to end, with a stand-in `harbor` that leaves this job behind.
     bin_dir = tmp_path / "bin"
@@ -282,3 +308,94 @@ def test_a_job_whose_every_trial_errored_has_no_score_and_the_driver_exits_3(
 def test_no_job_result_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="harbor wrote no job result"):
         run.read_job(tmp_path / "nothing", MANAGED)
+
+
+# The Runner's own folding, fed the same scores a Harbor job's trials have as rewards.
+SAME_REWARDS = {"sum": [1.0, 0.0, 0.0], "hello": [1.0, 1.0, 0.0], "capital": [0.0, 0.0, 0.0]}
+
+
+def runners_folding(rule: str, scores: dict[str, list[float]]) -> dict:
+    """results.json of the Belvedir Runner (its run_task and summary) whose judge gave each
+    task's attempts these scores."""
+    settings = runner.Settings.from_env(
+        {
+            "BELVEDIR_TASKS_FILE": "unused",
+            "MODEL": "m",
+            "JUDGE_MODEL": "judge",
+            "BELVEDIR_TASK_ATTEMPTS": "3",
+            "BELVEDIR_GRADING": rule,
+        }
+    )
+
+    class Scripted(runner.Runner):
+        def attempt(self, task, number):
+            score = scores[task["id"]][number - 1]
+            return {"attempt": number, "score": score, "passed": score >= settings.threshold}
+
+    tasks = [{"id": name, "verifier": {"kind": "judge"}, "metadata": {}} for name in scores]
+    scripted = Scripted(settings, tasks, tracing.Tracing({}))
+    return runner.summary(settings, [scripted.run_task(task) for task in tasks], "off")
+
+
+@pytest.mark.parametrize(
+    ("rule", "sum_score", "hello_score"),
+    [("pass@1", 1 / 3, 2 / 3), ("pass@k", 1.0, 1.0), ("mean", 1 / 3, 2 / 3)],
+)
+def test_three_attempts_fold_by_the_grading_rule_as_the_runner_folds_them(
+    tmp_path, rule, sum_score, hello_score
+):
+    """3 attempts of a task that passes once: pass@1 1/3, pass@k 1, on Harbor as on the Runner
+    (one definition: belvedir_runner.grading, which the Harbor driver imports)."""
+    trials = [
+        trial(name, reward, attempt=number)
+        for name, rewards in SAME_REWARDS.items()
+        for number, reward in enumerate(rewards)
+    ]
+    write_job(tmp_path / "jobs", *trials)
+    env = {**MANAGED, "BELVEDIR_TASK_ATTEMPTS": "3", "BELVEDIR_GRADING": rule}
+    results = run.read_job(tmp_path / "jobs", env)
+    assert results["tasks"]["sum"] == {
+        "attempts": [1.0, 0.0, 0.0],
+        "score": sum_score,
+        "errored": 0,
+    }
+    assert results["tasks"]["hello"]["score"] == pytest.approx(hello_score)
+    assert results["tasks"]["capital"]["score"] == 0.0
+    assert results["grading"] == rule and results["attempts"] == 3
+    assert results["n_trials"] == results["n_scored"] == 9
+    runners = runners_folding(rule, SAME_REWARDS)
+    assert {t["id"]: t["score"] for t in runners["tasks"]} == {
+        name: task["score"] for name, task in results["tasks"].items()
+    }
+    assert results["score"] == pytest.approx(runners["score"])
+    assert run.grading is runner.grading
+
+
+def test_an_errored_attempt_is_left_out_of_its_tasks_fold_not_counted_zero(tmp_path):
+    write_job(
+        tmp_path / "jobs",
+        trial("sum", 0.0, attempt=0),
+        trial("sum", None, "the verifier crashed", kind="VerifierOutputParseError", attempt=1),
+        trial("sum", 1.0, attempt=2),
+        trial("hello", None, "FROM refused", kind="SandboxBuildFailedError", attempt=0),
+        trial("hello", None, "FROM refused", kind="SandboxBuildFailedError", attempt=1),
+    )
+    env = {**MANAGED, "BELVEDIR_TASK_ATTEMPTS": "3", "BELVEDIR_GRADING": "pass@1"}
+    results = run.read_job(tmp_path / "jobs", env)
+    assert results["tasks"] == {
+        "hello": {"attempts": [], "score": None, "errored": 2},
+        "sum": {"attempts": [0.0, 1.0], "score": 0.5, "errored": 1},
+    }
+    assert results["score"] == 0.5
+    assert results["errored"] == {"hello": "SandboxBuildFailedError: FROM refused"}
+    assert results["n_trials"] == 5 and results["n_scored"] == 2 and results["n_errored"] == 3
+    # The platform reads each task's score, and counts hello errored, sum scored.
+    assert task_results(results) == {"hello": None, "sum": 0.5}
+
+
+def test_the_runs_attempts_are_harbors_trials_per_task(tmp_path):
+    env = {"HARBOR_DATASET": "belvedir-sample", "HARBOR_AGENT": "oracle"}
+    one = run.harbor_command(env, run.SAMPLE_DIR, tmp_path)
+    assert "--n-attempts" not in one
+    three = run.harbor_command({**env, "BELVEDIR_TASK_ATTEMPTS": "3"}, run.SAMPLE_DIR, tmp_path)
+    assert three[three.index("--n-attempts") + 1] == "3"

@@ -30,7 +30,7 @@ def _driver_files(name: str) -> set[str]:
         str(p.relative_to(root))
         for p in root.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")
-    }
+    } | {relative for _, relative in drivers.SHARED.get(name, ())}
 
 
 @pytest.mark.usefixtures("owner_pays_as_you_go")
@@ -67,6 +67,32 @@ def test_git_clones_a_served_driver_over_http(live_server, settings, tmp_path, n
     assert {c for c in cloned if (dest / c).is_file()} == _driver_files(name)
     source = drivers.DRIVERS_DIR / name / "README.md"
     assert (dest / "README.md").read_text() == source.read_text()
+
+
+def test_the_harbor_driver_serves_the_runners_grading_file_verbatim(served, tmp_path):
+    """One folding definition for both drivers: the Harbor driver's repository carries the
+    Runner's grading module as it is."""
+    dest = tmp_path / "clone"
+    subprocess.run(
+        ["git", "clone", "-q", drivers.bare_repo("harness-harbor").as_uri(), str(dest)],
+        check=True,
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    grading = "belvedir_runner/grading.py"
+    runner_file = drivers.DRIVERS_DIR / "belvedir-runner" / grading
+    assert (dest / grading).read_bytes() == runner_file.read_bytes()
+    assert not (drivers.DRIVERS_DIR / "harness-harbor" / "belvedir_runner").exists()
+    # The served driver imports it from its own clone (no Runner installed).
+    done = subprocess.run(
+        ["python3", "-c", "from belvedir_harbor import run; print(run.grading.__file__)"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(dest / grading)
 
 
 def test_the_same_files_give_the_same_commit_on_every_host(settings, tmp_path):

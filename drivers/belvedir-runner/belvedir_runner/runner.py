@@ -86,7 +86,7 @@ class Settings:
             tasks_file=tasks_file,
             attempts=_number(env, "BELVEDIR_TASK_ATTEMPTS", 1, int, 1, 100),
             grading=grading_rule,
-            threshold=_number(env, "RUNNER_PASS_THRESHOLD", 0.5, float, 0, 1),
+            threshold=_number(env, "RUNNER_PASS_THRESHOLD", grading.PASS_THRESHOLD, float, 0, 1),
             concurrency=_number(env, "RUNNER_CONCURRENCY", 4, int, 1, 64),
             model=model,
             agent_url=agent_url,
@@ -213,15 +213,18 @@ class Runner:
                     break
         judged = [a for a in attempts if "errored" not in a]
         scores = [a["score"] for a in judged]
+        # An answer the judge could not grade is errored, not a 0; all of them: no score.
+        score = grading.task_result(
+            scores, len(attempts) - len(judged), self.settings.grading, self.settings.threshold
+        )
         result = {
             "id": task["id"],
             "kind": task["verifier"]["kind"],
-            "score": grading.task_score(scores, self.settings.grading, self.settings.threshold),
+            "score": score,
             "passed": sum(a["passed"] for a in judged),
             "attempts": attempts,
         }
-        if attempts and not judged:  # no answer could be judged: errored, not a 0
-            result["score"] = None
+        if score is None:
             result["errored"] = attempts[-1]["errored"]
         if task["metadata"]:
             result["metadata"] = task["metadata"]
@@ -251,7 +254,7 @@ def summary(settings: Settings, results: list[dict], tracing: str) -> dict:
     errored = {r["id"]: r["errored"] for r in results if r["score"] is None}
     document = {
         # Over the tasks that were judged; none judged (every one errored): no score.
-        "score": grading.run_score(scored) if scored or not errored else None,
+        "score": grading.run_result([r["score"] for r in results]),
         "grading": settings.grading,
         "attempts": settings.attempts,
         "pass_threshold": settings.threshold,

@@ -1,6 +1,7 @@
-"""`python3 -m belvedir_harbor.run`: run `harbor run` on a dataset and write results.json (the
-mean reward over the trials that ran as the score, each task's reward, the trials that errored
-and why, the agent and the dataset). A run whose every trial errored has no score: it exits 3.
+"""`python3 -m belvedir_harbor.run`: run `harbor run` on a dataset, BELVEDIR_TASK_ATTEMPTS trials
+per task, and write results.json (each task's rewards folded by BELVEDIR_GRADING as the Belvedir
+Runner folds its attempts, the mean over the tasks as the score, the trials that errored and
+why, the agent and the dataset). A run whose every trial errored has no score: it exits 3.
 
 HARBOR_DATASET is one of:
 - `belvedir:<environment id>`: the project's environment, exported as a Harbor dataset through
@@ -36,6 +37,8 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
+
+from belvedir_runner import grading  # the Runner's folding, served in this repository too
 
 from belvedir_harbor import AGENT_IMPORT_PATH
 
@@ -92,6 +95,19 @@ def _whole(env, name: str, low: int, high: int | None = None) -> int | None:
     return int(raw)
 
 
+def _attempts(env) -> int:
+    """BELVEDIR_TASK_ATTEMPTS (the run's attempts per task, 1 when unset), as the Runner reads it."""
+    return _whole(env, "BELVEDIR_TASK_ATTEMPTS", 1, 100) or 1
+
+
+def _grading(env) -> str:
+    """BELVEDIR_GRADING as the Runner reads it (blank: pass@1); Refused naming it otherwise."""
+    try:
+        return grading.grading_from(env.get("BELVEDIR_GRADING"))
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
+
+
 def task_names(env) -> list[str]:
     return [n.strip() for n in env.get("HARBOR_TASK_NAMES", "").split(",") if n.strip()]
 
@@ -145,6 +161,10 @@ def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
     if model:
         command += ["-m", model]
     command += ["-n", str(concurrency)]
+    _grading(env)  # refused before anything runs, not after
+    attempts = _attempts(env)
+    if attempts > 1:  # one trial per attempt of each task
+        command += ["--n-attempts", str(attempts)]
     where = environment_choice(env)
     if (
         agent_argument(env.get("HARBOR_AGENT", "").strip()) in LITELLM_AGENTS
@@ -287,38 +307,64 @@ def _errored(trial: dict, reward: float | None) -> str | None:
     return _described(failures[0]) if failures else "the trial recorded no reward"
 
 
+def _started(path: Path) -> tuple[str, str]:
+    trial = json.loads(path.read_text())
+    return (str(trial.get("started_at") or ""), path.parent.name)
+
+
 def read_job(jobs_dir: Path, env) -> dict:
-    """results.json from Harbor's job: the score is the mean reward over the trials that ran.
-    A trial that errored (no valid reward in Harbor's terms) is not counted 0: it is listed
-    under `errored` with why, and left out of `tasks` and the score; with every trial errored
-    the score is null. `errors` keeps every exception a trial recorded, scored or not."""
+    """results.json from Harbor's job. Each task ran BELVEDIR_TASK_ATTEMPTS trials; their
+    rewards are folded by BELVEDIR_GRADING with the Belvedir Runner's own definition
+    (`belvedir_runner.grading`): `tasks` maps each task to {"attempts": [rewards], "score",
+    "errored": n}, and the score is the mean over the tasks that have one. A trial that errored
+    (no valid reward in Harbor's terms) is not counted 0: it is only counted in its task's
+    `errored`; a task whose every trial errored has no score and is listed under `errored`
+    with why; with every task errored the score is null. `errors` keeps, per task, the first
+    exception a trial recorded, scored or not."""
     found = sorted(jobs_dir.glob("*/result.json"))
     if not found:
         raise ValueError(f"harbor wrote no job result under {jobs_dir}")
     job_dir = found[-1].parent
-    tasks: dict[str, float] = {}
-    errored: dict[str, str] = {}
+    rule = _grading(env)
+    rewards: dict[str, list[float]] = {}
+    failed: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
-    for path in sorted(job_dir.glob("*/result.json")):
+    for path in sorted(job_dir.glob("*/result.json"), key=_started):
         trial = json.loads(path.read_text())
         name = str(trial.get("task_name") or path.parent.name.rsplit("__", 1)[0])
         reward = _reward(trial)
         why = _errored(trial, reward)
+        rewards.setdefault(name, [])
+        failed.setdefault(name, [])
         if why is None:
-            tasks[name] = reward
+            rewards[name].append(reward)
         else:
-            errored[name] = why
+            failed[name].append(why)
         failures = _exceptions(trial)
         if failures:
-            errors[name] = _described(failures[0])
+            errors.setdefault(name, _described(failures[0]))
+    tasks = {
+        name: {
+            "attempts": rewards[name],
+            "score": grading.task_result(rewards[name], len(failed[name]), rule),
+            "errored": len(failed[name]),
+        }
+        for name in sorted(rewards)
+    }
+    errored = {name: failed[name][0] for name, task in tasks.items() if task["score"] is None}
+    n_scored = sum(len(scores) for scores in rewards.values())
+    n_errored = sum(len(whys) for whys in failed.values())
     return {
-        "score": sum(tasks.values()) / len(tasks) if tasks else None,
+        "score": grading.run_result([task["score"] for task in tasks.values()]),
+        "grading": rule,
+        "attempts": _attempts(env),
+        "pass_threshold": grading.PASS_THRESHOLD,
         "tasks": tasks,
         "errored": errored,
-        "errors": errors,
-        "n_trials": len(tasks) + len(errored),
-        "n_scored": len(tasks),
-        "n_errored": len(errored),
+        "errors": dict(sorted(errors.items())),
+        "n_trials": n_scored + n_errored,
+        "n_scored": n_scored,
+        "n_errored": n_errored,
         "agent": env.get("HARBOR_AGENT", "").strip() or "belvedir",
         "model": (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip() or None,
         "dataset": env.get("HARBOR_DATASET", "").strip(),
@@ -368,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 3
     print(
-        f"belvedir-harbor: score {results['score']:.4f} over {results['n_scored']} of "
+        f"belvedir-harbor: score {results['score']:.4f} ({results['grading']}) over "
+        f"{results['n_scored']} of "
         f"{results['n_trials']} trials ({results['n_errored']} errored, not scored)",
         flush=True,
     )
