@@ -143,3 +143,18 @@ class CouponRedemption(models.Model):
 
     def __str__(self) -> str:
         return f"{self.coupon} by {self.organization}"
+
+
+class SpendCapped(models.Model):
+    """What spends platform money on model usage under a cap (a covered run, a covered
+    environment generation), in integer micro-dollars: reserved is held by calls in flight,
+    spent is settled; reserved + spent never passes the cap (`billing.spend`). Calls reserve
+    only while the row's `status` is "running" and it is `covered`."""
+
+    covered = models.BooleanField(default=False)
+    covered_cap_micros = models.BigIntegerField(default=0)
+    covered_reserved_micros = models.BigIntegerField(default=0)
+    covered_spent_micros = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True

@@ -2,9 +2,8 @@
 run's cap), settling it, and recording it as an LLM span in the run's session.
 
 Synchronous (the async views call them through `off_loop`; `router.settlement` batches
-the settling, `router.reserve` reserves from the event loop). Reserving is one conditional
-UPDATE of the run's row, which PostgreSQL applies under the row's lock and re-checks against
-the row as the previous holder left it: concurrent calls never reserve past the cap together.
+the settling). The money is billing's: a call's worst case is reserved against the run's cap
+and settled by `billing.spend` (the router never writes the run's money columns itself).
 """
 
 import dataclasses
@@ -15,13 +14,13 @@ import secrets
 import time
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connection, transaction
-from django.db.models import F
+from django.db import close_old_connections, transaction
 
 from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from belvedir.text import usd
+from billing.spend import Charge, spend_reserve, spend_settle
 from router.pricing import Price, price_for, worst_case_micros
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
@@ -169,7 +168,9 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
     price = _price(model)
     why = _project_refusal(run=run, model=model) if price is not None else None
     admission = _admission(key, run, model, price, why, body)
-    if not call_reserve(admission.run_id, admission.reserved_micros):
+    if not spend_reserve(
+        account=Run, account_id=admission.run_id, amount=admission.reserved_micros
+    ):
         raise refused_reservation(key, run.pk, admission.reserved_micros)
     return admission
 
@@ -191,30 +192,6 @@ def admission_cached(*, token: str, model: str, body: dict) -> Admission | None:
         if not fresh:
             return None
     return _admission(key, run, model, price, why, body)
-
-
-def call_reserve(run_id: str, amount: int) -> bool:
-    """Add `amount` to the run's reservation if the run is running and covered and it fits
-    under the cap; whether it did. `router.reserve` does the same from the event loop.
-
-    The commit does not wait for its WAL to reach the disk (synchronous_commit
-    off for this transaction alone): other transactions see the reservation at once, which is
-    all the cap needs, and the settlement that releases it commits durably, flushing the WAL
-    up to and past this commit, so a crash can never keep a release and lose its reservation.
-    It saves a disk flush (0.5 ms idle, several on a busy machine) on every call's path."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        return bool(
-            Run.objects.filter(
-                pk=run_id,
-                status=Status.RUNNING,
-                covered=True,
-                covered_cap_micros__gte=(
-                    F("covered_reserved_micros") + F("covered_spent_micros") + amount
-                ),
-            ).update(covered_reserved_micros=F("covered_reserved_micros") + amount)
-        )
 
 
 def _project_refusal(*, run: Run, model: str) -> str | None:
@@ -301,34 +278,26 @@ class Settlement:
 
 def calls_settle(settlements: list[Settlement]) -> None:
     """Record the calls as spans (one batch per key), release their reservations and add
-    what they cost to their runs' spend, in one transaction. The runs' rows are updated last
-    (in id order, so concurrent batches never deadlock): their locks, which every call of a
-    run needs to reserve, are held only from those UPDATEs to the commit. A settlement with
+    what they cost to their runs' spend (`billing.spend.spend_settle`), in one transaction.
+    The runs' rows are updated last (in id order, so concurrent batches never deadlock):
+    their locks, which every call of a run needs to reserve, are held only from those UPDATEs
+    to the commit. A settlement with
     `record_span` off settles the money alone (a call whose span cannot be written) and marks
     its run's traces incomplete (`Run.traces_incomplete`)."""
     close_old_connections()
     by_key: dict[tuple[int, str], tuple[ApiKey, list[CallRecord]]] = {}
-    by_run: dict[str, tuple[int, int]] = {}
+    charges: list[Charge] = []
     spanless: set[str] = set()  # runs with a call whose span is given up on
     for item in settlements:
         if item.record_span:
             by_key.setdefault((item.key.pk, item.run_id), (item.key, []))[1].append(item.call)
         else:
             spanless.add(item.run_id)
-        released, spent = by_run.get(item.run_id, (0, 0))
-        by_run[item.run_id] = (
-            released + item.reserved_micros,
-            spent + max(item.call.cost_micros, 0),
-        )
+        charges.append(Charge(item.run_id, item.reserved_micros, item.call.cost_micros))
     with transaction.atomic():
         for (_, run_id), (key, calls) in by_key.items():
             _spans_store(key=key, run_id=run_id, calls=calls)
-        for run_id, (released, spent) in sorted(by_run.items()):
-            if released or spent:
-                Run.objects.filter(pk=run_id).update(
-                    covered_reserved_micros=F("covered_reserved_micros") - released,
-                    covered_spent_micros=F("covered_spent_micros") + spent,
-                )
+        spend_settle(account=Run, charges=charges)
         if spanless:  # their traces are short of these calls: the run page says so
             Run.objects.filter(pk__in=sorted(spanless)).update(traces_incomplete=True)
 

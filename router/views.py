@@ -19,8 +19,9 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
+from billing.spend import spend_reserve_async
 from models_registry.api import FineTunedModelUploadView
-from router import reserve, upstream
+from router import upstream
 from router.pricing import (
     choices_problem,
     cost_micros,
@@ -43,6 +44,7 @@ from router.services import (
 from router.settlement import settler
 from router.sse import StreamReader
 from runs.model_access import covered_models_allowed
+from runs.models import Run
 from runs.selectors import run_covered_models
 from traces import otlp
 
@@ -221,7 +223,9 @@ async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: 
 
 async def _reserved(admission: Admission) -> Admission | None:
     """The cached admission once reserved; None when its run could not reserve it."""
-    if await reserve.reserve(admission.run_id, admission.reserved_micros):
+    if await spend_reserve_async(
+        account=Run, account_id=admission.run_id, amount=admission.reserved_micros
+    ):
         return admission
     return None
 

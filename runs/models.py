@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from belvedir import ids
 from belvedir.models import Organization
+from billing.models import SpendCapped
 
 
 class Status(models.TextChoices):
@@ -40,7 +41,7 @@ class Grading(models.TextChoices):
     MEAN = "mean", "mean"
 
 
-class Run(models.Model):
+class Run(SpendCapped):
     id = models.CharField(primary_key=True, max_length=32, default=ids.run_id, editable=False)
     project = models.ForeignKey("belvedir.Project", on_delete=models.CASCADE, related_name="runs")
     harness = models.ForeignKey(
@@ -114,12 +115,8 @@ class Run(models.Model):
     # The step a run is in (or, once it ended, the last one it reached), and since when.
     stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
     stage_started_at = models.DateTimeField(null=True, blank=True)
-    # Covered model usage (the router): integer micro-dollars. Reserved is held by calls in
-    # flight, spent is settled; reserved + spent never passes the cap.
-    covered = models.BooleanField(default=False)
-    covered_cap_micros = models.BigIntegerField(default=0)
-    covered_reserved_micros = models.BigIntegerField(default=0)
-    covered_spent_micros = models.BigIntegerField(default=0)
+    # Covered model usage (the router): `covered` and the covered_* money columns of
+    # billing.models.SpendCapped, reserved and settled by billing.spend.
     # What the launch decided (runs.model_access): the bases the sandbox gets (a blank base
     # resolved from the model id; the router for covered usage), and which usage is covered.
     model_api_base_resolved = models.CharField(max_length=500, blank=True)

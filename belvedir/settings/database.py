@@ -43,7 +43,7 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # cursors bind on the client and never prepare; the statements ingest runs on
 # server-side binding cursors (traces.services.ingest) are prepared once per connection,
 # so PostgreSQL stops parsing and planning them for every batch. The router's own
-# connections (router.reserve, made from these settings) prepare its reservation once it
+# connections (billing.spend, made from these settings) prepare its reservation once it
 # has run five times.
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 if BELVEDIR_DB_POOL:
