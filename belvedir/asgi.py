@@ -1,4 +1,4 @@
-"""The ASGI entry point: serve with `uvicorn belvedir.asgi:application` (see the README).
+"""The ASGI entry point: serve with `uvicorn belvedir.asgi:application` (see docs/operating.md).
 
 The model router's paths (OpenAI-compatible, called by sandboxes with a run key) go to a
 Django handler with no middleware: sessions, CSRF, auth, messages and the lockout checks are

@@ -14,7 +14,7 @@
 * Parse-only rate: `traces.otlp.decode_request` + `parse_llm_call` + `session_id_of` per span
   over the same payloads, in this process, before the server starts and again after the
   stored phase (both printed; the ratio uses the two passes together).
-* Stored rate: the app served as production serves it (README, "Serving in production"):
+* Stored rate: the app served as production serves it (docs/operating.md, "Serving in production"):
   `uvicorn belvedir.asgi:application --workers N` (ingest runs in a pool of threads per
   process, belvedir/asgi.py); --server gunicorn serves belvedir.wsgi with gthread workers
   (--threads) instead. --workers processes, 2 by default (one per core of this machine;
@@ -76,7 +76,7 @@ def free_port() -> int:
 
 class Server:
     """gunicorn (WSGI, gthread) with `workers` worker processes, in its own process group; or
-    uvicorn (ASGI, as README's "Serving in production" and `make up` run the app), whose
+    uvicorn (ASGI, as docs/operating.md's "Serving in production" and `make up` run the app), whose
     workers each run Django's sync views in one thread (`threads` does not apply)."""
 
     def __init__(

@@ -8,7 +8,7 @@
 # link-local address. The rules live in sandboxes/network.py; `check` only reports;
 # `uninstall` takes a bridge's rules out again (each bridge has its own chains, so a second
 # sandbox network, scripts/second-engine.sh's, never changes the first's rules).
-# Settings: BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS}. See README, "Operating".
+# Settings: BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS}. See docs/isolation.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 sandboxes/network.py "${1:-install}"

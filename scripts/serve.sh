@@ -3,7 +3,7 @@
 # (belvedir.asgi:application), so the model router's streamed calls work and hold no thread.
 # Static files come from WhiteNoise (belvedir/settings/core.py), DEBUG or not. One process; the
 # access log goes to stdout. Production runs the same app with --workers N behind a proxy
-# that does not buffer text/event-stream (README, "Operating it").
+# that does not buffer text/event-stream (docs/operating.md, "Serving in production").
 #
 # X-Forwarded-For and X-Forwarded-Proto are believed only from the proxies listed in
 # BELVEDIR_FORWARDED_ALLOW_IPS (comma-separated addresses or networks, e.g. the reverse proxy's

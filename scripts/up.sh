@@ -5,7 +5,7 @@
 # Sandboxes run on the isolated sandbox network (scripts/sandbox-network.sh, run by
 # `make machine`) under gVisor, and reach this server only through the sandbox gateway on
 # the network's gateway IP (172.30.0.1:$GATEWAY_PORT), which forwards the sandbox-facing
-# endpoints to 127.0.0.1:$PORT. See README, "How sandboxes are isolated".
+# endpoints to 127.0.0.1:$PORT. See docs/isolation.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -50,7 +50,7 @@ RUNS_PID=$!
 Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
 HOUSEKEEPING_PID=$!
 # GPU runs: one cluster per GPU type this host serves (BELVEDIR_GPU_TYPES=a10g:1,a100:2; with
-# BELVEDIR_GPU_SIMULATE=1 on a machine without GPUs). README: Operating it, GPU runs.
+# BELVEDIR_GPU_SIMULATE=1 on a machine without GPUs). docs/operating.md, "GPU runs".
 GROUPS_=("-$RUNS_PID" "-$HOUSEKEEPING_PID")
 GPU_CLUSTERS=""
 GPU_TYPES_="${BELVEDIR_GPU_TYPES:-}"
