@@ -229,7 +229,7 @@ class EnvironmentExportView(AccessMixin, APIView):
         summary="The environment as a Harbor dataset: a zip of one task directory per task.",
         description=(
             "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
-            'tests/test.sh and solution/solve.sh (README, "Run an environment with Harbor"). '
+            "tests/test.sh and solution/solve.sh (docs/harbor.md). "
             "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs. "
             "A run's own key may fetch only the environment its run's harness names "
             "(HARBOR_DATASET=belvedir:<id>, or the environment the harness was made from); "

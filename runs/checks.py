@@ -12,7 +12,7 @@ from runs.isolation import isolation_status
 def sandbox_isolation(app_configs, **kwargs) -> list[checks.CheckMessage]:
     """Warnings only: the platform still serves pages while launches are refused."""
     status = isolation_status(refresh=True)
-    hint = "Run scripts/ensure-docker.sh as root (README: How sandboxes are isolated)."
+    hint = "Run scripts/ensure-docker.sh as root (docs/isolation.md)."
     found: list[checks.CheckMessage] = [
         checks.Warning(
             f"sandbox isolation is not in place: {problem}; launches are refused",

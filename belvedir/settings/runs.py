@@ -6,7 +6,7 @@ from belvedir.env import envbool, envfloat, envint, envlist, envsize, envstr
 from belvedir.settings.jobs import Q_CLUSTER
 from belvedir.settings.sandboxes import BELVEDIR_SANDBOX_IMAGE
 
-# The Harbor export (`belvedir environments export`, README "Run an environment with Harbor"):
+# The Harbor export (`belvedir environments export`, docs/harbor.md):
 # the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
 # points it at a local image, e.g. belvedir-sandbox:latest.
 BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")

@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from belvedir.env import envbool, envfloat, envgpus, envint, envlist, envsize, envstr
 from belvedir.settings.core import BELVEDIR_BASE_URL
 
-# Sandbox isolation (README, "How sandboxes are isolated"): sandboxes join the bridge network
+# Sandbox isolation (docs/isolation.md): sandboxes join the bridge network
 # that scripts/sandbox-network.sh installs and reach the platform only through the sandbox
 # gateway (`manage.py sandbox_gateway`) on the gateway IP. Host networking is for
 # single-tenant development only and needs BELVEDIR_SANDBOX_HOST_NETWORK=1.
@@ -93,7 +93,7 @@ BELVEDIR_INSTANCE = envstr("BELVEDIR_INSTANCE", "")
 # removes its sandboxes and releases their volumes: well above BELVEDIR_REAP_SECONDS.
 BELVEDIR_INSTANCE_STALE = envint("BELVEDIR_INSTANCE_STALE", 600, minimum=60)
 BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
-# GPU runs (README, "GPU runs"): the GPU types this platform's workers serve and how many
+# GPU runs (docs/operating.md): the GPU types this platform's workers serve and how many
 # devices of each a worker host has (`a10g:1,a100:2`); a GPU harness of another type is
 # refused at launch. A GPU worker host runs one cluster per type (Q_CLUSTER_NAME=gpu-a10g), as
 # many workers as devices, and gives each run one device (Docker device ids 0, 1, … in the
