@@ -60,3 +60,13 @@ def test_a_missing_file_and_a_missing_heading_are_both_found(tmp_path):
         "`[not a link](nowhere.md)`\n"
     )
     assert broken_links(page) == ["missing.md (no such file)", "other.md#nowhere (no such heading)"]
+
+
+def test_the_readme_stays_short_and_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    linked = {target.partition("#")[0] for target in LINK.findall(_prose(readme))}
+    unlinked = [
+        p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"docs/{p.name}" not in linked
+    ]
+    assert unlinked == []
