@@ -62,6 +62,17 @@ def is_harbor(*, repo_url: str, preset: str = "") -> bool:
     return drivers.served_name(repo_url) == catalog.HARBOR_REPO or preset in _HARBOR_CARDS
 
 
+# Harbor agents that call no model: `oracle` writes each task's recorded solution, `nop` does
+# nothing. A run of one needs no model key; its MODEL only tags the run (charts, Models panel).
+NO_MODEL_AGENTS = ("oracle", "nop")
+
+
+def calls_no_model(*, repo_url: str, preset: str, env: Mapping[str, str]) -> bool:
+    """Whether a Harbor harness's agent (HARBOR_AGENT) calls no model."""
+    agent = str(env.get("HARBOR_AGENT") or "").strip()
+    return is_harbor(repo_url=repo_url, preset=preset) and agent in NO_MODEL_AGENTS
+
+
 def uses_own_modal(env: Mapping[str, str]) -> bool:
     """Both Modal tokens set: the task containers run on the user's Modal account."""
     return bool(str(env.get("MODAL_TOKEN_ID") or "").strip()) and bool(

@@ -93,8 +93,18 @@ def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
 
 
 def _access(
-    *, project: Project, prefix: str, name: str, api_base: str, api_key: str, gpu: bool
+    *,
+    project: Project,
+    prefix: str,
+    name: str,
+    api_base: str,
+    api_key: str,
+    gpu: bool,
+    called: bool = True,
 ) -> Access:
+    if not called:
+        # The harness never calls it (a Harbor oracle run): the name only tags the run.
+        return Access(api_base=api_base)
     if not name or api_key or api_base:
         # No model to reach, a key of the user's own, or an endpoint they named (their own
         # server may need no key): the platform pays nothing.
@@ -119,10 +129,13 @@ def model_access_check(
     judge_model: str,
     judge_api_base: str,
     judge_api_key: str,
+    model_called: bool = True,
 ) -> ModelAccess:
     """Resolve the model's and the judge's access; raise Invalid for a launch that must not run.
 
     Each value is the one given at launch, else the harness env's (which the sandbox would get).
+    `model_called` False (the harness's agent calls no model): the model needs no key and is
+    never covered; the judge is checked all the same (a verifier may call it).
     """
 
     def value(given: str, name: str) -> str:
@@ -140,5 +153,6 @@ def model_access_check(
             api_base=value(base, f"{prefix}_API_BASE"),
             api_key=value(key, f"{prefix}_API_KEY"),
             gpu=gpu,
+            called=model_called or prefix != "MODEL",
         )
     return ModelAccess(model=accesses["MODEL"], judge=accesses["JUDGE"])

@@ -156,16 +156,20 @@ def run_launch(
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
+    harness_env = env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted)
     access = model_access_check(
         project=project,
         gpu=harness.compute == Compute.GPU,
-        harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
+        harness_env=harness_env,
         model=fine_tuned_model.base_model if fine_tuned_model else model,
         model_api_base=model_api_base,
         model_api_key=model_api_key,
         judge_model=judge_model,
         judge_api_base=judge_api_base,
         judge_api_key=judge_api_key,
+        model_called=not managed.calls_no_model(
+            repo_url=harness.repo_url, preset=harness.preset, env=harness_env
+        ),
     )
     launch_ready()
     repo_check(repo_url=harness.repo_url, ref=harness.ref)

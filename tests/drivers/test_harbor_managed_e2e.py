@@ -171,14 +171,13 @@ def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_th
         )
         harness = environment_harness_create(environment=environment, preset="harbor-runner")
         harness = harness_update(harness=harness, env={**harness.env, "HARBOR_AGENT": "oracle"})
-        values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
         run = launch(
             owner,
             django_capture_on_commit_callbacks,
             harness,
             attempts=3,
             grading="pass@k",
-            **values,
+            model="oracle",
             **judged_by(judge),
         )
     assert run.status == "succeeded", (run.notes, run.log_tail)
@@ -235,7 +234,7 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
 
 
 def test_a_suite_card_runs_the_sample_dataset_offline(
-    owner, install, judge, django_capture_on_commit_callbacks
+    owner, install, django_capture_on_commit_callbacks
 ):
     harness = harness_create(
         project=owner.project,
@@ -244,15 +243,10 @@ def test_a_suite_card_runs_the_sample_dataset_offline(
         name="sample suite",
         env={"HARBOR_DATASET": "belvedir-sample", "HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": ""},
     )
-    run = launch(
-        owner,
-        django_capture_on_commit_callbacks,
-        harness,
-        model="oracle",
-        model_api_base=judge.base_url,
-        model_api_key="sk-unused",
-    )
+    # The oracle calls no model: no key, nothing covered; MODEL only tags the run.
+    run = launch(owner, django_capture_on_commit_callbacks, harness, model="oracle")
     assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert not run.covered and run.model == "oracle" and run.results["model"] == "oracle"
     assert task_results(run.results) == {"capital": 1.0, "hello": 1.0, "sum": 1.0}
     assert run.score == 1.0 and run.results["dataset"] == "belvedir-sample"
     assert_every_task_sandbox_stopped(run, 3)

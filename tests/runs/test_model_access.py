@@ -352,3 +352,67 @@ def test_the_routers_model_list_is_what_the_check_lets_through_in_two_queries(
     with django_assert_max_num_queries(0):
         upstream.BELVEDIR_ROUTER_UPSTREAM_KEY = ""
         assert covered_models_allowed(project=owner.project) == []
+
+
+def harbor_harness(owner, agent: str):
+    from harnesses.services import harness_create
+
+    env = {"HARBOR_DATASET": "belvedir-sample", "HARBOR_AGENT": agent, "HARBOR_N_TASKS": ""}
+    return harness_create(
+        project=owner.project,
+        created_by=owner.user,
+        preset="terminal-bench-2-1",
+        name=f"sample with {agent}",
+        env=env,
+    )
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+@pytest.mark.parametrize("agent", ["oracle", "nop"])
+@pytest.mark.parametrize("model", ["oracle", "openai/gpt-4.1-mini", ""])
+def test_a_harbor_agent_that_calls_no_model_needs_no_key(owner, upstream, agent, model):
+    """Harbor's oracle and nop call no model: a blank key is not refused as uncovered, nothing
+    is covered, and MODEL only tags the run."""
+    harness = harbor_harness(owner, agent)
+    response = owner.api.post(
+        "/api/v1/runs", {"harness": harness.pk, "model": model}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.model == model and not run.covered and not run.model_covered
+    assert run.model_api_base_resolved == "" and run.covered_cap_micros == 0
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_an_agent_that_calls_the_model_still_needs_a_key_or_a_covered_model(
+    owner, upstream, make_harness
+):
+    harness = harbor_harness(owner, "terminus-2")
+    response = owner.api.post(
+        "/api/v1/runs", {"harness": harness.pk, "model": "oracle"}, format="json"
+    )
+    assert response.status_code == 400
+    assert (
+        "The model oracle is not one of the models Belvedir covers"
+        in (response.json()["model_api_key"][0])
+    )
+    # HARBOR_AGENT means nothing to a harness that is not the Harbor driver.
+    other = make_harness(env={"HARBOR_AGENT": "oracle"})
+    response = owner.api.post(
+        "/api/v1/runs", {"harness": other.pk, "model": "oracle"}, format="json"
+    )
+    assert response.status_code == 400 and "model_api_key" in response.json()
+    assert not Run.objects.exists()
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_an_oracle_runs_judge_is_still_checked(owner, upstream):
+    """The oracle calls no model, but a judged task's verifier calls the judge."""
+    harness = harbor_harness(owner, "oracle")
+    response = owner.api.post(
+        "/api/v1/runs",
+        {"harness": harness.pk, "model": "oracle", "judge_model": "acme/not-covered"},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "The judge acme/not-covered is not one of" in response.json()["judge_api_key"][0]
