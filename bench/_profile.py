@@ -61,7 +61,7 @@ def print_profile(raw: Path, top: int = 25) -> None:
     interesting = ("spans_ingest", "_sessions_for", "_resolve_session_ids", "_store", "_json ",
                    "decode_request", "parse_llm_call", "api_key_authenticate", "execute (psycopg",
                    "encode_response", "handle_request (gunicorn", "get_response (django",
-                   "_read_body", "traces (traces/ingest.py")  # fmt: skip
+                   "_read_body", "traces (traces/ingest_views.py")  # fmt: skip
     rows = []
     for frame, n in sorted(inclusive.items(), key=lambda x: -x[1]):
         if any(word in frame for word in interesting):

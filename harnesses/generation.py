@@ -28,7 +28,7 @@ from models_registry.inference import resolve_api_base
 from models_registry.selectors import covered_model, lab_for_model
 
 Status = EnvironmentGeneration.Status
-TASK_FUNC = "harnesses.tasks.generate_environment"
+TASK_FUNC = "harnesses.jobs.generate_environment"
 MAX_TASKS = 50
 ATTEMPTS = 2  # the first answer, and one more with its errors if it was not valid
 

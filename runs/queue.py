@@ -19,7 +19,7 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-TASK_FUNC = "runs.tasks.execute_run"
+TASK_FUNC = "runs.jobs.execute_run"
 
 
 def _is_redis(broker: object) -> bool:

@@ -2,11 +2,11 @@
 
 from django.urls import path
 
-from traces import api, ingest
+from traces import api, ingest_views
 
 urlpatterns = [
-    path("traces", ingest.traces, name="api-traces"),
-    path("outcomes", ingest.outcomes, name="api-outcomes"),
+    path("traces", ingest_views.traces, name="api-traces"),
+    path("outcomes", ingest_views.outcomes, name="api-outcomes"),
     path("sessions", api.SessionListView.as_view(), name="api-sessions"),
     path("sessions/<str:session_id>", api.SessionDetailView.as_view(), name="api-session"),
     path("task-groups", api.TaskGroupListView.as_view(), name="api-task-groups"),

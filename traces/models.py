@@ -124,7 +124,7 @@ class Span(models.Model):
     from_router = models.BooleanField(default=False)
     # A client's LLM span of a call the router recorded too: the router's span, whose tokens
     # and cost count (this one is kept, shown, and left out of every count). Only a link: no
-    # constraint, no index (ingest finds twins by trace and by session, see ingest.py).
+    # constraint, no index (ingest finds twins by trace and by session, see services/ingest.py).
     duplicate_of = models.ForeignKey(
         "self",
         null=True,

@@ -1,6 +1,6 @@
 """The OpenAPI description of the two plain (non-DRF) ingest endpoints, added to the schema.
 
-`POST /api/v1/traces` and `POST /api/v1/outcomes` are plain Django views (see traces.ingest),
+`POST /api/v1/traces` and `POST /api/v1/outcomes` are plain Django views (see traces.ingest_views),
 so drf-spectacular cannot see them; `ingest_endpoints` is a postprocessing hook that adds them,
 with the OTLP/HTTP bodies (JSON and protobuf) and their answers as components.
 """

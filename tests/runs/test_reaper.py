@@ -176,7 +176,7 @@ def test_a_queued_run_that_waited_too_long_is_enqueued_again(launch, settings):
     result = reaper.reap()
     assert result["requeued"] == [stale.pk]
     (task,) = [q.task for q in OrmQ.objects.all()]
-    assert task["func"] == "runs.tasks.execute_run" and tuple(task["args"]) == (stale.pk,)
+    assert task["func"] == "runs.jobs.execute_run" and tuple(task["args"]) == (stale.pk,)
     # Enqueued again just now: the next pass leaves it alone, so the queue does not grow.
     assert reaper.reap()["requeued"] == []
     assert OrmQ.objects.count() == 1

@@ -101,7 +101,7 @@ def test_an_unexpected_error_in_the_pool_thread_answers_json_500(owner, monkeypa
     def broken(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("traces.ingest.spans_ingest", broken)
+    monkeypatch.setattr("traces.ingest_views.spans_ingest", broken)
     request = RequestFactory().post(
         TRACES,
         data=json.dumps(body_of(span("one"))),

@@ -14,7 +14,7 @@ from tests.traces.helpers import (
     post_traces,
     span,
 )
-from traces import ingest
+from traces import ingest_views
 from traces.models import Session, Span
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +117,7 @@ def test_a_client_that_goes_away_mid_body_gets_a_400_not_a_500(owner, rf):
         def read(self, *args):
             raise UnreadablePostError("connection reset")
 
-    for view, ctype in [(ingest.traces, JSON), (ingest.outcomes, JSON)]:
+    for view, ctype in [(ingest_views.traces, JSON), (ingest_views.outcomes, JSON)]:
         request = rf.post(
             "/api/v1/traces",
             data=b"{}",

@@ -27,7 +27,7 @@ from tests.traces.helpers import (
     stored,
     to_protobuf,
 )
-from traces import ingest
+from traces import ingest_views
 from traces.models import Session, Span
 
 pytestmark = pytest.mark.django_db
@@ -212,7 +212,7 @@ def test_ingest_answers_503_with_retry_after_while_every_slot_is_taken(
     owner, monkeypatch, content_type
 ):
     slots = threading.BoundedSemaphore(2)
-    monkeypatch.setattr(ingest, "_in_flight", slots)
+    monkeypatch.setattr(ingest_views, "_in_flight", slots)
     document = fixture_doc("sdk_batch.json")
     body = json.dumps(document).encode() if content_type == JSON else to_protobuf(document)
     slots.acquire()
@@ -235,7 +235,7 @@ def test_a_database_outage_is_a_503_with_retry_after_not_a_500(owner, monkeypatc
     def down(**kwargs):
         raise OperationalError("the database is restarting")
 
-    monkeypatch.setattr(ingest, "spans_ingest", down)
+    monkeypatch.setattr(ingest_views, "spans_ingest", down)
 
     response = post_traces(owner.key, fixture_bytes("sdk_batch.json"))
 

@@ -17,9 +17,9 @@ from tests.traces.helpers import (
     post_traces,
     span,
 )
+from traces.jobs import form_tasks
 from traces.models import Session, Task, TaskGroup
 from traces.services.task_forming import normalize_task_name, quiet_sessions_form, tasks_form
-from traces.tasks import form_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -113,7 +113,7 @@ def test_a_formed_session_is_not_formed_again_until_new_spans_come(owner):
 def test_the_schedule_runs_the_former_every_minute(db):
     call_command("setup_schedules", stdout=open("/dev/null", "w"))
 
-    schedule = Schedule.objects.get(func="traces.tasks.form_tasks")
+    schedule = Schedule.objects.get(func="traces.jobs.form_tasks")
     assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == (Schedule.MINUTES, 1, -1)
 
 
@@ -123,7 +123,7 @@ def test_every_scheduled_job_names_a_function_that_exists(db):
     call_command("setup_schedules", stdout=open("/dev/null", "w"))
 
     funcs = [s.func for s in Schedule.objects.all()]
-    assert sorted(funcs) == ["runs.tasks.reap", "traces.tasks.form_tasks"]
+    assert sorted(funcs) == ["runs.jobs.reap", "traces.jobs.form_tasks"]
     assert all(callable(import_string(func)) for func in funcs)
 
 

@@ -9,8 +9,8 @@ from django_q.models import Schedule
 
 SCHEDULES = [
     # (name, func, minutes)
-    ("reap runs", "runs.tasks.reap", 1),
-    ("form trace tasks", "traces.tasks.form_tasks", 1),
+    ("reap runs", "runs.jobs.reap", 1),
+    ("form trace tasks", "traces.jobs.form_tasks", 1),
 ]
 
 
