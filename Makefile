@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3.11
 export DJANGO_SETTINGS_MODULE := belvedir.settings
 
-.PHONY: up test venv machine sandbox-image harbor-image lint bench clean
+.PHONY: up test venv machine sdk-node sandbox-image harbor-image lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -20,6 +20,15 @@ venv: $(VENV)/.installed
 machine:
 	bash scripts/prepare-machine.sh
 
+# The Node SDK's dependency tree, from its lockfile (sdk/node/package-lock.json): the tests run
+# the committed dist/ with it. npm's cache makes a repeat offline.
+sdk-node: sdk/node/node_modules/.package-lock.json
+
+sdk/node/node_modules/.package-lock.json: sdk/node/package-lock.json
+	cd sdk/node && NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt} \
+		npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	touch $@
+
 sandbox-image: venv machine
 	$(PY) manage.py sandbox_image
 
@@ -31,7 +40,7 @@ harbor-image: sandbox-image
 up: venv machine sandbox-image harbor-image
 	bash scripts/up.sh
 
-test: venv machine sandbox-image harbor-image
+test: venv machine sdk-node sandbox-image harbor-image
 	bash scripts/test.sh
 
 # ruff, then the import contracts in pyproject.toml (floors, CLI and sandbox imports).

@@ -146,3 +146,20 @@ class FakeOpenAI:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def assert_spans_answer(llm: list, calls: list[dict], reply: str, model: str = "gpt-4o-mini"):
+    """Each LLM span as stored holds its call's model, messages (a system prompt "Answer
+    briefly." then the user's) and this server's token counts, in call order."""
+    for s, call in zip(llm, calls, strict=True):
+        usage = usage_for(call["body"]["messages"], reply)
+        assert s.model == model
+        assert s.output_messages == [{"role": "assistant", "content": reply}]
+        assert s.input_messages[0] == {"role": "system", "content": "Answer briefly."}
+        assert s.input_messages[1]["role"] == "user"
+        assert (s.input_tokens, s.output_tokens, s.total_tokens) == (
+            usage["prompt_tokens"],
+            usage["completion_tokens"],
+            usage["total_tokens"],
+        )
+        assert s.duration_ms > 0

@@ -28,7 +28,7 @@ from runs import services as run_services
 from runs.executor import execute_run
 from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.runs.helpers import containers_of, git_repo_of
-from tests.traces.fake_openai import FakeOpenAI, usage_for
+from tests.traces.fake_openai import FakeOpenAI, assert_spans_answer
 from tests.traces.helpers import TRACES, body_of, span
 from traces.models import Session, Span, Task
 from traces.services.task_forming import tasks_form
@@ -203,18 +203,7 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
 
     llm = [s for s in spans if s.is_llm]
     assert [s.name for s in llm] == ["openai.chat", "openai.chat"]
-    for s, call in zip(llm, calls, strict=True):
-        usage = usage_for(call["body"]["messages"], REPLY)
-        assert s.model == "gpt-4o-mini"
-        assert s.output_messages == [{"role": "assistant", "content": REPLY}]
-        assert s.input_messages[0] == {"role": "system", "content": "Answer briefly."}
-        assert s.input_messages[1]["role"] == "user"
-        assert (s.input_tokens, s.output_tokens, s.total_tokens) == (
-            usage["prompt_tokens"],
-            usage["completion_tokens"],
-            usage["total_tokens"],
-        )
-        assert s.duration_ms > 0
+    assert_spans_answer(llm, calls, REPLY)
     assert session.llm_call_count == 2
     assert session.input_tokens == sum(s.input_tokens for s in llm)
     assert session.model == "gpt-4o-mini"

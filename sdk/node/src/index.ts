@@ -1,0 +1,242 @@
+/**
+ * The Belvedir SDK for Node: traces an agent's LLM calls into Belvedir sessions and tasks.
+ *
+ * The same API and the same spans as the Python SDK (PyPI `belvedir` 0.6.4), on the same
+ * libraries: Traceloop/OpenLLMetry (`@traceloop/node-server-sdk`) instruments `openai`,
+ * `@anthropic-ai/sdk`, LangChain, ...; `@opentelemetry/exporter-trace-otlp-http` sends the
+ * spans as OTLP/JSON to `{baseUrl}/api/v1/traces` with `Authorization: Bearer {apiKey}`.
+ *
+ *     import { initialize, withSession, task, flush, reportOutcome } from "belvedir";
+ *
+ *     initialize({ apiKey: process.env.BELVEDIR_API_KEY, baseUrl: process.env.BELVEDIR_BASE_URL,
+ *                  appName: "my-benchmark" });
+ *     await withSession({ sessionId: process.env.BELVEDIR_RUN_ID }, async () => {
+ *       await task("answer questions", async () => { ... run your agent ... });
+ *     });
+ *     await flush();
+ *     await reportOutcome(process.env.BELVEDIR_RUN_ID, "success");
+ *
+ * Published as `belvedir` and, for harnesses written against the old name, as
+ * `@fractalresearch/loop`: the same build, which reads the legacy FRACTAL_* variables too.
+ */
+
+import { context, createContextKey, SpanStatusCode, trace } from "@opentelemetry/api";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace-base";
+import * as traceloop from "@traceloop/node-server-sdk";
+
+export const DEFAULT_BASE_URL = "https://platform.belvedir.ai";
+export const VERSION = "0.1.0";
+
+// The context keys Traceloop's span processor reads in onStart to stamp every span it starts
+// (`traceloop.association.properties.*`, `traceloop.workflow.name`). OpenTelemetry's
+// createContextKey is Symbol.for(name), so these are Traceloop's own keys.
+const ASSOCIATION_PROPERTIES_KEY = createContextKey("association_properties");
+const WORKFLOW_NAME_KEY = createContextKey("workflow_name");
+const TRACER_NAME = "belvedir";
+const OUTCOME_TIMEOUT_MS = 15_000;
+const EXPORT_TIMEOUT_MS = 10_000;
+
+export type Outcome = "success" | "fail";
+
+export interface InitializeOptions {
+  /** The project or run key. Default: BELVEDIR_API_KEY, else FRACTAL_API_KEY. */
+  apiKey?: string;
+  /** The platform's URL. Default: BELVEDIR_BASE_URL, else FRACTAL_BASE_URL, else DEFAULT_BASE_URL. */
+  baseUrl?: string;
+  /** The `service.name` of every span. */
+  appName?: string;
+  /** Export each span as it ends instead of in batches. */
+  disableBatch?: boolean;
+  /**
+   * Modules to instrument explicitly, as Traceloop's `instrumentModules` (`{ openAI: OpenAI,
+   * anthropic: Anthropic, ... }`). Needed for clients loaded as ES modules, which are imported
+   * before `initialize()` runs and which Traceloop's require hook never sees.
+   */
+  instrumentModules?: Record<string, unknown>;
+}
+
+export interface SessionOptions {
+  /** The session id; a run's harness uses BELVEDIR_RUN_ID. Default: BELVEDIR_RUN_ID, else FRACTAL_RUN_ID. */
+  sessionId?: string;
+  userId?: string;
+  metadata?: Record<string, string>;
+}
+
+let initialized = false;
+let outcomeConfig: { apiKey: string; baseUrl: string } | undefined;
+
+function env(name: string): string | undefined {
+  const value = process.env[`BELVEDIR_${name}`] || process.env[`FRACTAL_${name}`];
+  return value ? value : undefined;
+}
+
+function warn(message: string): void {
+  console.warn(`[belvedir] ${message}`);
+}
+
+/**
+ * The OTLP/HTTP JSON exporter, saying so when a batch is lost: a failed export logs
+ * "spans dropped", the words the platform looks for in a run's output to mark its traces
+ * incomplete (the Python SDK logs the same).
+ */
+class BelvedirExporter implements SpanExporter {
+  constructor(private readonly inner: OTLPTraceExporter) {}
+
+  export(spans: ReadableSpan[], done: Parameters<SpanExporter["export"]>[1]): void {
+    this.inner.export(spans, (result) => {
+      if (result.code !== 0) {
+        const why = result.error ? `: ${result.error.message}` : "";
+        warn(`trace export failed${why}; spans dropped.`);
+      }
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+}
+
+/**
+ * Initialize the SDK: call once, at process start, before the agent's clients are created.
+ * A second call is ignored. Never throws: on failure the app runs untraced.
+ */
+export function initialize(options: InitializeOptions = {}): void {
+  if (initialized) {
+    warn("initialize() called more than once; ignoring.");
+    return;
+  }
+  const apiKey = options.apiKey || env("API_KEY") || "";
+  const baseUrl = (options.baseUrl || env("BASE_URL") || DEFAULT_BASE_URL).replace(/\/+$/, "");
+  // Set before tracing starts, so outcomes are reported even if tracing fails to start.
+  outcomeConfig = { apiKey, baseUrl };
+  try {
+    const exporter = new BelvedirExporter(
+      new OTLPTraceExporter({
+        url: `${baseUrl}/api/v1/traces`,
+        headers: { Authorization: `Bearer ${apiKey}` },
+        timeoutMillis: EXPORT_TIMEOUT_MS,
+      }),
+    );
+    traceloop.initialize({
+      appName: options.appName || "belvedir-app",
+      // No apiKey for Traceloop itself: with one it would make a client for api.traceloop.com
+      // and upload prompt images there. Our exporter carries the key.
+      exporter,
+      disableBatch: options.disableBatch ?? false,
+      traceloopSyncEnabled: false,
+      silenceInitializationMessage: true,
+      // Traceloop's type names every module it can patch; ours stays loose on purpose, so a
+      // harness needs none of their type packages.
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      instrumentModules: options.instrumentModules as any,
+    });
+    initialized = true;
+    // Python's SDK flushes at exit; so does this one when the event loop runs dry.
+    process.once("beforeExit", () => {
+      void flush();
+    });
+  } catch (err) {
+    warn(`initialize() failed; the app will run untraced. ${String(err)}`);
+  }
+}
+
+/**
+ * Run `fn` inside a session: every span started in it (LLM calls, HTTP, tasks) carries
+ * `traceloop.association.properties.session_id`. A nested session replaces the outer one.
+ */
+export async function withSession<T>(
+  options: SessionOptions,
+  fn: () => T | Promise<T>,
+): Promise<T> {
+  const sessionId = options.sessionId ?? env("RUN_ID");
+  if (sessionId === undefined || sessionId === "") {
+    warn("withSession() without a sessionId; spans will have no session.");
+    return await fn();
+  }
+  const properties: Record<string, string> = { session_id: String(sessionId) };
+  if (options.userId !== undefined) properties.user_id = String(options.userId);
+  for (const [key, value] of Object.entries(options.metadata ?? {})) {
+    properties[String(key)] = String(value);
+  }
+  const ctx = context.active().setValue(ASSOCIATION_PROPERTIES_KEY, properties);
+  return await context.with(ctx, async () => await fn());
+}
+
+/**
+ * Run `fn` as a task: a workflow span `"{name}.workflow"` (`traceloop.span.kind = workflow`,
+ * `traceloop.entity.name`, `traceloop.workflow.name` on it and on every span inside), the
+ * platform's anchor for a task. Ends with status ERROR and an `exception` event when `fn`
+ * throws, and rethrows. Before initialize(), `fn` runs untraced.
+ */
+export async function task<T>(name: string, fn: () => T | Promise<T>): Promise<T> {
+  if (!initialized) return await fn();
+  const kind = "workflow";
+  const withName = context.active().setValue(WORKFLOW_NAME_KEY, name);
+  return await context.with(withName, async () => {
+    // Traceloop's span processor reads the active context in onStart: start the span here.
+    const span = trace.getTracer(TRACER_NAME, VERSION).startSpan(`${name}.${kind}`);
+    span.setAttribute("traceloop.span.kind", kind);
+    span.setAttribute("traceloop.entity.name", name);
+    try {
+      return await context.with(trace.setSpan(context.active(), span), async () => await fn());
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+      span.recordException(error);
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * Report a session's ground truth (`"success"` or `"fail"`) to `POST {baseUrl}/api/v1/outcomes`.
+ * Resolves true when the platform accepted it; false otherwise (a session it has not seen
+ * yet is a 404: flush() first), and before initialize(). Never rejects.
+ */
+export async function reportOutcome(sessionId: string, outcome: Outcome): Promise<boolean> {
+  if (outcome !== "success" && outcome !== "fail") {
+    warn("reportOutcome: outcome must be 'success' or 'fail'.");
+    return false;
+  }
+  if (outcomeConfig === undefined) {
+    warn("reportOutcome() called before initialize(); ignored.");
+    return false;
+  }
+  try {
+    const response = await fetch(`${outcomeConfig.baseUrl}/api/v1/outcomes`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${outcomeConfig.apiKey}`,
+      },
+      body: JSON.stringify({ session_id: String(sessionId), outcome }),
+      signal: AbortSignal.timeout(OUTCOME_TIMEOUT_MS),
+    });
+    if (response.ok) return true;
+    warn(`reportOutcome(${sessionId}) failed: HTTP ${response.status}`);
+  } catch (err) {
+    warn(`reportOutcome(${sessionId}) failed: ${String(err)}`);
+  }
+  return false;
+}
+
+/**
+ * Export every ended span now; resolves once the platform has answered for all of them
+ * (or the export failed, which is logged). Call it before the process exits. Never rejects.
+ */
+export async function flush(): Promise<void> {
+  if (!initialized) return;
+  try {
+    await traceloop.forceFlush();
+  } catch (err) {
+    warn(`flush() failed; spans may be lost. ${String(err)}`);
+  }
+}
