@@ -68,7 +68,8 @@ _TASKS_EXAMPLE = (
 
 
 def _scaffold(slug: str, name: str, agent: str, *, available: bool = True) -> Preset:
-    env = {"HARBOR_AGENT": agent, "HARBOR_N_TASKS": "5"}
+    # Every task of the user's list runs: HARBOR_N_TASKS is the suites' cap only.
+    env = {"HARBOR_AGENT": agent}
     return Preset(
         slug,
         name,
@@ -123,7 +124,7 @@ PRESETS: list[Preset] = [
         HARBOR_REPO,
         HARBOR_INSTALL,
         HARBOR_RUN,
-        {"HARBOR_AGENT": "belvedir", "HARBOR_N_TASKS": "5", "JUDGE_MODEL": "openai/gpt-4.1-mini"},
+        {"HARBOR_AGENT": "belvedir", "JUDGE_MODEL": "openai/gpt-4.1-mini"},
         tasks=_TASKS_EXAMPLE,
     ),
     _scaffold("openclaw", "OpenClaw", "openclaw"),

@@ -12,6 +12,8 @@ from harnesses.environments import environment_tasks
 from harnesses.harbor_export import ExportError, ExportFile, ExportOptions, export_files, zip_stream
 from harnesses.models import Environment
 
+TASKS_TOTAL_HEADER = "X-Belvedir-Tasks-Total"
+
 
 def export_limit(raw) -> int | None:
     """`limit` as given to the API or a form: blank for every task, else a whole number >= 1."""
@@ -66,4 +68,6 @@ def environment_export_response(*, environment: Environment, limit) -> Streaming
     filename, chunks = environment_export_zip(environment=environment, limit=export_limit(limit))
     response = StreamingHttpResponse(chunks, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    # Every task of the version, however many `limit` let in (a driver's "ran N of M").
+    response[TASKS_TOTAL_HEADER] = str(len(environment_tasks(environment=environment)))
     return response

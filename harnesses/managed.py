@@ -26,7 +26,8 @@ from belvedir.errors import Invalid, PaymentRequired
 from billing import selectors as billing_selectors
 from billing import services as billing
 from billing.money import usd
-from harnesses import catalog, drivers, env_secrets
+from harnesses import catalog, drivers, env_secrets, tasks_format
+from harnesses.models import Environment
 
 MANAGED_ENV = (
     "MODEL",
@@ -99,6 +100,42 @@ def _whole_number(env: Mapping[str, str], key: str, low: int, high: int, blank_o
         )
 
 
+def _tasks_to_run(*, env: Mapping[str, str], tasks: str, organization_id) -> tuple[int, str]:
+    """How many tasks a managed run with no HARBOR_N_TASKS would run, and what holds them: the
+    environment HARBOR_DATASET names (belvedir:<id>, its current version, in the harness's
+    organization), else with no dataset the Tasks field's; (0, "") when not known here (a
+    registry suite, a directory)."""
+    if str(env.get("HARBOR_TASK_NAMES") or "").strip():
+        return 0, ""  # the tasks named run, each one named by the user
+    dataset = str(env.get("HARBOR_DATASET") or "").strip()
+    if dataset.startswith("belvedir:"):
+        found = Environment.objects.filter(
+            pk=dataset.removeprefix("belvedir:").strip(), project__organization_id=organization_id
+        ).first()
+        return (found.task_count, f"the environment {found.name}") if found else (0, "")
+    if not dataset and (tasks or "").strip():
+        try:
+            return len(tasks_format.parse_tasks(tasks)), "its Tasks field"
+        except Invalid:
+            return 0, ""  # the Tasks field's own check names what is wrong with it
+    return 0, ""
+
+
+def _task_count_check(*, env: Mapping[str, str], tasks: str, organization_id) -> None:
+    if str(env.get("HARBOR_N_TASKS") or "").strip():
+        return  # capped by the user, 1 to 50 (_whole_number)
+    count, holder = _tasks_to_run(env=env, tasks=tasks, organization_id=organization_id)
+    if count > MAX_N_TASKS:
+        raise Invalid(
+            f"The harness would run {count} tasks ({holder}), and Belvedir's managed Harbor "
+            f"workspace runs at most {MAX_N_TASKS} in a run: set HARBOR_N_TASKS (1 to "
+            f"{MAX_N_TASKS}) or HARBOR_TASK_NAMES to run some of them, or split the tasks; "
+            f"{_OWN_MODAL}.",
+            field="env",
+            code="managed_task_count",
+        )
+
+
 def managed_refusal(
     *,
     repo_url: str,
@@ -108,13 +145,18 @@ def managed_refusal(
     compute: str,
     preset: str = "",
     organization=None,
+    tasks: str = "",
+    organization_id=None,
 ) -> None:
     """Raise Invalid naming the first broken rule when the harness is a managed Harbor
     harness that is not the driver as shipped, or (with `organization`) whose organization
     holds no credits and has pay as you go off; nothing for other harnesses.
 
     `env` is the whole env, secrets included (their values are only tested for blankness).
-    `organization` None: the credits are not checked (the launch checks them itself)."""
+    `organization` None: the credits are not checked (the launch checks them itself).
+    `tasks` (the Tasks field) and the environment a `belvedir:<id>` dataset names (looked up in
+    `organization`'s, else `organization_id`'s environments) count the tasks a run without
+    HARBOR_N_TASKS would run: past MAX_N_TASKS the save is refused, naming both numbers."""
     if not is_managed(repo_url=repo_url, preset=preset, env=env):
         return
     shipped = drivers.served_url(catalog.HARBOR_REPO)
@@ -153,6 +195,11 @@ def managed_refusal(
         )
     _whole_number(env, "HARBOR_CONCURRENCY", 1, MAX_CONCURRENCY, blank_ok=True)
     _whole_number(env, "HARBOR_N_TASKS", 1, MAX_N_TASKS, blank_ok=True)
+    _task_count_check(
+        env=env,
+        tasks=tasks,
+        organization_id=organization.pk if organization is not None else organization_id,
+    )
     if compute != "cpu":
         raise Invalid(
             f"compute must be CPU {where}; {_OWN_MODAL}.", field="compute", code="managed_compute"
@@ -207,6 +254,8 @@ def managed_launch_check(*, harness, organization) -> None:
             env=env,
             compute=harness.compute,
             preset=harness.preset,
+            tasks=harness.tasks,
+            organization_id=organization.pk,
         )
     except Invalid as exc:
         raise Invalid(

@@ -104,6 +104,7 @@ def _clean(
         compute=clean["compute"],
         preset=clean["preset"],
         organization=organization,
+        tasks=clean["tasks"],
     )
     return clean
 

@@ -236,6 +236,10 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
             f"{_errored_shown(errored)}"
         )
 
+    limited = _tasks_limited(results)
+    if limited:
+        notes.append(limited)
+
     score = None
     if results is not None:
         raw_score = results.get("score")
@@ -279,6 +283,21 @@ def judge_results(raw: bytes | None, *, exit_code: int, launch_model: str) -> Ou
             "belvedir: the run command exited 0 but wrote no results.json at the repo root."
         )
     return Outcome(score is not None, score, results, notes)
+
+
+def _tasks_limited(results) -> str:
+    """ "ran N of M tasks" when results.json says a cap let in fewer tasks than the harness has
+    (`n_tasks` of `n_tasks_total`, `task_limit` naming the cap); else ""."""
+    if not isinstance(results, dict):
+        return ""
+    ran, total = results.get("n_tasks"), results.get("n_tasks_total")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (ran, total)):
+        return ""
+    if ran >= total:
+        return ""
+    limit = results.get("task_limit")
+    why = f" ({str(limit)[:100]})" if isinstance(limit, str) and limit.strip() else ""
+    return f"belvedir: ran {ran} of {total} tasks{why}."
 
 
 def errored_tasks(results) -> dict[str, str]:

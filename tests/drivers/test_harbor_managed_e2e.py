@@ -164,13 +164,15 @@ def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_th
 ):
     """attempts=3, pass@k on Runner on Harbor: Harbor runs the judged task three times, the
     judge passes it once, the task (and the run) score 1 (pass@1 would be 1/3:
-    test_harbor_run.py folds the same rewards both ways, against the Runner)."""
+    test_harbor_run.py folds the same rewards both ways, against the Runner). HARBOR_N_TASKS=1
+    of the environment's two tasks: the run says it ran 1 of 2."""
     with serve_to_sandboxes(lambda host, port: PassesOnce(host=host, port=port)) as judge:
         environment = environment_create(
-            project=owner.project, created_by=owner.user, name="One", tasks=FOUR_KINDS[:1]
+            project=owner.project, created_by=owner.user, name="Two", tasks=FOUR_KINDS[:2]
         )
         harness = environment_harness_create(environment=environment, preset="harbor-runner")
-        harness = harness_update(harness=harness, env={**harness.env, "HARBOR_AGENT": "oracle"})
+        env = {**harness.env, "HARBOR_AGENT": "oracle", "HARBOR_N_TASKS": "1"}
+        harness = harness_update(harness=harness, env=env)
         run = launch(
             owner,
             django_capture_on_commit_callbacks,
@@ -188,6 +190,11 @@ def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_th
     assert run.results["attempts"] == 3 and run.results["n_trials"] == 3
     assert "--n-attempts 3" in run.log_tail
     assert len(judge.requests) == 3
+    assert list(run.results["tasks"]) == ["capital"]
+    assert "belvedir: ran 1 of 2 tasks (HARBOR_N_TASKS=1)." in run.notes
+    assert "belvedir: ran 1 of 2 tasks (HARBOR_N_TASKS=1)." in (
+        owner.web.get(f"/runs/{run.pk}/").content.decode()
+    )
     assert_every_task_sandbox_stopped(run, 3)
 
 

@@ -135,6 +135,8 @@ class ExportServer:
                 self.send_response(200 if ok else 404)
                 body = server.zip if ok else b'{"detail": "Not found."}'
                 self.send_header("Content-Length", str(len(body)))
+                if ok:
+                    self.send_header("X-Belvedir-Tasks-Total", "7")
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -158,6 +160,8 @@ def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):
         dataset = run.prepare_dataset(env, tmp_path)
         assert dataset == tmp_path / "harbor-dataset" / "Env-v1"
         assert (dataset / "sum" / "tests" / "test.sh").stat().st_mode & 0o111
+        # The environment has 7 tasks, whatever the limit let in.
+        assert run.dataset_size(dataset) == 7
         # Picked task names: the whole export (the names may lie past the first N).
         run.prepare_dataset({**env, "HARBOR_TASK_NAMES": "sum"}, tmp_path)
         with pytest.raises(run.Refused, match="could not export environment env_2 .HTTP 404"):
@@ -241,6 +245,7 @@ def test_the_job_result_becomes_results_json(tmp_path):
         "dataset": "belvedir:env_1",
         "environment": "belvedir",
         "harbor_job": "2026-11-30__15-00-00",
+        "n_tasks": 3,
     }
 
 
@@ -399,3 +404,16 @@ def test_the_runs_attempts_are_harbors_trials_per_task(tmp_path):
     assert "--n-attempts" not in one
     three = run.harbor_command({**env, "BELVEDIR_TASK_ATTEMPTS": "3"}, run.SAMPLE_DIR, tmp_path)
     assert three[three.index("--n-attempts") + 1] == "3"
+
+
+def test_a_capped_run_says_how_many_of_the_datasets_tasks_ran(tmp_path):
+    write_job(tmp_path / "jobs", trial("sum", 1.0), trial("hello", 0.0))
+    capped = {**MANAGED, "HARBOR_N_TASKS": "2"}
+    results = run.read_job(tmp_path / "jobs", capped, dataset_tasks=20)
+    assert results["n_tasks"] == 2 and results["n_tasks_total"] == 20
+    assert results["task_limit"] == "HARBOR_N_TASKS=2"
+    # No cap, or the tasks picked by name: nothing was left out by a limit.
+    for env in (MANAGED, {**capped, "HARBOR_TASK_NAMES": "sum,hello"}):
+        results = run.read_job(tmp_path / "jobs", env, dataset_tasks=20)
+        assert results["n_tasks"] == 2 and "n_tasks_total" not in results
+    assert run.dataset_size(run.SAMPLE_DIR) == 3 and run.dataset_size(None) is None

@@ -5,6 +5,7 @@ import pytest
 from belvedir.errors import Invalid
 from harnesses import services
 from harnesses.catalog import PRESETS, preset_get
+from harnesses.catalog import SUITES as SUITES_GROUP
 
 SUITES = ["SWE-bench Verified", "Terminal-Bench 2.1", "τ³-bench", "GAIA", "Aider Polyglot"]
 AVAILABLE = {
@@ -69,6 +70,27 @@ def test_suites_default_to_terminus_2_and_five_tasks(owner, name):
     suite = next(p for p in _catalog(owner.api)["Suites"] if p["name"] == name)
     assert suite["env"]["HARBOR_AGENT"] == "terminus-2"
     assert suite["env"]["HARBOR_N_TASKS"] == "5"
+
+
+def test_only_the_suites_prefill_a_task_cap():
+    """HARBOR_N_TASKS is the suites' (5, as documented); Runner on Harbor and the scaffolds run
+    every task of their list, and so does a harness made from an environment."""
+    capped = {p.slug for p in PRESETS if "HARBOR_N_TASKS" in p.env}
+    assert capped == {p.slug for p in PRESETS if p.group == SUITES_GROUP}
+    assert {p.env["HARBOR_N_TASKS"] for p in PRESETS if p.slug in capped} == {"5"}
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_a_harness_made_from_an_environment_runs_all_its_tasks(owner):
+    from harnesses.environments import environment_create, environment_harness_create
+
+    tasks = [{"id": f"t{n}", "prompt": f"Question {n}?"} for n in range(20)]
+    environment = environment_create(
+        project=owner.project, created_by=owner.user, name="Twenty", tasks=tasks
+    )
+    harness = environment_harness_create(environment=environment, preset="harbor-runner")
+    assert "HARBOR_N_TASKS" not in harness.env
+    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
 
 
 def test_belvedir_runner_on_harbor_has_the_slug_harbor_runner():

@@ -4,6 +4,7 @@ The credits condition at save, through every path that saves: test_managed_credi
 
 import pytest
 
+from belvedir.errors import Invalid
 from billing.models import Kind
 from billing.services import account_update, ledger_operator_entry
 from harnesses import catalog, drivers, managed
@@ -174,3 +175,53 @@ def test_a_launch_on_your_own_modal_account_needs_no_credits(owner):
     harness = Harness.objects.get(pk=create(owner, env={**CARD_ENV, **MODAL}).json()["id"])
 
     managed.managed_launch_check(harness=harness, organization=owner.org)  # no refusal
+
+
+def _tasks(count: int) -> str:
+    import json
+
+    return json.dumps([{"id": f"t{n}", "prompt": f"Question {n}?"} for n in range(count)])
+
+
+UNCAPPED = {key: value for key, value in CARD_ENV.items() if key != "HARBOR_N_TASKS"}
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_more_tasks_than_the_managed_limit_are_refused_at_save_naming_both_numbers(owner):
+    response = create(owner, env=UNCAPPED, tasks=_tasks(51))
+    assert response.status_code == 400
+    message = response.json()["env"][0]
+    assert "would run 51 tasks (its Tasks field)" in message
+    assert "runs at most 50 in a run" in message and "HARBOR_N_TASKS" in message
+    # 50 run whole; a cap, task names or the user's own Modal account let 51 through.
+    assert create(owner, env=UNCAPPED, tasks=_tasks(50), name="Fifty").status_code == 201
+    for name, env in [
+        ("Capped", {**UNCAPPED, "HARBOR_N_TASKS": "50"}),
+        ("Named", {**UNCAPPED, "HARBOR_TASK_NAMES": "t1,t2"}),
+        ("Modal", {**UNCAPPED, **MODAL}),
+    ]:
+        assert create(owner, env=env, tasks=_tasks(51), name=name).status_code == 201, name
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_an_environment_past_the_limit_is_refused_at_save_and_at_launch(owner):
+    from harnesses.environments import environment_create, environment_harness_create
+
+    tasks = [{"id": f"t{n}", "prompt": f"Question {n}?"} for n in range(51)]
+    big = environment_create(project=owner.project, created_by=owner.user, name="Big", tasks=tasks)
+    with pytest.raises(Invalid, match=r"would run 51 tasks \(the environment Big\).*at most 50"):
+        environment_harness_create(environment=big, preset="harbor-runner")
+    # The environment a dataset names is what runs, whatever the Tasks field holds...
+    response = create(owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{big.pk}"})
+    assert response.status_code == 400
+    assert "would run 51 tasks (the environment Big)" in response.json()["env"][0]
+    # ...at launch as well: it grew past the limit after the harness was saved.
+    small = environment_create(
+        project=owner.project, created_by=owner.user, name="Small", tasks=tasks[:3]
+    )
+    saved = create(owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{small.pk}"}, name="S")
+    assert saved.status_code == 201, saved.json()
+    small.__class__.objects.filter(pk=small.pk).update(task_count=60)
+    refused = launch(owner, saved.json()["id"])
+    assert refused.status_code == 400
+    assert "would run 60 tasks (the environment Small)" in refused.json()["harness"][0]

@@ -73,3 +73,13 @@ def test_a_served_drivers_last_word_becomes_a_note_and_no_other_harness_can_spea
     )
     assert driver_note(log, None) == ""  # not a served driver: its output stays in the log
     assert driver_note("nothing said\n", "harness-harbor") == ""
+
+
+def test_a_capped_run_says_it_ran_n_of_m_tasks():
+    capped = {"score": 1.0, "n_tasks": 5, "n_tasks_total": 20, "task_limit": "HARBOR_N_TASKS=5"}
+    outcome = judge_results(json.dumps(capped).encode(), exit_code=0, launch_model="")
+    assert outcome.succeeded and outcome.notes == [
+        "belvedir: ran 5 of 20 tasks (HARBOR_N_TASKS=5)."
+    ]
+    for whole in ({"score": 1.0, "n_tasks": 20, "n_tasks_total": 20}, {"score": 1.0, "n_tasks": 5}):
+        assert judge_results(json.dumps(whole).encode(), exit_code=0, launch_model="").notes == []

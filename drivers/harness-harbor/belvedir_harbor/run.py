@@ -51,6 +51,9 @@ ENVIRONMENT_PREFIX = "belvedir:"
 REGISTRY_URL = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
 JOBS_DIR = "harbor-jobs"
 DATASET_DIR = "harbor-dataset"
+# Beside a fetched environment's folder: how many tasks the environment has (the export's
+# X-Belvedir-Tasks-Total), when HARBOR_N_TASKS fetched only the first ones.
+TASKS_TOTAL_FILE = "tasks-total"
 # Harbor agents that call the model from Harbor's own process through LiteLLM.
 LITELLM_AGENTS = ("terminus-2",)
 
@@ -201,6 +204,7 @@ def fetch_environment(env, out: Path) -> Path:
     try:
         with urllib.request.urlopen(request, timeout=300) as answer:
             data = answer.read()
+            total = (answer.headers.get("X-Belvedir-Tasks-Total") or "").strip()
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:500].decode("utf-8", "replace")
         raise Refused(
@@ -219,9 +223,22 @@ def fetch_environment(env, out: Path) -> Path:
     roots = [p for p in out.iterdir() if p.is_dir()]
     if len(roots) != 1:
         raise Refused(f"the export of environment {environment_id} has no single folder")
+    if total.isdigit():
+        (out / TASKS_TOTAL_FILE).write_text(total)
     for script in roots[0].glob("*/*/*.sh"):  # zip extraction drops the executable bit
         script.chmod(0o755)
     return roots[0]
+
+
+def dataset_size(dataset_path: Path | None) -> int | None:
+    """How many tasks the dataset has (a fetched environment: all of them, not only those
+    fetched); None for a registry dataset."""
+    if dataset_path is None:
+        return None
+    told = dataset_path.parent / TASKS_TOTAL_FILE
+    if told.is_file() and told.read_text().strip().isdigit():
+        return int(told.read_text().strip())
+    return sum(1 for p in dataset_path.iterdir() if (p / "task.toml").is_file())
 
 
 def registry_reachable(timeout: float = 5.0) -> bool:
@@ -312,7 +329,7 @@ def _started(path: Path) -> tuple[str, str]:
     return (str(trial.get("started_at") or ""), path.parent.name)
 
 
-def read_job(jobs_dir: Path, env) -> dict:
+def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
     """results.json from Harbor's job. Each task ran BELVEDIR_TASK_ATTEMPTS trials; their
     rewards are folded by BELVEDIR_GRADING with the Belvedir Runner's own definition
     (`belvedir_runner.grading`): `tasks` maps each task to {"attempts": [rewards], "score",
@@ -320,7 +337,9 @@ def read_job(jobs_dir: Path, env) -> dict:
     (no valid reward in Harbor's terms) is not counted 0: it is only counted in its task's
     `errored`; a task whose every trial errored has no score and is listed under `errored`
     with why; with every task errored the score is null. `errors` keeps, per task, the first
-    exception a trial recorded, scored or not."""
+    exception a trial recorded, scored or not. `n_tasks` is how many tasks ran; when
+    HARBOR_N_TASKS capped them, `n_tasks_total` is how many the dataset has (`dataset_tasks`)
+    and `task_limit` the cap, so the platform says "ran N of M tasks"."""
     found = sorted(jobs_dir.glob("*/result.json"))
     if not found:
         raise ValueError(f"harbor wrote no job result under {jobs_dir}")
@@ -354,6 +373,10 @@ def read_job(jobs_dir: Path, env) -> dict:
     errored = {name: failed[name][0] for name, task in tasks.items() if task["score"] is None}
     n_scored = sum(len(scores) for scores in rewards.values())
     n_errored = sum(len(whys) for whys in failed.values())
+    limited = {}
+    n_limit = _whole(env, "HARBOR_N_TASKS", 1)
+    if n_limit and not task_names(env) and dataset_tasks is not None:
+        limited = {"n_tasks_total": dataset_tasks, "task_limit": f"HARBOR_N_TASKS={n_limit}"}
     return {
         "score": grading.run_result([task["score"] for task in tasks.values()]),
         "grading": rule,
@@ -370,6 +393,8 @@ def read_job(jobs_dir: Path, env) -> dict:
         "dataset": env.get("HARBOR_DATASET", "").strip(),
         "environment": environment_choice(env),
         "harbor_job": job_dir.name,
+        "n_tasks": len(tasks),
+        **limited,
     }
 
 
@@ -400,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         note(f"harbor run exited with {done.returncode}.")
         return done.returncode
     try:
-        results = read_job(jobs_dir, env)
+        results = read_job(jobs_dir, env, dataset_size(dataset_path))
     except (ValueError, OSError) as exc:
         note(str(exc))
         return 2
