@@ -18,6 +18,9 @@ GATEWAY_PORT="${GATEWAY_PORT:-18700}"
 export BELVEDIR_BASE_URL="${BELVEDIR_BASE_URL:-http://127.0.0.1:$PORT}"
 export BELVEDIR_SANDBOX_GATEWAY_UPSTREAM="http://127.0.0.1:$PORT"
 export BELVEDIR_SANDBOX_BASE_URL="${BELVEDIR_SANDBOX_BASE_URL:-http://$GATEWAY_IP:$GATEWAY_PORT}"
+# The instance's files: its logs, the "make up" key, the secret key, uploads and the demo repo.
+export BELVEDIR_VAR_DIR="${BELVEDIR_VAR_DIR:-$PWD/var}"
+VAR="$BELVEDIR_VAR_DIR"
 # shellcheck source=scripts/offline-defaults.sh
 source scripts/offline-defaults.sh  # offline: Harbor exports build FROM the sandbox image
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
@@ -30,14 +33,14 @@ $PY manage.py check  # the system checks runserver used to print (sandbox isolat
 $PY manage.py setup_schedules >/dev/null
 # The "make up" key is made once and kept in $KEY_FILE (0600): printed again while it is
 # active; revoke it in the settings and the next start makes a new one.
-KEY_FILE="${MAKE_UP_KEY_FILE:-var/make-up-key}"
+KEY_FILE="${MAKE_UP_KEY_FILE:-$VAR/make-up-key}"
 KEY=$($PY manage.py bootstrap --org "Demo" --project "Default" --email "$DEMO_EMAIL" \
       --password "$DEMO_PASSWORD" --key-name "make up" --key-file "$KEY_FILE" --superuser \
       2>/dev/null | tail -n 1)
 $PY manage.py demo_data --email "$DEMO_EMAIL"
 
-mkdir -p var
-$PY manage.py sandbox_gateway --listen "$GATEWAY_IP:$GATEWAY_PORT" >var/gateway.log 2>&1 &
+mkdir -p "$VAR"
+$PY manage.py sandbox_gateway --listen "$GATEWAY_IP:$GATEWAY_PORT" >"$VAR/gateway.log" 2>&1 &
 GPID=$!
 # Two django-q2 clusters: "runs" executes runs (Q_WORKERS at a time, the rest wait queued),
 # "housekeeping" runs the reaper and the task former, so those never wait behind runs.
@@ -45,9 +48,9 @@ GPID=$!
 # `manage.py qcluster` (runs/management/commands/qcluster.py) then exits within seconds and
 # leaves no worker behind; a run it stopped is failed (or requeued) by the reaper. A SIGTERM to
 # the main process alone would let runs in flight finish first (Q_STOP_GRACE bounds that).
-Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >var/qcluster-runs.log 2>&1 &
+Q_CLUSTER_NAME=runs setsid $PY manage.py qcluster >"$VAR/qcluster-runs.log" 2>&1 &
 RUNS_PID=$!
-Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >var/qcluster-housekeeping.log 2>&1 &
+Q_CLUSTER_NAME=housekeeping setsid $PY manage.py qcluster >"$VAR/qcluster-housekeeping.log" 2>&1 &
 HOUSEKEEPING_PID=$!
 # GPU runs: one cluster per GPU type this host serves (BELVEDIR_GPU_TYPES=a10g:1,a100:2; with
 # BELVEDIR_GPU_SIMULATE=1 on a machine without GPUs). docs/operating.md, "GPU runs".
@@ -56,9 +59,9 @@ GPU_CLUSTERS=""
 GPU_TYPES_="${BELVEDIR_GPU_TYPES:-}"
 for entry in ${GPU_TYPES_//,/ }; do
   queue="gpu-$(echo "${entry%%:*}" | tr '[:upper:]' '[:lower:]')"
-  Q_CLUSTER_NAME=$queue setsid $PY manage.py qcluster >"var/qcluster-$queue.log" 2>&1 &
+  Q_CLUSTER_NAME=$queue setsid $PY manage.py qcluster >"$VAR/qcluster-$queue.log" 2>&1 &
   GROUPS_+=("-$!")
-  GPU_CLUSTERS="${GPU_CLUSTERS:+$GPU_CLUSTERS, }$queue (pid $!, var/qcluster-$queue.log)"
+  GPU_CLUSTERS="${GPU_CLUSTERS:+$GPU_CLUSTERS, }$queue (pid $!, $VAR/qcluster-$queue.log)"
 done
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
@@ -75,7 +78,7 @@ trap stop_clusters EXIT INT TERM
 for _ in $(seq 1 50); do
   if (exec 3<>"/dev/tcp/$GATEWAY_IP/$GATEWAY_PORT") 2>/dev/null; then break; fi
   if ! kill -0 $GPID 2>/dev/null; then
-    echo "up: the sandbox gateway did not start:" >&2; cat var/gateway.log >&2; exit 1
+    echo "up: the sandbox gateway did not start:" >&2; cat "$VAR/gateway.log" >&2; exit 1
   fi
   sleep 0.2
 done
@@ -86,10 +89,10 @@ cat <<EOF2
   Log in as  $DEMO_EMAIL / $DEMO_PASSWORD   (also a Django admin: /admin/)
   API key    $KEY
   CLI        BELVEDIR_API_KEY=$KEY BELVEDIR_URL=http://127.0.0.1:$PORT .venv/bin/belvedir benchmarks list
-  Workers    django-q2 clusters: runs (pid $RUNS_PID, var/qcluster-runs.log),
-             housekeeping (pid $HOUSEKEEPING_PID, var/qcluster-housekeeping.log)
+  Workers    django-q2 clusters: runs (pid $RUNS_PID, $VAR/qcluster-runs.log),
+             housekeeping (pid $HOUSEKEEPING_PID, $VAR/qcluster-housekeeping.log)
   GPU        ${GPU_CLUSTERS:-none (BELVEDIR_GPU_TYPES unset: GPU harnesses are refused)}
-  Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log var/gateway.log)
+  Sandboxes  reach the platform at $BELVEDIR_SANDBOX_BASE_URL (gateway pid $GPID, log $VAR/gateway.log)
   Harbor     exports and task images build FROM ${BELVEDIR_EXPORT_BASE_IMAGE:-python:3.13-slim}
 
 EOF2

@@ -26,10 +26,14 @@ def _secret(name: str) -> str:
     return f"dev-insecure-{name.lower()}"
 
 
+# The instance's own files (development secrets, uploads, `make up`'s logs and demo repo):
+# var/ of the checkout unless BELVEDIR_VAR_DIR moves them (a second instance on one checkout,
+# as the end-to-end test of `make up` starts one).
+BELVEDIR_VAR_DIR = Path(envstr("BELVEDIR_VAR_DIR", str(BASE_DIR / "var")))
 # In development an unset SECRET_KEY is a random one made once and kept in this file (mode
 # 0600, never printed), so sessions and signed URLs outlive a `make up` restart.
 BELVEDIR_SECRET_KEY_FILE = Path(
-    envstr("BELVEDIR_SECRET_KEY_FILE", str(BASE_DIR / "var" / "secret_key"))
+    envstr("BELVEDIR_SECRET_KEY_FILE", str(BELVEDIR_VAR_DIR / "secret_key"))
 )
 
 
@@ -157,7 +161,7 @@ STORAGES = {
 
 # Uploaded files (fine-tuned models' adapter zips) go through the default storage: the file
 # system under MEDIA_ROOT unless STORAGES["default"] names another backend (S3-compatible...).
-MEDIA_ROOT = envstr("BELVEDIR_MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+MEDIA_ROOT = envstr("BELVEDIR_MEDIA_ROOT", str(BELVEDIR_VAR_DIR / "media"))
 # The largest LoRA adapter zip accepted, as uploaded and in total unpacked.
 BELVEDIR_ADAPTER_MAX_BYTES = envsize("BELVEDIR_ADAPTER_MAX_BYTES", 2 * 2**30, minimum=1024)
 

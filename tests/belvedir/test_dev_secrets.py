@@ -15,16 +15,17 @@ PRINT_DIGEST = (
 )
 
 
-def _start(key_file: Path, **extra: str) -> subprocess.CompletedProcess:
+def _start(key_file: Path | None, program: str = PRINT_DIGEST, **extra: str):
+    """A development start printing `program`'s output; BELVEDIR_SECRET_KEY_FILE is `key_file`
+    (None: unset, with every other BELVEDIR_ variable of the session)."""
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
-    env |= {
-        "BELVEDIR_DEV": "1",
-        "DJANGO_SETTINGS_MODULE": "belvedir.settings",
-        "BELVEDIR_SECRET_KEY_FILE": str(key_file),
-        **extra,
-    }
+    if key_file is None:
+        env = {k: v for k, v in env.items() if not k.startswith("BELVEDIR_")}
+    env |= {"BELVEDIR_DEV": "1", "DJANGO_SETTINGS_MODULE": "belvedir.settings", **extra}
+    if key_file is not None:
+        env["BELVEDIR_SECRET_KEY_FILE"] = str(key_file)
     return subprocess.run(
-        [sys.executable, "-c", PRINT_DIGEST],
+        [sys.executable, "-c", program],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -63,3 +64,15 @@ def test_a_secret_key_file_that_cannot_be_made_stops_the_start_naming_it(tmp_pat
     done = _start(blocker / "secret_key")
     assert done.returncode != 0
     assert f"SECRET_KEY is unset and {blocker / 'secret_key'} cannot be read or made" in done.stderr
+
+
+def test_the_var_directory_moves_the_secret_key_and_the_uploads_with_it(tmp_path):
+    """A second instance on one checkout (BELVEDIR_VAR_DIR, as the end-to-end test of `make up`
+    starts one) keeps its secret key and uploads apart from the checkout's var/."""
+    program = PRINT_DIGEST.replace("print(", "print(settings.MEDIA_ROOT, ")
+    done = _start(None, program, BELVEDIR_VAR_DIR=str(tmp_path / "instance"))
+    assert done.returncode == 0, done.stderr
+    key_file = tmp_path / "instance" / "secret_key"
+    digest = hashlib.sha256(key_file.read_text().strip().encode()).hexdigest()
+    assert done.stdout.split() == [str(tmp_path / "instance" / "media"), digest]
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600

@@ -4,19 +4,11 @@ import os
 
 import pytest
 
+from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS, policed_page
+
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # (fixtures, assertions) are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = os.environ.get("BELVEDIR_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="session")
@@ -31,32 +23,11 @@ def browser():
         browser.close()
 
 
-# Chromium reports what the Content-Security-Policy blocks on the console ("Refused to execute
-# inline script because it violates the following Content Security Policy directive…"); the
-# listener reports the same as an event, with the directive, for blocks the console words
-# differently.
-CSP_LISTENER = """document.addEventListener("securitypolicyviolation", (e) => console.error(
-  `Content Security Policy violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"}`
-  + ` in ${e.sourceFile || document.location.href}:${e.lineNumber}`));"""
-
-
 @pytest.fixture
 def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(10_000)
-    context.add_init_script(CSP_LISTENER)
-    page = context.new_page()
-    # What the policy blocked on this page so far; a test fails at its end on any.
-    page.csp_violations = []
-    page.on(
-        "console",
-        lambda message: (
-            "Content Security Policy" in message.text
-            and page.csp_violations.append(f"{page.url}: {message.text}")
-        ),
-    )
+    page = policed_page(browser, live_server.url, timeout_ms=10_000)
     yield page
-    context.close()
+    page.context.close()
     assert page.csp_violations == [], "the Content-Security-Policy blocked something"
 
 

@@ -1,11 +1,12 @@
 """End to end, on an offline install: Harbor harnesses launched through the API, run by the
-worker (the first by a real queue worker, `manage.py qcluster`) in the Harbor image's sandbox, each task in a task sandbox the Belvedir Harbor
+worker in the Harbor image's sandbox, each task in a task sandbox the Belvedir Harbor
 environment asks the platform for (docs/task-sandboxes.md), through the sandbox gateway.
 
 - Runner-on-Harbor over an environment holding all four verifier kinds
-  (`HARBOR_DATASET=belvedir:<id>`, fetched with the run's key): Harbor's `oracle` scores 1.0;
-  the `belvedir` agent, calling a covered model through the router, scores what its answers are
-  worth, and its calls are spans in the run's session.
+  (`HARBOR_DATASET=belvedir:<id>`, fetched with the run's key): the `belvedir` agent, calling a
+  covered model through the router, scores what its answers are worth, and its calls are spans
+  in the run's session. (Harbor's `oracle` on it scores 1.0 on the platform as `make up` serves
+  it, queue workers and all: tests/test_make_up.py.)
 - A suite card on the sample dataset shipped with the driver (`belvedir-sample`), with Harbor's
   `oracle`, and with Harbor's own `terminus-2` agent driving a tmux session in the task sandbox
   while a scripted model (through the router) types the answer.
@@ -25,10 +26,10 @@ from runs.executor import execute_run
 from runs.models import Run, TaskSandbox
 from runs.results import task_results
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
-from tests.helpers.run_fixtures import serve_to_sandboxes, worker_env
+from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.helpers.scripted_model import ScriptedModel
 from tests.router.fake_upstream import FakeUpstream
-from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
+from tests.runs.helpers import containers_of, wait_for
 from tests.traces.fake_openai import FakeOpenAI
 from traces.models import Span
 
@@ -68,25 +69,6 @@ def judge():
         yield fake
 
 
-@pytest.fixture
-def queue_worker(install, tmp_path):
-    """The runs cluster (`Q_CLUSTER_NAME=runs manage.py qcluster`, one worker) with this
-    install's settings; its log."""
-    log = tmp_path / "qcluster.log"
-    settings = {
-        **worker_env(install),
-        "BELVEDIR_BASE_URL": install.BELVEDIR_BASE_URL,
-        "BELVEDIR_CACHE_DIR": install.BELVEDIR_CACHE_DIR,
-        "BELVEDIR_HARBOR_IMAGE": install.BELVEDIR_HARBOR_IMAGE,
-        "BELVEDIR_RUN_TIMEOUT": str(install.BELVEDIR_RUN_TIMEOUT),
-    }
-    process = start_qcluster("runs", log, Q_WORKERS="1", **settings)
-    try:
-        yield log
-    finally:
-        stop_qcluster(process)
-
-
 def four_kinds_harness(owner, **env):
     environment = environment_create(
         project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
@@ -118,35 +100,6 @@ def assert_every_task_sandbox_stopped(run: Run, count: int) -> None:
     assert {s.status for s in sandboxes} == {"stopped"}
     # The queue worker marks the run finished, then removes its sandbox: within moments.
     wait_for(lambda: containers_of(run.pk) == [], 30, "the run's containers to be removed")
-
-
-def test_runner_on_harbor_with_the_oracle_scores_one(owner, install, judge, queue_worker):
-    harness = four_kinds_harness(owner, HARBOR_AGENT="oracle", HARBOR_CONCURRENCY="2")
-    values = {"model": "oracle", "model_api_base": judge.base_url, "model_api_key": "sk-unused"}
-    response = owner.api.post(
-        "/api/v1/runs", {"harness": harness.pk, **values, **judged_by(judge)}, format="json"
-    )
-    assert response.status_code == 201, response.json()
-    run = wait_for(
-        lambda: (r := Run.objects.get(pk=response.json()["id"])).is_terminal and r,
-        900,
-        "the queue worker to run it",
-        every=1,
-        on_timeout=lambda: queue_worker.read_text()[-3000:],
-    )
-    assert run.status == "succeeded", (run.notes, run.log_tail, queue_worker.read_text()[-2000:])
-    results = run.results
-    assert run.score == 1.0, (results, run.log_tail)
-    assert task_results(results) == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
-    assert results["tasks"]["sum"] == {"attempts": [1.0], "score": 1.0, "errored": 0}
-    assert results["errors"] == {} and results["environment"] == "belvedir"
-    assert results["agent"] == "oracle" and results["dataset"] == harness.env["HARBOR_DATASET"]
-    assert "--env belvedir_harbor.environment:BelvedirEnvironment" in run.log_tail
-    # The verifiers of the judge and rubric tasks asked the judge, from their task sandboxes,
-    # with the key of the run's judge (never in the export).
-    assert len(judge.requests) == 2
-    assert {r["headers"]["Authorization"] for r in judge.requests} == {f"Bearer {JUDGE_KEY}"}
-    assert_every_task_sandbox_stopped(run, 4)
 
 
 class PassesOnce(FakeOpenAI):

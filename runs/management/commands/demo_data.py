@@ -1,4 +1,5 @@
-"""Demo data for `make up`: the example harness, committed into a local git repo."""
+"""Demo data for `make up`: the example harness, committed into a local git repo (in the
+instance's var/ directory, BELVEDIR_VAR_DIR)."""
 
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ class Command(BaseCommand):
         if membership is None:
             raise CommandError(f"no user {opts['email']}")
         project = membership.organization.projects.order_by("created_at").first()
-        repo = Path(settings.BASE_DIR) / "var" / "demo-harness"
+        repo = Path(settings.BELVEDIR_VAR_DIR) / "demo-harness"
         if not (repo / ".git").exists():
             shutil.rmtree(repo, ignore_errors=True)
             shutil.copytree(Path(settings.BASE_DIR) / "examples" / "contract-harness", repo)
