@@ -1,8 +1,7 @@
 """REST API for environments (task sets): list, create, read, update (a new version), delete,
 and a harness backed by one."""
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,7 +11,6 @@ from belvedir.errors import Invalid
 from belvedir.schema import errors
 from harnesses import environments, generation
 from harnesses.api import HarnessSerializer
-from harnesses.environment_export import environment_export_response
 from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion
 from harnesses.selectors import environments_for
 
@@ -216,44 +214,6 @@ class EnvironmentHarnessView(AccessMixin, APIView):
             created_by=_user(request),
         )
         return Response(HarnessSerializer(harness).data, status=status.HTTP_201_CREATED)
-
-
-class EnvironmentExportView(AccessMixin, APIView):
-    """Project keys and members. The route serves `runs.api.RunEnvironmentExportView`, this
-    view with a run's own key admitted for the environments its run names (the Harbor driver
-    fetches `HARBOR_DATASET=belvedir:<id>` from the run's sandbox): runs sit above this floor,
-    so only they know which run a key belongs to and what its harness names."""
-
-    @extend_schema(
-        operation_id="environments_export",
-        summary="The environment as a Harbor dataset: a zip of one task directory per task.",
-        description=(
-            "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
-            "tests/test.sh and solution/solve.sh (docs/harbor.md). "
-            "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs. "
-            "A run's own key may fetch only the environment its run's harness names "
-            "(HARBOR_DATASET=belvedir:<id>, or the environment the harness was made from); "
-            "any other is a 404 for it."
-        ),
-        parameters=[
-            OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
-        ],
-        responses={
-            (200, "application/zip"): OpenApiResponse(
-                OpenApiTypes.BINARY, description="The zip, streamed."
-            ),
-            **errors(400, 401, 404),
-        },
-    )
-    def get(self, request, environment_id: str):
-        environment = self.environment(environment_id)
-        return environment_export_response(
-            environment=environment, limit=request.query_params.get("limit")
-        )
-
-    def environment(self, environment_id: str) -> Environment:
-        """The environment the caller may export, else 404."""
-        return self.access.get(Environment, pk=environment_id)
 
 
 # --- generation -----------------------------------------------------------------------------

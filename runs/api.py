@@ -13,8 +13,8 @@ from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
 from belvedir.schema import errors
-from harnesses.environment_api import EnvironmentExportView
-from harnesses.models import Harness
+from harnesses.environment_export import environment_export_response
+from harnesses.models import Environment, Harness
 from models_registry.models import FineTunedModel
 from runs import selectors, services
 from runs.models import MAX_ATTEMPTS, Grading, Run, Status
@@ -264,21 +264,47 @@ class RunTasksView(APIView):
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")
 
 
-class RunEnvironmentExportView(EnvironmentExportView):
-    """The environment export (harnesses), served to project keys and members as there, and to
-    a run's own key for the environments its run names only (`selectors.run_environment_ids`):
-    the Harbor driver fetches `HARBOR_DATASET=belvedir:<id>` from the run's sandbox. Any other
-    environment is a 404 for that key, as another project's is."""
+class RunEnvironmentExportView(AccessMixin, APIView):
+    """The environment export (harnesses' `environment_export_response`, as the environment
+    page's export), served to project keys and members, and to a run's own key for the
+    environments its run names only (`selectors.run_environment_ids`): the Harbor driver
+    fetches `HARBOR_DATASET=belvedir:<id>` from the run's sandbox. Any other environment is a
+    404 for that key, as another project's is. It lives with runs, above harnesses: only runs
+    know which run a key belongs to and what its harness names."""
 
     authentication_classes = [RunKeyAuthentication, SessionAuthentication]
 
-    def environment(self, environment_id: str):
-        key = self.request.auth
+    @extend_schema(
+        operation_id="environments_export",
+        summary="The environment as a Harbor dataset: a zip of one task directory per task.",
+        description=(
+            "Each task directory holds instruction.md, task.toml, environment/Dockerfile, "
+            "tests/test.sh and solution/solve.sh (docs/harbor.md). "
+            "The judge's key is never in it: task.toml reads JUDGE_API_KEY where Harbor runs. "
+            "A run's own key may fetch only the environment its run's harness names "
+            "(HARBOR_DATASET=belvedir:<id>, or the environment the harness was made from); "
+            "any other is a 404 for it."
+        ),
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
+        ],
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The zip, streamed."
+            ),
+            **errors(400, 401, 404),
+        },
+    )
+    def get(self, request, environment_id: str):
+        key = request.auth
         if isinstance(key, ApiKey) and key.kind == ApiKey.Kind.RUN:
             run = selectors.run_of_key(key)
             if run is None or environment_id not in selectors.run_environment_ids(run):
                 raise NotFound("Not found.")
-        return super().environment(environment_id)
+        environment = self.access.get(Environment, pk=environment_id)
+        return environment_export_response(
+            environment=environment, limit=request.query_params.get("limit")
+        )
 
 
 class ModelRunLaunchSerializer(serializers.Serializer):
