@@ -21,6 +21,9 @@ from belvedir.models import ApiKey, Membership, Organization, Project, Role
 KEY_PREFIX = "bv_live_"
 _PREFIX_LEN = 12
 _LAST_USED_RESOLUTION = timedelta(seconds=60)
+# An account's email is its username too: the username field's length bounds it.
+EMAIL_MAX_CHARS = get_user_model()._meta.get_field("username").max_length
+KEY_NAME_MAX_CHARS = ApiKey._meta.get_field("name").max_length
 
 User = get_user_model()
 
@@ -47,8 +50,10 @@ def user_create(*, email: str, password: str) -> AbstractBaseUser:
     email = (email or "").strip().lower()
     if not email or "@" not in email:
         raise Invalid("Enter a valid email address.", field="email")
-    if len(email) > 150:
-        raise Invalid("Email addresses are limited to 150 characters.", field="email")
+    if len(email) > EMAIL_MAX_CHARS:
+        raise Invalid(
+            f"Email addresses are limited to {EMAIL_MAX_CHARS} characters.", field="email"
+        )
     if User.objects.filter(email__iexact=email).exists():
         raise Invalid("An account with this email already exists.", field="email")
     try:
@@ -114,8 +119,8 @@ def api_key_create(
     name = (name or "").strip()
     if not name:
         raise Invalid("Key name is required.", field="name")
-    if len(name) > 120:
-        raise Invalid("Key name must be at most 120 characters.", field="name")
+    if len(name) > KEY_NAME_MAX_CHARS:
+        raise Invalid(f"Key name must be at most {KEY_NAME_MAX_CHARS} characters.", field="name")
     for _ in range(5):
         plaintext = KEY_PREFIX + secrets.token_urlsafe(30).replace("-", "a").replace("_", "b")
         prefix = plaintext[len(KEY_PREFIX) : len(KEY_PREFIX) + _PREFIX_LEN]

@@ -20,11 +20,13 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
-def size_text(size: int) -> str:
-    """A size in bytes as people read it, in powers of 1024: "512 B", "3.2 MiB", "2 GiB"."""
+def size_text(size: int, *, iec: bool = True) -> str:
+    """A size in bytes as people read it, in powers of 1024: "512 B", "3.2 MiB", "2 GiB"; with
+    iec=False "512 KB", "256 MB", as the limits' messages (and the docs) have always spelled them."""
     value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+    units = ("B", "KiB", "MiB", "GiB") if iec else ("B", "KB", "MB", "GB")
+    for unit in units:
+        if abs(value) < 1024 or unit == units[-1]:
             break
         value /= 1024
     if unit == "B":

@@ -80,10 +80,7 @@ def _import_rows(request, rows: list) -> list:
     upload = request.FILES.get("tasks_file")
     if upload is None:
         raise Invalid("Choose a tasks file to import.", field="tasks_file")
-    if upload.size > tasks_format.MAX_BYTES:
-        raise Invalid(
-            f"{upload.name} is {upload.size:,} bytes; the limit is 512 KB.", field="tasks_file"
-        )
+    tasks_format.size_check(upload.size, "tasks_file", name=upload.name)
     try:
         text = upload.read().decode("utf-8")
     except UnicodeDecodeError:

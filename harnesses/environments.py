@@ -12,6 +12,7 @@ from harnesses.catalog import HARBOR_REPO, Preset, preset_get
 from harnesses.models import Environment, EnvironmentVersion, Harness
 
 DESCRIPTION_MAX_CHARS = 10_000
+NAME_MAX_CHARS = Environment._meta.get_field("name").max_length
 # Catalog cards an environment can back: those that take a task list (runners, scaffolds).
 ONE_SANDBOX_KINDS = ("judge", "rubric")
 
@@ -33,8 +34,8 @@ def _clean_name(name) -> str:
     name = str(name or "").strip()
     if not name:
         raise Invalid("name is required.", field="name")
-    if len(name) > 120:
-        raise Invalid("name must be at most 120 characters.", field="name")
+    if len(name) > NAME_MAX_CHARS:
+        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
     return name
 
 

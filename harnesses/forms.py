@@ -1,6 +1,8 @@
 from django import forms
 
-from harnesses.models import GPU_TYPES
+from belvedir.text import size_text
+from harnesses import tasks_format
+from harnesses.models import DEFAULT_GPU_TYPE, GPU_TYPES
 
 
 def env_to_text(env: dict) -> str:
@@ -43,7 +45,7 @@ class HarnessForm(forms.Form):
         ),
     )
     gpu_type = forms.ChoiceField(
-        label="GPU type (GPU harnesses; A10G by default)",
+        label=f"GPU type (GPU harnesses; {DEFAULT_GPU_TYPE} by default)",
         choices=[("", "—")] + [(g, g) for g in GPU_TYPES],
         required=False,
     )
@@ -54,7 +56,7 @@ class HarnessForm(forms.Form):
         help_text=(
             "Optional: the task list your harness runs (for example one JSON task per line). "
             "The sandbox gets it as a file at $BELVEDIR_TASKS_FILE; suites that bring their own "
-            "tasks leave it empty. Up to 512 KB."
+            f"tasks leave it empty. Up to {size_text(tasks_format.MAX_BYTES, iec=False)}."
         ),
     )
     preset = forms.CharField(widget=forms.HiddenInput, required=False)

@@ -30,6 +30,7 @@ from models_registry.selectors import covered_model, lab_for_model
 Status = EnvironmentGeneration.Status
 TASK_FUNC = "harnesses.jobs.generate_environment"
 MAX_TASKS = 50
+NAME_MAX_CHARS = EnvironmentGeneration._meta.get_field("name").max_length
 ATTEMPTS = 2  # the first answer, and one more with its errors if it was not valid
 
 
@@ -76,8 +77,8 @@ def generation_start(
     if not description:
         raise Invalid("description is required: what the tasks should test.", field="description")
     name = (name or "").strip()
-    if len(name) > 120:
-        raise Invalid("name must be at most 120 characters.", field="name")
+    if len(name) > NAME_MAX_CHARS:
+        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
     model = (model or "").strip()
     if not model or len(model) > 200 or any(c.isspace() for c in model):
         raise Invalid("model is required: a model id such as openai/gpt-4.1-mini.", field="model")

@@ -11,6 +11,8 @@ class Compute(models.TextChoices):
 
 
 GPU_TYPES = ["A10G", "L4", "A100", "H100"]
+# A GPU harness that names no type runs on this one.
+DEFAULT_GPU_TYPE = "A10G"
 
 
 class Harness(models.Model):

@@ -8,10 +8,10 @@ from urllib.parse import urlparse
 
 from belvedir.errors import Invalid
 from belvedir.validators import has_unstorable
-from harnesses import drivers
+from harnesses import drivers, tasks_format
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-TASKS_MAX_BYTES = 512 * 1024
+TASKS_MAX_BYTES = tasks_format.MAX_BYTES
 ENV_MAX_KEYS = 200
 ENV_VALUE_MAX_CHARS = 32 * 1024
 REPO_URL_MAX_CHARS = 500  # Harness.repo_url
@@ -79,8 +79,7 @@ def validate_tasks(tasks: str | None) -> str:
     if not isinstance(tasks, str):
         raise Invalid("tasks must be text.", field="tasks")
     size = len(tasks.encode("utf-8"))
-    if size > TASKS_MAX_BYTES:
-        raise Invalid(f"tasks is {size:,} bytes; the limit is 512 KB.", field="tasks")
+    tasks_format.size_check(size, "tasks")
     return tasks
 
 

@@ -7,7 +7,10 @@ from belvedir.errors import Invalid
 from belvedir.models import Project
 from harnesses import env_secrets, managed, policy
 from harnesses.catalog import preset_get
-from harnesses.models import GPU_TYPES, Compute, Harness
+from harnesses.models import DEFAULT_GPU_TYPE, GPU_TYPES, Compute, Harness
+
+NAME_MAX_CHARS = Harness._meta.get_field("name").max_length
+COMMAND_MAX_CHARS = 10_000
 
 FIELDS = [
     "name",
@@ -64,8 +67,8 @@ def _clean(
     name = str(data.get("name") or "").strip()
     if not name:
         raise Invalid("name is required.", field="name")
-    if len(name) > 120:
-        raise Invalid("name must be at most 120 characters.", field="name")
+    if len(name) > NAME_MAX_CHARS:
+        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
     clean["name"] = name
     clean["repo_url"] = policy.validate_repo_url(data.get("repo_url"))
     clean["ref"] = policy.validate_ref(data.get("ref"))
@@ -73,8 +76,10 @@ def _clean(
         value = data.get(command) or ""
         if not isinstance(value, str):
             raise Invalid(f"{command} must be text.", field=command)
-        if len(value) > 10_000:
-            raise Invalid(f"{command} must be at most 10,000 characters.", field=command)
+        if len(value) > COMMAND_MAX_CHARS:
+            raise Invalid(
+                f"{command} must be at most {COMMAND_MAX_CHARS:,} characters.", field=command
+            )
         clean[command] = value.strip()
     if not clean["run_command"]:
         raise Invalid("run_command is required.", field="run_command")
@@ -87,7 +92,7 @@ def _clean(
     clean["compute"] = compute
     gpu_type = (data.get("gpu_type") or "").strip()
     if compute == Compute.GPU:
-        gpu_type = gpu_type or "A10G"
+        gpu_type = gpu_type or DEFAULT_GPU_TYPE
         if gpu_type not in GPU_TYPES:
             raise Invalid(f"gpu_type must be one of {', '.join(GPU_TYPES)}.", field="gpu_type")
     else:

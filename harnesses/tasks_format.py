@@ -24,6 +24,7 @@ import posixpath
 import re
 
 from belvedir.errors import Invalid
+from belvedir.text import size_text
 
 MAX_BYTES = 512 * 1024
 KINDS = ("judge", "rubric", "code", "state_diff")
@@ -39,16 +40,20 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PATH_MAX_CHARS = 255
 
 
-def _size_check(size: int, field: str) -> None:
+def size_check(size: int, field: str, *, name: str = "") -> None:
+    """A Tasks file (or the field holding one) of `size` bytes is refused past MAX_BYTES."""
     if size > MAX_BYTES:
-        raise Invalid(f"{field} is {size:,} bytes; the limit is 512 KB.", field=field)
+        raise Invalid(
+            f"{name or field} is {size:,} bytes; the limit is {size_text(MAX_BYTES, iec=False)}.",
+            field=field,
+        )
 
 
 def parse_tasks(text: str, *, field: str = "tasks") -> list[dict]:
     """The validated tasks of a tasks file (JSON list, JSONL or plain text lines)."""
     if not isinstance(text, str):
         raise Invalid(f"{field} must be text.", field=field)
-    _size_check(len(text.encode("utf-8")), field)
+    size_check(len(text.encode("utf-8")), field)
     stripped = text.strip()
     if not stripped:
         raise Invalid(f"{field} holds no tasks.", field=field)
@@ -122,7 +127,7 @@ def validate_tasks(items, *, field: str = "tasks") -> list[dict]:
                 field=f"{field}[{index}].id",
             )
         seen[task["id"]] = index
-    _size_check(len(dumps(tasks).encode("utf-8")), field)
+    size_check(len(dumps(tasks).encode("utf-8")), field)
     return tasks
 
 

@@ -181,7 +181,11 @@ def validate_adapter_zip(file: BinaryIO, *, size: int) -> dict:
                 code="adapter_no_weights",
             )
         if config_info.file_size > CONFIG_MAX_BYTES:
-            raise Invalid(f"{CONFIG_NAME} is over 1 MB.", field=FIELD, code="adapter_config")
+            raise Invalid(
+                f"{CONFIG_NAME} is over {size_text(CONFIG_MAX_BYTES, iec=False)}.",
+                field=FIELD,
+                code="adapter_config",
+            )
         try:
             with archive.open(config_info) as handle:
                 config = json.loads(handle.read(CONFIG_MAX_BYTES + 1).decode("utf-8"))

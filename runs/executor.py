@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from belvedir.errors import Invalid
+from belvedir.text import size_text
 from harnesses import drivers, managed, policy
 from runs import contract, git, gpu, task_sandbox_disk, task_sandboxes
 from runs.db import reconnecting
@@ -485,7 +486,10 @@ class Execution:
             note = f"belvedir: results.json is a {results.kind}, not a file."
             return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
         if results.too_large:
-            note = f"belvedir: results.json is {results.size:,} bytes, over the 256 KB limit."
+            note = (
+                f"belvedir: results.json is {results.size:,} bytes, over the "
+                f"{size_text(contract.RESULTS_MAX_BYTES, iec=False)} limit."
+            )
             return self.fail(note, *([exited] if exit_code else []), exit_code=exit_code)
 
         outcome = contract.judge_results(

@@ -18,7 +18,7 @@ from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
 from harnesses import drivers, env_secrets, managed, policy
-from harnesses.models import Compute, Harness
+from harnesses.models import DEFAULT_GPU_TYPE, Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
@@ -95,7 +95,7 @@ def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
     if grading not in Grading.values:
         raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
     if harness.compute == Compute.GPU:
-        gpu_type_check(harness.gpu_type or "A10G")
+        gpu_type_check(harness.gpu_type or DEFAULT_GPU_TYPE)
 
 
 def gpu_type_check(gpu_type: str) -> None:
@@ -119,8 +119,12 @@ def _launches_counted(*, org: Organization, since: datetime) -> QuerySet[Run]:
     )
 
 
+# The daily cap counts the runs launched within this window (BELVEDIR_RUNS_PER_DAY_CAP).
+DAILY_CAP_HOURS = 24
+
+
 def _seconds_until_a_daily_slot(*, org: Organization, since, over: int) -> int:
-    """Seconds until enough of the last 24 h's counted runs age out for one more launch."""
+    """Seconds until enough of the daily cap window's counted runs age out for one more launch."""
     created = (
         _launches_counted(org=org, since=since)
         .order_by("created_at")
@@ -185,11 +189,11 @@ def run_launch(
                 code="cap_in_flight",
             )
         day_cap = settings.BELVEDIR_RUNS_PER_DAY_CAP
-        since = timezone.now() - timedelta(hours=24)
+        since = timezone.now() - timedelta(hours=DAILY_CAP_HOURS)
         recent = _launches_counted(org=org, since=since).count()
         if recent >= day_cap:
             raise LimitReached(
-                f"Your organization launched {counted(recent, 'run')} in the last 24 hours "
+                f"Your organization launched {counted(recent, 'run')} in the last {DAILY_CAP_HOURS} hours "
                 f"(the limit is {day_cap}; runs the platform failed are not counted); "
                 "try again later.",
                 code="cap_daily",
@@ -220,7 +224,9 @@ def run_launch(
             grading=grading,
             fine_tuned_model=fine_tuned_model,
             model_base=fine_tuned_model.base_model if fine_tuned_model else "",
-            gpu_type=(harness.gpu_type or "A10G") if harness.compute == Compute.GPU else "",
+            gpu_type=(harness.gpu_type or DEFAULT_GPU_TYPE)
+            if harness.compute == Compute.GPU
+            else "",
             created_by=created_by,
         )
         # Under the organization's lock: concurrent launches see each other's charges.

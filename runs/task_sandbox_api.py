@@ -31,6 +31,7 @@ from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.parsers import JSONParser
 from belvedir.schema import errors
+from belvedir.text import size_text
 from runs import selectors, task_sandboxes
 from runs.models import Run, TaskSandbox
 from runs.sandbox_config import get_backend
@@ -139,7 +140,9 @@ class TaskSandboxCreateView(APIView):
                 "context is required: the task's environment/ as a tar.gz.", field="context"
             )
         if upload.size > CONTEXT_MAX_BYTES:
-            raise Invalid("context is over 256 MB.", field="context")
+            raise Invalid(
+                f"context is over {size_text(CONTEXT_MAX_BYTES, iec=False)}.", field="context"
+            )
         folder = Path(tempfile.mkdtemp(prefix="belvedir-task-context-"))
         try:
             context = folder / "context.tar"

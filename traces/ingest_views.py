@@ -18,12 +18,15 @@ from belvedir.authentication import bearer_token
 from belvedir.error_responses import body_of, headers_of, status_of
 from belvedir.errors import DomainError, Invalid
 from belvedir.services import api_key_authenticate
+from belvedir.text import size_text
 from traces import otlp
 from traces.services.ingest import spans_ingest
 from traces.services.outcomes import outcome_record
 
 log = logging.getLogger(__name__)
 _in_flight = threading.BoundedSemaphore(settings.BELVEDIR_INGEST_CONCURRENCY)
+OUTCOMES_MAX_BYTES = 64 * 1024
+OUTCOMES_TOO_LARGE = f"The body is over {size_text(OUTCOMES_MAX_BYTES, iec=False)}."
 
 
 def _error(content_type: str | None, status: int, message: str, **headers) -> HttpResponse:
@@ -114,11 +117,12 @@ def outcomes(request):
         body = {"detail": "Unknown or revoked API key.", "code": "not_authenticated"}
         return JsonResponse(body, status=401)
     try:
-        body = _read_body(request, 64 * 1024)
+        body = _read_body(request, OUTCOMES_MAX_BYTES)
     except BodyUnreadable:
         return _refusal(Invalid("The body could not be read."))
     if body is None:
-        return JsonResponse({"detail": "The body is over 64 KB.", "code": "too_large"}, status=413)
+        body = {"detail": OUTCOMES_TOO_LARGE, "code": "too_large"}
+        return JsonResponse(body, status=413)
     try:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError, RecursionError):  # nested too deep is not JSON here

@@ -7,6 +7,7 @@ with the OTLP/HTTP bodies (JSON and protobuf) and their answers as components.
 
 from django.conf import settings
 
+from traces.ingest_views import OUTCOMES_TOO_LARGE
 from traces.models import Outcome
 
 
@@ -230,7 +231,7 @@ def _outcomes_operation() -> dict:
             ),
             "401": _json_error("No key, or an unknown or revoked one."),
             "404": _json_error("No session with this id in the key's project.", "InvalidInput"),
-            "413": _json_error("The body is over 64 KB."),
+            "413": _json_error(OUTCOMES_TOO_LARGE),
         },
     }
 

@@ -13,13 +13,15 @@ DEBUG = envbool("DEBUG", False)
 # Development mode (the default, for `make up` and tests) may use built-in secrets; with
 # BELVEDIR_DEV=0 every secret must be given, or the start-up stops here.
 BELVEDIR_DEV = envbool("BELVEDIR_DEV", True)
+# Outside development each secret is at least this long.
+_SECRET_MIN_CHARS = 32
 
 
 def _secret(name: str) -> str:
     value = envstr(name, "")
     if value:
-        if not BELVEDIR_DEV and len(value) < 32:
-            raise ImproperlyConfigured(f"{name} must be at least 32 characters")
+        if not BELVEDIR_DEV and len(value) < _SECRET_MIN_CHARS:
+            raise ImproperlyConfigured(f"{name} must be at least {_SECRET_MIN_CHARS} characters")
         return value
     if not BELVEDIR_DEV:
         raise ImproperlyConfigured(f"{name} must be set when BELVEDIR_DEV is off")
@@ -57,8 +59,10 @@ API_KEY_HASH_SECRET = _secret("API_KEY_HASH_SECRET")
 FIELD_ENCRYPTION_KEYS = [k.strip() for k in _secret("FIELD_ENCRYPTION_KEY").split(",") if k.strip()]
 if not FIELD_ENCRYPTION_KEYS:
     raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY must name at least one key")
-if not BELVEDIR_DEV and any(len(k) < 32 for k in FIELD_ENCRYPTION_KEYS):
-    raise ImproperlyConfigured("each FIELD_ENCRYPTION_KEY key must be at least 32 characters")
+if not BELVEDIR_DEV and any(len(k) < _SECRET_MIN_CHARS for k in FIELD_ENCRYPTION_KEYS):
+    raise ImproperlyConfigured(
+        f"each FIELD_ENCRYPTION_KEY key must be at least {_SECRET_MIN_CHARS} characters"
+    )
 FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0]
 if not BELVEDIR_DEV and len({SECRET_KEY, API_KEY_HASH_SECRET, *FIELD_ENCRYPTION_KEYS}) < 2 + len(
     FIELD_ENCRYPTION_KEYS
