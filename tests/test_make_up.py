@@ -50,10 +50,12 @@ RUNNING = ("queued", "running")
 def platform(tmp_path):
     with unmade_database_url("belvedir_up") as url:
         platform = Platform.made(url, tmp_path / "var")
+        instance = platform.instance()
         try:
             yield platform
         finally:
             platform.stop()
+            platform.release(*instance)
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """`make up`'s platform for a test: scripts/up.sh started as `make up` starts it (uvicorn, the
 sandbox gateway, both django-q2 clusters), with a database, a var/ directory (its logs and
 keys, BELVEDIR_VAR_DIR) and ports of the test's own, and no setting of the test session's
-(pytest's, scripts/test.sh's) but the warm pool off: the suite's rule (tests/conftest.py) that
-a test sees only the containers it made, and no warm sandbox outlives the test's instance."""
+(pytest's, scripts/test.sh's, tests/conftest.py's warm pool off). What its instance leaves on
+the host once stopped (its warm sandboxes, its spare volumes: a `make up` keeps them for its
+next start) is removed by `release`, so the tests after it find the host as it was."""
 
 import os
 import random
@@ -13,7 +14,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker
 import pytest
+
+from sandboxes import diskquota, volumes
+from sandboxes.base import LABEL_INSTANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the test session's environment may set that `make up` would not: the platform's own
@@ -66,7 +71,6 @@ class Platform:
             "GATEWAY_PORT": str(free_gateway_port()),
             "DATABASE_URL": database_url,
             "BELVEDIR_VAR_DIR": str(var),
-            "BELVEDIR_SANDBOX_WARM": "0",
         }
         return cls(env=env, var=var, base=f"http://127.0.0.1:{port}")
 
@@ -113,3 +117,44 @@ class Platform:
             text = path.read_text(errors="replace")[-tail:] if path.exists() else "(none)"
             parts.append(f"== {path}\n{text}")
         return "\n".join(parts)
+
+    def instance(self) -> tuple[str, Path]:
+        """The platform instance its sandboxes are labelled with, and its sandbox data dir."""
+        program = (
+            "from django.conf import settings; from runs.sandbox_config import instance_id; "
+            "print(instance_id(), settings.BELVEDIR_SANDBOX_DATA_DIR)"
+        )
+        done = subprocess.run(
+            [".venv/bin/python", "manage.py", "shell", "-c", program],
+            cwd=ROOT,
+            env={**self.env, "BELVEDIR_DEV": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        instance, data_dir = done.stdout.strip().splitlines()[-1].split()
+        return instance, Path(data_dir)
+
+    def release(self, instance: str, data_dir: Path) -> None:
+        """Remove the stopped instance's sandboxes and release their volumes and its spares."""
+        client = docker.from_env()
+        try:
+            for item in client.api.containers(
+                all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"}
+            ):
+                client.api.remove_container(item["Id"], force=True)
+                if name := (item.get("Labels") or {}).get(volumes.LABEL_VOLUME):
+                    volumes.release(data_dir, name)
+        finally:
+            client.close()
+        for name in diskquota.volume_names(root=data_dir):
+            if diskquota.spare_owner(root=data_dir, name=name) == instance:
+                if diskquota.claim_spare(root=data_dir, name=name):
+                    volumes.release(data_dir, name)
+        left = [
+            name
+            for name in diskquota.volume_names(root=data_dir)
+            if diskquota.spare_owner(root=data_dir, name=name) == instance
+        ]
+        assert left == [], f"spare volumes of the stopped instance {instance} left: {left}"
