@@ -25,13 +25,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import docker
-import docker.errors
-import requests
 from django.conf import settings
 
 from belvedir.errors import Unavailable
+from runs.sandbox_config import get_backend
 from sandboxes import diskquota
+from sandboxes.base import SandboxError
 from sandboxes.network import NetworkConfig, NetworkSetupError, problems
 
 log = logging.getLogger(__name__)
@@ -93,12 +92,8 @@ def status_file() -> Path:
 
 def _engine_problems(runtime: str) -> list[str]:
     try:
-        client = docker.from_env(timeout=10)
-        try:
-            runtimes = client.info().get("Runtimes") or {}
-        finally:
-            client.close()
-    except (docker.errors.DockerException, requests.RequestException) as exc:
+        runtimes = get_backend().runtimes()
+    except SandboxError as exc:
         return [f"the Docker engine does not answer ({str(exc)[:200]})"]
     if runtime not in runtimes:
         return [

@@ -1,9 +1,9 @@
 """Where Django settings meet the sandboxes: the one module that reads them.
 
-`get_backend()` builds the configured backend, `spec_from_settings()` a `SandboxSpec` with
-the limits, image, network and runtime the settings give, `instance_id()` tells this
-platform's sandboxes from another's on a shared engine, `image_config()` says what
-`manage.py sandbox_image` builds.
+`sandbox_config()` is the backend's `SandboxConfig`, `get_backend()` the configured backend
+made with it, `spec_from_settings()` a `SandboxSpec` with the limits, image, network and
+runtime the settings give, `instance_id()` tells this platform's sandboxes from another's on
+a shared engine, `image_config()` says what `manage.py sandbox_image` builds.
 """
 
 from __future__ import annotations
@@ -18,13 +18,19 @@ from django.conf import settings
 from django.db import connection
 
 from runs import contract
-from sandboxes.base import SandboxBackend, SandboxError, SandboxSpec
-from sandboxes.docker import DockerBackend
+from sandboxes.base import SandboxBackend, SandboxSpec
+from sandboxes.config import SandboxConfig, backend_for
 from sandboxes.image import ImageConfig
 
 
 def get_backend() -> SandboxBackend:
-    """The configured backend (BELVEDIR_SANDBOX_BACKEND, default "docker").
+    """The configured backend (BELVEDIR_SANDBOX_BACKEND, default "docker"), made with
+    `sandbox_config()`."""
+    return backend_for(sandbox_config())
+
+
+def sandbox_config() -> SandboxConfig:
+    """What the backend is made with, from the settings.
 
     Docker: the engine of DOCKER_HOST (else the local socket), the host CA bundle of
     BELVEDIR_SANDBOX_CA_MOUNT mounted read-only when set, sandboxes labelled `instance_id()`,
@@ -33,21 +39,19 @@ def get_backend() -> SandboxBackend:
     default shape (`warm_template()`) started ahead on this host's engine, the sandboxes of
     instances with no heartbeat on this host for BELVEDIR_INSTANCE_STALE s removed.
     """
-    name = getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker")
-    if name == "docker":
-        return DockerBackend(
-            ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
-            instance=instance_id(),
-            data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),
-            reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
-            spare_volumes=settings.BELVEDIR_SANDBOX_SPARE_VOLUMES,
-            warm_size=settings.BELVEDIR_SANDBOX_WARM,
-            warm_template=warm_template(),
-            warm_engine=engine_name(),
-            warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
-            instance_stale=settings.BELVEDIR_INSTANCE_STALE,
-        )
-    raise SandboxError(f"unknown sandbox backend {name!r} (BELVEDIR_SANDBOX_BACKEND)")
+    return SandboxConfig(
+        backend=getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker"),
+        ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
+        instance=instance_id(),
+        data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),
+        reserve_bytes=settings.BELVEDIR_MIN_FREE_DISK,
+        spare_volumes=settings.BELVEDIR_SANDBOX_SPARE_VOLUMES,
+        warm_size=settings.BELVEDIR_SANDBOX_WARM,
+        warm_template=warm_template(),
+        warm_engine=engine_name(),
+        warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
+        instance_stale=settings.BELVEDIR_INSTANCE_STALE,
+    )
 
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"

@@ -36,7 +36,7 @@ from runs import selectors, task_sandboxes
 from runs.models import Run, TaskSandbox
 from runs.sandbox_config import get_backend
 from sandboxes import tasks as docker_tasks
-from sandboxes.base import SandboxError
+from sandboxes.base import SandboxBackend, SandboxError, SandboxHandle
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 CONTEXT_MAX_BYTES = settings.BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES
@@ -114,12 +114,17 @@ def _path(request) -> str:
     return path
 
 
-def _client():
+def _backend() -> SandboxBackend:
     backend = get_backend()
     try:
-        return backend.client
+        backend.ping()
     except SandboxError as exc:
         raise Unavailable(f"The sandbox engine does not answer: {exc}", retry_after=30) from None
+    return backend
+
+
+def _handle(sandbox: TaskSandbox) -> SandboxHandle:
+    return SandboxHandle(id=sandbox.container_id, run_id=sandbox.run_id)
 
 
 class TaskSandboxCreateView(APIView):
@@ -215,9 +220,8 @@ class TaskSandboxExecView(APIView):
         timeout = values.get("timeout_sec") or limit  # null: as long as the run may take
         if timeout > limit:
             raise Invalid(f"timeout_sec must be at most the run's {limit} s.", field="timeout_sec")
-        events = docker_tasks.exec_events(
-            _client(),
-            sandbox.container_id,
+        events = _backend().exec_stream(
+            _handle(sandbox),
             command=values["command"],
             cwd=cwd,
             env=dict(values.get("env") or {}),
@@ -251,9 +255,8 @@ class TaskSandboxFilesView(APIView):
             return _too_large("the upload", UPLOAD_MAX_BYTES)
         stream = request._request  # Django's request: a file-like body, never read whole
         try:
-            docker_tasks.put_tar(
-                _client(),
-                sandbox.container_id,
+            _backend().put_files(
+                _handle(sandbox),
                 path=path,
                 chunks=docker_tasks.read_limited(stream, limit=UPLOAD_MAX_BYTES),
             )
@@ -274,16 +277,14 @@ class TaskSandboxFilesView(APIView):
         sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
         _running(sandbox)
         path = _path(request)
-        client = _client()
+        backend = _backend()
         try:
-            size = docker_tasks.path_size(client, sandbox.container_id, path)
+            size = backend.path_size(_handle(sandbox), path)
             if size is None:
                 raise NotFound(f"{path} does not exist in the task sandbox.")
             if size > DOWNLOAD_MAX_BYTES:
                 return _too_large(path, DOWNLOAD_MAX_BYTES)
-            chunks = docker_tasks.get_tar(
-                client, sandbox.container_id, path=path, max_bytes=DOWNLOAD_MAX_BYTES
-            )
+            chunks = backend.get_files(_handle(sandbox), path=path, max_bytes=DOWNLOAD_MAX_BYTES)
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
         return ThreadedStreamingResponse(chunks, content_type="application/x-tar")

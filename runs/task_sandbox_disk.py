@@ -16,8 +16,7 @@ from django.conf import settings
 
 from runs.models import TaskSandbox
 from runs.task_sandboxes import task_sandbox_stop
-from sandboxes import tasks as docker_tasks
-from sandboxes.base import SandboxBackend
+from sandboxes.base import SandboxBackend, SandboxHandle
 
 CHECK_SECONDS = 5.0
 OVER_LIMIT = (
@@ -43,9 +42,9 @@ def check_run(*, run_id: str, backend: SandboxBackend) -> list[str]:
     if not rows:
         return []
     limit = limit_bytes()
-    client = backend.client  # type: ignore[attr-defined]  # the Docker backend
+    handles = [SandboxHandle(id=container_id, run_id=run_id) for container_id in rows]
     notes = []
-    for container_id, used in docker_tasks.written_bytes(client, list(rows)).items():
+    for container_id, used in backend.written_bytes(handles).items():
         row = rows.get(container_id)
         if row is None or used <= limit:
             continue

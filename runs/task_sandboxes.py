@@ -42,8 +42,6 @@ from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 from sandboxes import taskpolicy
 from sandboxes import tasks as docker_tasks
 from sandboxes.base import (
-    LABEL_INSTANCE,
-    LABEL_MANAGED,
     LABEL_RUN_ID,
     LABEL_TASK_SANDBOX,
     SandboxError,
@@ -241,9 +239,8 @@ def _start(
     *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
 ) -> TaskSandbox:
     backend = get_backend()
-    client = backend.client  # the Docker backend: task sandboxes need its engine
     organization = run.project.organization_id
-    tag = docker_tasks.image_tag(docker_tasks.image_key(client, context, digest, organization))
+    tag = backend.image_tag(context=context, digest=digest, organization=organization)
     spec = spec_from_settings(
         run_id=run.pk,
         image=tag,
@@ -254,19 +251,17 @@ def _start(
         labels={LABEL_TASK_SANDBOX: sandbox.pk},
     )
     with _building(tag):
-        cached = docker_tasks.ensure_image(
-            client,
+        cached = backend.build_image(
             context=context,
             tag=tag,
+            like=spec,
             timeout=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT,
-            force=force_build,
-            steps=docker_tasks.step_limits(spec, backend.run_labels(run.pk)),
             policy=build_policy(organization),
-            labels=_instance_labels(backend),
+            force=force_build,
         )
-    spec = dataclasses.replace(spec, workdir=docker_tasks.image_workdir(client, tag))
+    spec = dataclasses.replace(spec, workdir=backend.image_workdir(tag))
     handle = backend.launch(spec)
-    backend._forget_stream(handle)  # nobody reads a task sandbox's main output
+    backend.detach(handle)  # nobody reads a task sandbox's main output
     now = timezone.now()
     started = TaskSandbox.objects.filter(
         pk=sandbox.pk, status=TaskSandbox.Status.STARTING, run__status=Status.RUNNING
@@ -366,22 +361,12 @@ def task_sandboxes_stop_for_run(*, run_id: str) -> int:
         return 0  # its own host's worker or reaper removes the containers
     removed = 0
     try:
-        backend = get_backend()
-        for info in backend.list_by_label({LABEL_RUN_ID: run_id}):
-            if _is_task_container(backend, info.id):
-                _remove(SandboxHandle(id=info.id, run_id=run_id))
-                removed += 1
+        for info, _ in get_backend().list_with_label(LABEL_TASK_SANDBOX, {LABEL_RUN_ID: run_id}):
+            _remove(SandboxHandle(id=info.id, run_id=run_id))
+            removed += 1
     except Exception as exc:  # the reaper removes what is left: a run's end must not fail
         log.warning("could not list the task sandboxes of %s: %s", run_id, exc)
     return removed
-
-
-def _is_task_container(backend, container_id: str) -> bool:
-    try:
-        labels = backend.client.api.inspect_container(container_id)["Config"]["Labels"] or {}
-    except Exception:  # gone meanwhile
-        return False
-    return LABEL_TASK_SANDBOX in labels
 
 
 def task_sandboxes_unsettled() -> models.QuerySet[TaskSandbox]:
@@ -419,21 +404,15 @@ def task_sandboxes_reap() -> int:
     return len(run_ids)
 
 
-def _instance_labels(backend) -> dict[str, str]:
-    """This platform's mark on its task images (another platform on the engine reaps its own)."""
-    return {LABEL_INSTANCE: backend.instance} if backend.instance else {}
-
-
 def task_images_reap() -> int:
     """This platform's task images on this engine made, and last used by a task sandbox,
     more than BELVEDIR_TASK_IMAGE_TTL ago: removed unless a container still uses one, so the engine's disk does not fill with the images of past runs. How
     many were removed."""
     backend = get_backend()
-    client = backend.client
     cutoff = timezone.now() - timedelta(seconds=settings.BELVEDIR_TASK_IMAGE_TTL)
     old = [
         (image_id, tags)
-        for image_id, tags, made in docker_tasks.task_images(client, _instance_labels(backend))
+        for image_id, tags, made in backend.built_images()
         if made < cutoff.timestamp()
     ]
     tags = {tag for _, image_tags in old for tag in image_tags}
@@ -447,7 +426,7 @@ def task_images_reap() -> int:
         if not used.isdisjoint(image_tags):
             continue
         try:
-            gone = docker_tasks.remove_task_image(client, image_id, image_tags)
+            gone = backend.remove_image(image_id, image_tags)
         except SandboxError as exc:  # the next pass tries again; the others go on
             log.warning("could not remove the task image %s: %s", image_id[:19], exc)
             continue
@@ -458,23 +437,16 @@ def task_images_reap() -> int:
 
 
 def _remove_stopped_containers() -> None:
-    backend = get_backend()
-    labels = [f"{LABEL_MANAGED}=1", LABEL_TASK_SANDBOX]
-    if backend.instance:
-        labels.append(f"{LABEL_INSTANCE}={backend.instance}")
-    found = {
-        item["Id"]: item.get("Labels") or {}
-        for item in backend.client.api.containers(all=True, filters={"label": labels})
-    }
-    ids = {labels.get(LABEL_TASK_SANDBOX, "") for labels in found.values()}
+    found = get_backend().list_with_label(LABEL_TASK_SANDBOX)
+    ids = {sandbox_id for _, sandbox_id in found}
     alive = set(
         TaskSandbox.objects.filter(pk__in=ids, status__in=TaskSandbox.ALIVE).values_list(
             "pk", flat=True
         )
     )
-    for container_id, labels in found.items():
-        if labels.get(LABEL_TASK_SANDBOX) not in alive:
-            _remove(SandboxHandle(id=container_id, run_id=labels.get(LABEL_RUN_ID, "")))
+    for info, sandbox_id in found:
+        if sandbox_id not in alive:
+            _remove(SandboxHandle(id=info.id, run_id=info.run_id))
 
 
 PAGE_ROWS = 50

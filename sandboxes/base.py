@@ -8,7 +8,16 @@ before start. After `launch` the caller streams the output, waits with a timeout
 named files once it has stopped, and kills and removes it. Sandboxes are found again by
 label (`belvedir.run_id`), so a lost worker's sandbox can be reaped.
 
-Settings are read in `runs.sandbox_config`, which also picks the configured backend.
+A managed Harbor run's task sandboxes need more of a backend, and ask it here too: build an
+image from a context, run a command in a running sandbox with its output streamed, put a tar
+into it and read one back, measure what it wrote, list sandboxes by a label's presence, and
+remove the images it built. The isolation check asks it which runtimes the engine has; the
+sandbox gateway asks it whose an address on the sandbox network is. Nothing outside this
+package talks to an engine (or imports `docker`): a second backend implements this protocol
+(docs/scaling.md maps each method onto Kubernetes).
+
+Settings reach a backend in one `SandboxConfig` (`sandboxes.config`), built from Django's
+settings in `runs.sandbox_config`, which also picks the configured backend.
 """
 
 from __future__ import annotations
@@ -21,7 +30,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from sandboxes.gateway_tenants import Tenants
+    from sandboxes.taskpolicy import Policy
 
 LABEL_RUN_ID = "belvedir.run_id"
 LABEL_MANAGED = "belvedir.managed"
@@ -85,6 +100,14 @@ class SandboxInfo(NamedTuple):
     run_id: str
     id: str
     status: str  # the backend's word: created, running, exited, dead, ...
+
+
+class BuiltImage(NamedTuple):
+    """An image `build_image` made, as `built_images` lists it."""
+
+    id: str
+    tags: list[str]
+    made: float  # when, as a Unix time
 
 
 class FileKind(StrEnum):
@@ -163,6 +186,100 @@ class SandboxBackend(Protocol):
 
     def list_by_label(self, label_filter: Mapping[str, str] | None = None) -> list[SandboxInfo]:
         """Every managed sandbox, running or not, matching the extra labels if given."""
+        ...
+
+    def list_with_label(
+        self, label: str, label_filter: Mapping[str, str] | None = None
+    ) -> list[tuple[SandboxInfo, str]]:
+        """Every managed sandbox that carries `label` (any value), running or not, matching
+        the extra labels if given; each with its value of `label`."""
+        ...
+
+    def detach(self, handle: SandboxHandle) -> None:
+        """Nobody will read this sandbox's output (`stream_logs`): let go of what holds it."""
+        ...
+
+    # --- the isolation check and the sandbox gateway ------------------------------------
+
+    def runtimes(self) -> set[str]:
+        """The OCI runtimes the engine offers ("runsc", "runc", ...); SandboxError (with the
+        engine's own words) when it does not answer."""
+        ...
+
+    def tenants(
+        self, *, network: str, organization_of: Callable[[list[str]], Mapping[str, str]]
+    ) -> Tenants:
+        """Whose an address on `network` is (the sandbox gateway counts connections by run
+        and organization); `organization_of(run ids)` names each known run's organization."""
+        ...
+
+    # --- task sandboxes (managed Harbor): images, exec, files --------------------------
+
+    def image_tag(self, *, context: Path, digest: str, organization: str) -> str:
+        """The tag a build of `context` (whose content has `digest`) for `organization` is
+        cached under: one organization's images are never another's, and a base image
+        rebuilt on the engine gives a new tag."""
+        ...
+
+    def build_image(
+        self,
+        *,
+        context: Path,
+        tag: str,
+        like: SandboxSpec,
+        timeout: float,
+        policy: Policy,
+        force: bool = False,
+    ) -> bool:
+        """Build `tag` from the context (a tar, gzip or not) unless the engine has it (`force`:
+        again, without the cache); True when it was cached. Every step that runs the
+        context's commands runs in a sandbox made as `like` is (its runtime, network,
+        limits, capabilities), labelled as one of `like.run_id`'s, within `policy`.
+        `sandboxes.tasks.BuildFailed` (the log's tail) when it did not build."""
+        ...
+
+    def image_workdir(self, image: str) -> str:
+        """The image's working directory ("/" when it sets none)."""
+        ...
+
+    def built_images(self) -> list[BuiltImage]:
+        """The images this platform's `build_image` made on the engine."""
+        ...
+
+    def remove_image(self, image_id: str, tags: Sequence[str]) -> bool:
+        """Remove a built image (its tags; untagged, by its id); False while a sandbox,
+        running or not, still uses it."""
+        ...
+
+    def written_bytes(self, handles: Sequence[SandboxHandle]) -> dict[str, int]:
+        """What each of these running sandboxes wrote to its root filesystem, by id."""
+        ...
+
+    def exec_stream(
+        self,
+        handle: SandboxHandle,
+        *,
+        command: str,
+        cwd: str | None,
+        env: Mapping[str, str],
+        timeout: float,
+        user: str = "",
+    ) -> Iterator[dict]:
+        """Run `command` (`bash -c`) in the running sandbox, as `user` ("": the image's),
+        killed after `timeout` s: {"stream": "stdout"|"stderr", "data"} as output arrives,
+        {"heartbeat": True} in long silences, last {"exit_code", "timed_out"} (or {"error"})."""
+        ...
+
+    def put_files(self, handle: SandboxHandle, *, path: str, chunks: Iterable[bytes]) -> None:
+        """Extract a tar, streamed from `chunks`, into directory `path` (made when missing)."""
+        ...
+
+    def path_size(self, handle: SandboxHandle, path: str) -> int | None:
+        """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
+        ...
+
+    def get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
+        """A tar of `path` (under its base name), streamed; cut off past `max_bytes`."""
         ...
 
 

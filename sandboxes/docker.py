@@ -29,7 +29,7 @@ import secrets
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -51,6 +51,9 @@ from sandboxes.base import (
     SandboxInfo,
     SandboxSpec,
 )
+from sandboxes.config import SandboxConfig
+from sandboxes.gateway_tenants import DockerTenants
+from sandboxes.taskbackend import DockerTaskSandboxes
 
 # Go's os.FileMode bits, as in the X-Docker-Container-Path-Stat header of get_archive.
 _GO_MODE_DIR = 1 << 31
@@ -63,10 +66,11 @@ _GO_MODE_IRREGULAR = 1 << 19
 _LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
 log = logging.getLogger(__name__)
 PING_TIMEOUT = 5.0
+PROBE_TIMEOUT = 10  # the isolation check's question to the engine (its runtimes)
 
 
-class DockerBackend:
-    """Runs sandboxes as containers on one Docker engine."""
+class DockerBackend(DockerTaskSandboxes):
+    """Runs sandboxes as containers on one Docker engine (task sandboxes' methods: the mixin)."""
 
     def __init__(
         self,
@@ -127,6 +131,25 @@ class DockerBackend:
                 discard=lambda container_id: self._remove(SandboxHandle(container_id, "")),
             )
 
+    @classmethod
+    def from_config(
+        cls, config: SandboxConfig, client: docker.DockerClient | None = None
+    ) -> DockerBackend:
+        """The backend `config` describes, on `client`'s engine (default: DOCKER_HOST's)."""
+        return cls(
+            client,
+            ca_bundle_mount=config.ca_bundle_mount,
+            instance=config.instance,
+            data_dir=config.data_dir,
+            reserve_bytes=config.reserve_bytes,
+            spare_volumes=config.spare_volumes,
+            warm_size=config.warm_size,
+            warm_template=config.warm_template,
+            warm_engine=config.warm_engine,
+            warm_max_age=config.warm_max_age,
+            instance_stale=config.instance_stale,
+        )
+
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
@@ -138,6 +161,31 @@ class DockerBackend:
         with _docker_errors("reach the Docker engine"):
             api = self.client.api
             api.get(f"{api.base_url}/_ping", timeout=PING_TIMEOUT).raise_for_status()
+
+    def runtimes(self) -> set[str]:
+        """The engine's OCI runtimes, asked within PROBE_TIMEOUT s on a client of its own
+        (the backend's `client` when it was given one); SandboxError in the SDK's words."""
+        try:
+            client = self._client or docker.from_env(timeout=PROBE_TIMEOUT)
+            try:
+                return set(client.info().get("Runtimes") or {})
+            finally:
+                if client is not self._client:
+                    client.close()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(str(exc)) from exc
+
+    def tenants(
+        self, *, network: str, organization_of: Callable[[list[str]], Mapping[str, str]]
+    ) -> DockerTenants:
+        """The sandbox gateway's tenants: `network`'s containers on this engine, by the run
+        each is labelled with (a warm sandbox: the run its claim file names)."""
+        return DockerTenants(
+            lambda: self.client,
+            network=network,
+            organization_of=organization_of,
+            warm_dir=self.data_dir / warm.POOL_DIR if self.data_dir is not None else None,
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -652,6 +700,31 @@ class DockerBackend:
                     if run_id is None or owner == run_id
                 ]
         return found
+
+    def list_with_label(
+        self, label: str, label_filter: Mapping[str, str] | None = None
+    ) -> list[tuple[SandboxInfo, str]]:
+        """Managed containers (any state) that carry `label`, narrowed by extra `label: value`
+        pairs, each with its value of `label` (a warm sandbox a run took carries none of its
+        own: only the backend's labels and the pool's)."""
+        labels = self._labels({LABEL_MANAGED: "1", **(label_filter or {})})
+        wanted = [f"{key}={value}" for key, value in labels.items()] + [label]
+        with _docker_errors("list sandboxes"):
+            containers = self.client.api.containers(all=True, filters={"label": wanted})
+        found = []
+        for item in containers:
+            item_labels = item.get("Labels") or {}
+            info = SandboxInfo(
+                run_id=item_labels.get(LABEL_RUN_ID, ""),
+                id=item["Id"],
+                status=item.get("State", ""),
+            )
+            found.append((info, item_labels.get(label, "")))
+        return found
+
+    def detach(self, handle: SandboxHandle) -> None:
+        """Close the attach `launch` made to the sandbox's output: nobody will read it."""
+        self._forget_stream(handle)
 
     # --- internals ------------------------------------------------------------------------
 

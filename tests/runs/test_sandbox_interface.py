@@ -91,3 +91,57 @@ def test_the_entrypoint_and_the_executor_agree_on_the_stage_markers():
     assert entrypoint.REPO_DIR == contract.REPO_DIR
     assert entrypoint.RESULTS_FILE == executor.RESULTS_FILE
     assert contract.COMMAND[-1] == contract.ENTRYPOINT_FILE
+
+
+APPS = ("belvedir", "models_registry", "billing", "harnesses", "runs", "traces", "router")
+
+
+def _docker_imports(package: Path) -> list[str]:
+    """Every `import docker…` / `from docker… import` in a package's modules."""
+    import ast
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {name}"
+                for name in names
+                if name == "docker" or name.startswith("docker.")
+            ]
+    return found
+
+
+def test_nothing_outside_sandboxes_imports_docker():
+    assert [hit for app in APPS for hit in _docker_imports(ROOT / app)] == []
+    assert _docker_imports(ROOT / "sandboxes")  # the one place that does
+
+
+def test_the_import_contract_forbids_docker_in_every_app():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (rule,) = [c for c in contracts["contracts"] if c["id"] == "docker-in-sandboxes"]
+    assert rule["type"] == "forbidden" and rule["forbidden_modules"] == ["docker"]
+    assert set(rule["source_modules"]) == set(APPS)
+    assert "sandboxes" not in rule["source_modules"]
+
+
+def test_the_gateway_command_asks_the_backend_whose_an_address_is(settings):
+    from runs.management.commands.sandbox_gateway import tenants
+    from sandboxes import warm
+    from sandboxes.gateway_tenants import DockerTenants, MappedTenants
+
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = False
+    found = tenants()
+    assert isinstance(found, DockerTenants)
+    assert found.network == settings.BELVEDIR_SANDBOX_NETWORK
+    assert found.warm_dir == Path(settings.BELVEDIR_SANDBOX_DATA_DIR) / warm.POOL_DIR
+    settings.BELVEDIR_SANDBOX_HOST_NETWORK = True
+    assert isinstance(tenants(), MappedTenants)

@@ -2,17 +2,15 @@
 
 import asyncio
 import logging
-from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from runs.models import Run
-from sandboxes import warm
-from sandboxes.docker import shared_client
+from runs.sandbox_config import get_backend
 from sandboxes.gateway import Gateway, Limits
-from sandboxes.gateway_tenants import DockerTenants, MappedTenants
+from sandboxes.gateway_tenants import MappedTenants, Tenants
 
 
 def default_listen() -> str:
@@ -55,16 +53,14 @@ def organizations_of(run_ids: list[str]) -> dict[str, str]:
     return {run_id: str(organization_id) for run_id, organization_id in found}
 
 
-def tenants() -> DockerTenants | MappedTenants:
-    """Whose a sandbox's address is: the sandbox network's containers on this host's engine
-    (none under BELVEDIR_SANDBOX_HOST_NETWORK: every address is its own tenant)."""
+def tenants() -> Tenants:
+    """Whose a sandbox's address is: the sandbox network's sandboxes on this host's engine, as
+    the backend tells (none under BELVEDIR_SANDBOX_HOST_NETWORK: every address is its own
+    tenant)."""
     if settings.BELVEDIR_SANDBOX_HOST_NETWORK:
         return MappedTenants()
-    return DockerTenants(
-        shared_client,
-        network=settings.BELVEDIR_SANDBOX_NETWORK,
-        organization_of=organizations_of,
-        warm_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR) / warm.POOL_DIR,
+    return get_backend().tenants(
+        network=settings.BELVEDIR_SANDBOX_NETWORK, organization_of=organizations_of
     )
 
 

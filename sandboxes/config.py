@@ -1,0 +1,57 @@
+"""What a sandbox backend is configured with: one `SandboxConfig`, and the backend it names.
+
+Pure on purpose: `runs.sandbox_config` reads Django's settings into a `SandboxConfig`; this
+package never reads them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandboxes.base import SandboxBackend, SandboxError, SandboxSpec
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Everything a backend is made with (each sandbox's own limits are in its `SandboxSpec`).
+
+    `backend`: which one ("docker"). `ca_bundle_mount`: a host CA bundle mounted read-only
+    over the image's one. `instance`: labels this platform's sandboxes, so several platforms
+    sharing one engine only list and reap their own. `data_dir`: where quota volumes live
+    (needed for `SandboxSpec.disk_bytes`), refused unless the disk keeps `reserve_bytes` free
+    with every volume full; `spare_volumes` made ahead. `warm_size` sandboxes of
+    `warm_template`'s shape started ahead on the engine named `warm_engine`, each removed
+    unused after `warm_max_age` s. `instance_stale`: how long another instance may go without
+    a heartbeat on this host before its sandboxes here are removed.
+    """
+
+    backend: str = "docker"
+    ca_bundle_mount: str | None = None
+    instance: str | None = None
+    data_dir: Path | None = None
+    reserve_bytes: int = 0
+    spare_volumes: int = 0
+    warm_size: int = 0
+    warm_template: SandboxSpec | None = None
+    warm_engine: str = ""
+    warm_max_age: float = 3600.0
+    instance_stale: float = 600.0
+
+
+def backend_for(config: SandboxConfig) -> SandboxBackend:
+    """The backend `config` names: "docker", or `package.module:Class` for a backend of one's
+    own (made by its `from_config(config)`); SandboxError for any other name."""
+    if config.backend == "docker":
+        from sandboxes.docker import DockerBackend
+
+        return DockerBackend.from_config(config)
+    module, colon, name = config.backend.partition(":")
+    if colon and module and name:
+        try:
+            backend = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            raise SandboxError(f"no sandbox backend {config.backend!r}: {exc}") from exc
+        return backend.from_config(config)
+    raise SandboxError(f"unknown sandbox backend {config.backend!r} (BELVEDIR_SANDBOX_BACKEND)")
