@@ -7,6 +7,8 @@ a fresh offline install; a user can still point the harness at a fork.
 
 from dataclasses import asdict, dataclass, field
 
+from django.conf import settings
+
 from harnesses import drivers
 
 HARBOR_REPO = "harness-harbor"  # a served driver's name: the card's repo URL is served_url()
@@ -41,16 +43,25 @@ class Preset:
     gpu_type: str = ""
     tasks: str = ""
     available: bool = True
+    # An LLM-judged card: it prefills JUDGE_MODEL with the platform's default judge.
+    judged: bool = False
 
     @property
     def repo_url(self) -> str:
         """The URL the card prefills: where the platform serves its driver, or the repo's URL."""
         return drivers.served_url(self.repo) if self.repo in drivers.DRIVERS else self.repo
 
+    def prefilled_env(self) -> dict:
+        """The env the card prefills: its own, and a judged card's JUDGE_MODEL the operator's
+        default judge (BELVEDIR_DEFAULT_JUDGE_MODEL)."""
+        if not self.judged:
+            return dict(self.env)
+        return {**self.env, "JUDGE_MODEL": settings.BELVEDIR_DEFAULT_JUDGE_MODEL}
+
     def as_dict(self) -> dict:
         values = asdict(self)
-        del values["repo"]
-        return {**values, "repo_url": self.repo_url}
+        del values["repo"], values["judged"]
+        return {**values, "env": self.prefilled_env(), "repo_url": self.repo_url}
 
 
 def _suite(slug: str, name: str, dataset: str, description: str) -> Preset:
@@ -113,8 +124,8 @@ PRESETS: list[Preset] = [
         RUNNER_REPO,
         RUNNER_INSTALL,
         RUNNER_RUN,
-        {"JUDGE_MODEL": "openai/gpt-4.1-mini"},
         tasks=_TASKS_EXAMPLE,
+        judged=True,
     ),
     Preset(
         "harbor-runner",
@@ -124,8 +135,9 @@ PRESETS: list[Preset] = [
         HARBOR_REPO,
         HARBOR_INSTALL,
         HARBOR_RUN,
-        {"HARBOR_AGENT": "belvedir", "JUDGE_MODEL": "openai/gpt-4.1-mini"},
+        {"HARBOR_AGENT": "belvedir"},
         tasks=_TASKS_EXAMPLE,
+        judged=True,
     ),
     _scaffold("openclaw", "OpenClaw", "openclaw"),
     _scaffold("opencode", "OpenCode", "opencode"),
@@ -155,14 +167,15 @@ PRESETS: list[Preset] = [
         LM_EVAL_REPO,
         "pip install -e .",
         "python -m belvedir_mt_bench",
-        {"JUDGE_MODEL": "openai/gpt-4.1-mini"},
         compute="gpu",
         gpu_type="A10G",
         available=False,
+        judged=True,
     ),
 ]
 
 _BY_SLUG = {p.slug: p for p in PRESETS}
+JUDGED_CARDS = frozenset(p.slug for p in PRESETS if p.judged)
 
 
 def preset_get(slug: str) -> Preset | None:

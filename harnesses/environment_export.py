@@ -34,6 +34,8 @@ def environment_export_files(
     """The Harbor export of the environment's current version (its first `limit` tasks)."""
     options = ExportOptions(
         base_image=settings.BELVEDIR_EXPORT_BASE_IMAGE,
+        # The verifier's judge where the run (or your shell) sets no JUDGE_MODEL.
+        judge_model=settings.BELVEDIR_DEFAULT_JUDGE_MODEL,
         limit=limit,
         metadata={
             "environment": environment.pk,

@@ -213,7 +213,7 @@ def environment_harness_create(
     name = name or _free_harness_name(environment.project, f"{environment.name} · {card.name}")
     extra = {}
     if card.repo == HARBOR_REPO:  # the Harbor driver runs the environment's Harbor export
-        extra["env"] = {**card.env, "HARBOR_DATASET": f"belvedir:{environment.pk}"}
+        extra["env"] = {**card.prefilled_env(), "HARBOR_DATASET": f"belvedir:{environment.pk}"}
     harness = services.harness_create(
         project=environment.project,
         created_by=created_by,

@@ -48,7 +48,7 @@ def harness_defaults_from_preset(slug: str) -> dict:
         "ref": preset.ref,
         "install_command": preset.install_command,
         "run_command": preset.run_command,
-        "env": dict(preset.env),
+        "env": preset.prefilled_env(),
         "compute": preset.compute,
         "gpu_type": preset.gpu_type,
         "tasks": preset.tasks,

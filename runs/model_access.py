@@ -10,6 +10,7 @@ from django.conf import settings
 
 from belvedir.errors import Invalid
 from belvedir.models import Project
+from harnesses.catalog import JUDGED_CARDS
 from models_registry.inference import resolve_api_base
 from models_registry.models import CoveredModel, Lab
 from models_registry.selectors import chinese_lab_for_model, covered_model, covered_models
@@ -156,3 +157,38 @@ def model_access_check(
             called=model_called or prefix != "MODEL",
         )
     return ModelAccess(model=accesses["MODEL"], judge=accesses["JUDGE"])
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The judge a launch with a blank JUDGE_MODEL gets, where it comes from, and who pays."""
+
+    model: str
+    source: str  # "harness env" or "platform default"
+    coverage: str  # the sentence the launch dialog shows
+
+
+def default_judge(*, preset: str, harness_env: dict[str, str]) -> tuple[str, str]:
+    """(the judge, where it comes from) for a launch that names none: the harness env's
+    JUDGE_MODEL, else a judged card's platform default (BELVEDIR_DEFAULT_JUDGE_MODEL); ("", "")
+    for a harness without a judge."""
+    named = str(harness_env.get("JUDGE_MODEL") or "").strip()
+    if named:
+        return named, "harness env"
+    if preset in JUDGED_CARDS:
+        return settings.BELVEDIR_DEFAULT_JUDGE_MODEL, "platform default"
+    return "", ""
+
+
+def judge_shown(*, project: Project, preset: str, harness_env: dict[str, str]) -> Judge | None:
+    """What the launch dialog says of the judge a blank JUDGE_MODEL gets, or None."""
+    model, source = default_judge(preset=preset, harness_env=harness_env)
+    if not model:
+        return None
+    if any(str(harness_env.get(k) or "").strip() for k in ("JUDGE_API_KEY", "JUDGE_API_BASE")):
+        return Judge(model, source, "called with the harness's own JUDGE_API_KEY / JUDGE_API_BASE")
+    try:
+        covered_model_check(project=project, model=model, field="judge_model")
+    except Invalid as exc:
+        return Judge(model, source, f"not covered: {exc.message}")
+    return Judge(model, source, "covered by Belvedir: leave JUDGE_API_KEY blank")

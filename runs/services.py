@@ -26,7 +26,7 @@ from models_registry.signing import AdapterGrant, adapter_token, adapter_url
 from runs import git, gpu, hosts, task_sandboxes
 from runs.db import reconnecting
 from runs.isolation import isolation_require
-from runs.model_access import model_access_check
+from runs.model_access import default_judge, model_access_check
 from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
 from runs.sandbox_config import get_backend
@@ -161,6 +161,9 @@ def run_launch(
         if value and not re.match(r"^https?://", value):
             raise Invalid(f"{name} must be an http(s) URL.", field=name)
     harness_env = env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted)
+    if not judge_model.strip() and not str(harness_env.get("JUDGE_MODEL") or "").strip():
+        # A judged card's harness whose JUDGE_MODEL was left blank: the platform's default.
+        judge_model, _ = default_judge(preset=harness.preset, harness_env=harness_env)
     access = model_access_check(
         project=project,
         gpu=harness.compute == Compute.GPU,

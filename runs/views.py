@@ -17,12 +17,14 @@ from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
 from belvedir.errors import DomainError, Invalid, NotFound
 from belvedir.http import see_other
+from harnesses import env_secrets
 from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
 from models_registry.selectors import fine_tuned_models_for
 from runs import display, selectors, services, task_sandboxes
 from runs.forms import LaunchForm, ModelLaunchForm
+from runs.model_access import judge_shown
 from runs.models import Run, Status
 from runs.results import task_results
 
@@ -300,7 +302,14 @@ def run_launch(request, harness_id: str | None = None):
                 if request.htmx:
                     return HttpResponseClientRedirect(reverse("runs:detail", args=[run.pk]))
                 return see_other("runs:detail", run_id=run.pk)
-    context = {"form": form, "harness": harness}
+    judge = None
+    if harness is not None:
+        judge = judge_shown(
+            project=harness.project,
+            preset=harness.preset,
+            harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
+        )
+    context = {"form": form, "harness": harness, "judge": judge}
     status = form_status(form)
     if request.htmx:
         return render(request, "runs/launch.html#launch-form", context, status=status)

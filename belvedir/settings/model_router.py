@@ -19,6 +19,14 @@ BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(
 # the router, which pays the operator's upstream with this key, up to the cap per run.
 BELVEDIR_ROUTER_UPSTREAM_KEY = envstr("BELVEDIR_ROUTER_UPSTREAM_KEY", "")
 BELVEDIR_COVERED_SPEND_CAP_MICROS = envmicros("BELVEDIR_COVERED_SPEND_CAP_USD", "2.00")
+# The judge the judged cards (Belvedir Runner, Runner on Harbor) prefill as JUDGE_MODEL, and a
+# run of one gets when neither the launch nor the harness names one: a covered model of the
+# seeded catalog (no Chinese lab's, so any project may use it) when this platform covers usage,
+# so its key can be left blank; else OpenRouter's openai/gpt-4.1-mini, with the user's key.
+BELVEDIR_DEFAULT_JUDGE_MODEL = envstr(
+    "BELVEDIR_DEFAULT_JUDGE_MODEL",
+    "openai/gpt-oss-120b" if BELVEDIR_ROUTER_UPSTREAM_KEY else "openai/gpt-4.1-mini",
+)
 # Environment generation (harnesses/generation.py), a job on the housekeeping cluster: how long
 # a job may take, retries included (below that cluster's 600 s timeout), and the output cap.
 BELVEDIR_GENERATION_TIMEOUT = envint("BELVEDIR_GENERATION_TIMEOUT", 300, minimum=5)

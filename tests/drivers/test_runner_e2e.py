@@ -190,3 +190,31 @@ def test_a_task_list_with_code_or_state_diff_tasks_is_refused_naming_them(
     assert "sum (code) run under Harbor only" in run.log_tail
     assert run.stage == "installing"  # refused by the install step's check, before running
     assert llm.requests == []
+
+
+def test_the_runner_card_with_its_judge_left_blank_is_judged_by_the_covered_default(
+    owner, install, llm, django_capture_on_commit_callbacks
+):
+    """JUDGE_MODEL blank on the harness and at launch, no judge key: the run's judge is the
+    operator's default (BELVEDIR_DEFAULT_JUDGE_MODEL), a covered model, called through the
+    router with the operator's upstream key."""
+    from models_registry.models import CoveredModel, Lab
+
+    lab = Lab.objects.create(name="Judges", slug="judges", vendor_prefixes="judges")
+    CoveredModel.objects.create(
+        model_id="judge", display_name="Judge", lab=lab, input_price_micros=1, output_price_micros=1
+    )
+    install.BELVEDIR_ROUTER_UPSTREAM_BASE = llm.base_url
+    install.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
+    install.BELVEDIR_DEFAULT_JUDGE_MODEL = "judge"
+    harness = runner_harness(owner)
+    assert "JUDGE_MODEL" not in harness["env"]
+    own_model = {k: v for k, v in model_and_judge(llm).items() if k.startswith("model")}
+    run = launch(owner, django_capture_on_commit_callbacks, harness, **own_model)
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.judge_model == "judge" and run.judge_covered and not run.model_covered
+    assert run.results["judge_model"] == "judge"
+    assert run.score == pytest.approx(2 / 3)  # one attempt each: good and half pass, bad fails
+    judged = [r for r in llm.requests if r["body"]["model"] == "judge"]
+    assert len(judged) == 3
+    assert {r["headers"]["Authorization"] for r in judged} == {"Bearer sk-upstream-operator"}

@@ -115,12 +115,12 @@ def test_every_available_card_creates_a_valid_harness_with_every_field_prefilled
         "ref",
         "install_command",
         "run_command",
-        "env",
         "compute",
         "gpu_type",
         "tasks",
     ]:
         assert body[field] == getattr(preset, field), field
+    assert body["env"] == preset.prefilled_env()
     assert body["preset"] == preset.slug
 
 
