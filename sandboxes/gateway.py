@@ -87,6 +87,9 @@ _HOP_BY_HOP = {
     "proxy-authenticate",
     "te",
     "trailer",
+    # Set again below for a chunked body: copied as well, the upstream got two (uvicorn
+    # refuses such a request: every Node OTLP export through the gateway was a 400).
+    "transfer-encoding",
     "upgrade",
     "host",
     "forwarded",

@@ -85,7 +85,14 @@ class Recorder(http.server.BaseHTTPRequestHandler):
                 self.rfile.readline()
         else:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        Recorder.seen.append(
+            {
+                "path": self.path,
+                "headers": dict(self.headers),
+                "transfer_encodings": self.headers.get_all("Transfer-Encoding") or [],
+                "body": body,
+            }
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -104,7 +111,14 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         first = self.rfile.read(1024)
         Recorder.first_bytes.set()
         body = first + self.rfile.read(size - len(first))
-        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        Recorder.seen.append(
+            {
+                "path": self.path,
+                "headers": dict(self.headers),
+                "transfer_encodings": self.headers.get_all("Transfer-Encoding") or [],
+                "body": body,
+            }
+        )
         self.send_response(204)
         self.end_headers()
 
@@ -189,6 +203,8 @@ def test_a_chunked_body_is_forwarded_whole(gateway):
 
     assert b" 200 " in reply.split(b"\r\n", 1)[0]
     assert Recorder.seen[0]["body"] == b"hello world"
+    # Once: a second Transfer-Encoding header makes uvicorn refuse the request.
+    assert Recorder.seen[0]["transfer_encodings"] == ["chunked"]
 
 
 def test_a_refused_path_is_a_404_and_never_reaches_the_platform(gateway):
