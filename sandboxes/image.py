@@ -82,6 +82,27 @@ VENV_PACKAGES = ("belvedir==0.6.4",)
 # Their dependency tree pinned, so pip resolves it without backtracking and builds repeat.
 VENV_CONSTRAINTS = Path(__file__).with_name("sdk-constraints.txt")
 
+# The Node SDK (sdk/node/), preinstalled for Node harnesses under both its names (`belvedir`,
+# `@fractalresearch/loop`) with its dependency tree from the lockfile (`npm ci --omit=dev`),
+# in a global node_modules: on NODE_PATH for require(), and linked as /node_modules, where an
+# ES module's `import ... from "belvedir"` finds it from any directory (ESM ignores NODE_PATH).
+# A harness's own node_modules comes first. The files copied in; the Dockerfile runs the same
+# NODE_SDK_INSTALL (a test checks).
+NODE_SDK = Path(__file__).resolve().parents[1] / "sdk" / "node"
+NODE_SDK_FILES = ("package.json", "package-lock.json", "README.md", "dist", "scripts/stage.mjs")
+NODE_SDK_DIR = "/opt/belvedir-node"
+NODE_MODULES = f"{NODE_SDK_DIR}/node_modules"
+NODE_SDK_INSTALL = (
+    f"install -d {NODE_SDK_DIR}"
+    f" && cp /tmp/node-sdk/package.json /tmp/node-sdk/package-lock.json {NODE_SDK_DIR}/"
+    f" && cd {NODE_SDK_DIR}"
+    f" && NODE_EXTRA_CA_CERTS={IMAGE_CA_PATH} npm ci --omit=dev --ignore-scripts --no-audit"
+    " --no-fund --loglevel=error"
+    f" && node /tmp/node-sdk/scripts/stage.mjs {NODE_MODULES}"
+    f" && ln -s {NODE_MODULES} /node_modules"
+    " && rm -rf /tmp/node-sdk /root/.npm"
+)
+
 # The image's environment; the Dockerfile's ENV lines must match (a test checks).
 IMAGE_ENV = {
     "PATH": "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -95,6 +116,7 @@ IMAGE_ENV = {
     "GIT_SSL_CAINFO": IMAGE_CA_PATH,
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PYTHONUNBUFFERED": "1",
+    "NODE_PATH": NODE_MODULES,
 }
 
 # A clean environment for commands run inside the chroot (never leak the host's venv).
@@ -229,6 +251,7 @@ def _build_with_dockerfile(
         shutil.copyfile(DOCKERFILE, Path(ctx) / "Dockerfile")
         shutil.copyfile(cfg.ca_bundle, Path(ctx) / "ca-certificates.crt")
         shutil.copyfile(VENV_CONSTRAINTS, Path(ctx) / VENV_CONSTRAINTS.name)
+        copy_node_sdk(Path(ctx) / "node-sdk")
         try:
             events = client.api.build(
                 path=ctx,
@@ -277,7 +300,10 @@ def _build_offline(
             _tar(root, partial)
             partial.replace(cached)
 
-        say("sandbox image: adding the CA bundle, user sandbox (1000), /workspace, /opt/venv")
+        say(
+            "sandbox image: adding the CA bundle, user sandbox (1000), /workspace, /opt/venv,"
+            f" the Node SDK in {NODE_MODULES}"
+        )
         _customise_rootfs(root, cfg)
 
         say("sandbox image: packing the rootfs")
@@ -379,6 +405,8 @@ def _customise_rootfs(root: Path, cfg: ImageConfig) -> None:
             env={**_CHROOT_ENV, **_pip_env(root)},
         )
         _chroot(root, ["chown", "-R", ids, "/opt/venv"])
+        copy_node_sdk(root / "tmp" / "node-sdk")
+        _chroot(root, ["sh", "-c", NODE_SDK_INSTALL], env={**_CHROOT_ENV, **_proxy_env()})
 
     # Docker provides these at run time; the host's copies must not leak into the image.
     for name in ("etc/resolv.conf", "etc/hostname"):
@@ -393,11 +421,29 @@ def _chroot(root: Path, command: list[str], env: dict[str, str] | None = None) -
     return _run(["chroot", str(root), *command], env=env or _CHROOT_ENV)
 
 
+def copy_node_sdk(target: Path) -> None:
+    """The Node SDK's files the image installs from (NODE_SDK_FILES), into `target`."""
+    if not (NODE_SDK / "dist").is_dir():
+        raise SandboxError(f"{NODE_SDK}/dist is missing (npm run build in sdk/node)")
+    for name in NODE_SDK_FILES:
+        source, dest = NODE_SDK / name, target / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest)
+        else:
+            shutil.copyfile(source, dest)
+
+
+def _proxy_env() -> dict[str, str]:
+    """The host's proxy settings, when it has them."""
+    kept = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+    return {name: os.environ[name] for name in kept if name in os.environ}
+
+
 def _pip_env(root: Path) -> dict[str, str]:
     """pip inside the rootfs: the host's CA bundle (copied in) for a TLS-intercepting proxy,
     the host's proxy and index settings when it has them."""
-    kept = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
-    env = {name: os.environ[name] for name in kept if name in os.environ}
+    env = _proxy_env()
     for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
         if os.environ.get(name, "").startswith("http"):
             env[name] = os.environ[name]

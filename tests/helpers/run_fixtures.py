@@ -3,7 +3,10 @@
 Registered for the whole suite in tests/conftest.py (`pytest_plugins`).
 """
 
+import contextlib
+import http.server
 import random
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -114,6 +117,23 @@ def serve_to_sandboxes(make: Callable[[str, int], T]) -> T:
         except OSError:
             continue
     pytest.fail(f"no free port in {settings.BELVEDIR_SANDBOX_PORTS} on the gateway IP")
+
+
+@contextlib.contextmanager
+def http_for_sandboxes(handler, name: str):
+    """A threading HTTP server of `handler` where sandboxes reach it (serve_to_sandboxes),
+    served from a thread while the block runs: its URL, with a trailing slash."""
+    server = serve_to_sandboxes(
+        lambda host, port: http.server.ThreadingHTTPServer((host, port), handler)
+    )
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name=name).start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host}:{port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture

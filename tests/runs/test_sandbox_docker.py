@@ -31,7 +31,14 @@ from sandboxes.base import (
     tar_files,
 )
 from sandboxes.docker import DockerBackend
-from sandboxes.image import DOCKERFILE, IMAGE_ENV, PACKAGES, VENV_PACKAGES, build_image
+from sandboxes.image import (
+    DOCKERFILE,
+    IMAGE_ENV,
+    NODE_SDK_INSTALL,
+    PACKAGES,
+    VENV_PACKAGES,
+    build_image,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -388,6 +395,23 @@ def test_image_has_git_python_node_and_the_host_ca_bundle(backend, sandbox):
     assert backend.collect(handle, [bundle], 4 << 20)[bundle].content == host_bundle
 
 
+def test_image_has_the_node_sdk_under_both_names(backend, sandbox):
+    """Offline, from the workspace: an ES module imports `belvedir` and `@fractalresearch/loop`
+    (found in /node_modules), require() finds them on NODE_PATH; the same build under each."""
+    handle = sandbox(
+        'node --input-type=module -e \'import * as a from "belvedir";'
+        ' import * as b from "@fractalresearch/loop";'
+        " console.log(typeof a.withSession, typeof b.withSession, a.VERSION === b.VERSION)'"
+        ' && cd / && node -e \'console.log(Object.keys(require("belvedir")).join(","))\''
+    )
+    assert run_to_end(backend, handle).split() == [
+        "function",
+        "function",
+        "true",
+        "DEFAULT_BASE_URL,VERSION,initialize,withSession,task,reportOutcome,flush",
+    ]
+
+
 def test_sandbox_image_returns_at_once_when_the_image_exists():
     lines: list[str] = []
     result = build_image(config=image_config(), say=lines.append)
@@ -404,3 +428,5 @@ def test_dockerfile_sets_the_same_environment_and_packages_as_the_offline_recipe
     assert sorted(install.group(1).replace("\\", " ").split()) == sorted(PACKAGES)
     venv = re.search(r"/opt/venv/bin/pip install .*?\.crt \\\s*(.*?)\s*&&", text, re.DOTALL)
     assert venv.group(1).replace("\\", " ").split() == list(VENV_PACKAGES)
+    node = re.search(r"^RUN (install -d /opt/belvedir-node.*?)\n\n", text, re.DOTALL | re.MULTILINE)
+    assert node.group(1).replace("\\\n", " ").split() == NODE_SDK_INSTALL.split()

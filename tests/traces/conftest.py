@@ -6,6 +6,8 @@ import pytest
 from belvedir.models import ApiKey
 from belvedir.services import api_key_create
 from runs.models import Run
+from tests.helpers.run_fixtures import serve_to_sandboxes
+from tests.traces.fake_openai import DEFAULT_REPLY, FakeOpenAI
 from tests.traces.helpers import body_of, fixture_bytes, post_outcome, post_traces, span
 from traces.models import Session
 from traces.services.task_forming import tasks_form
@@ -53,3 +55,13 @@ def foreign(outsider) -> Session:
     session = Session.objects.get(project=outsider.project)
     tasks_form(session=session)
     return session
+
+
+@pytest.fixture
+def sandbox_openai():
+    """The model provider (the fake's DEFAULT_REPLY), where sandboxes reach it."""
+    fake = serve_to_sandboxes(
+        lambda host, port: FakeOpenAI(reply=DEFAULT_REPLY, host=host, port=port)
+    )
+    with fake:
+        yield fake

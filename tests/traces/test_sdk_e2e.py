@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,9 @@ from django.test import Client
 from harnesses.services import harness_create
 from runs import services as run_services
 from runs.executor import execute_run
-from tests.helpers.run_fixtures import serve_to_sandboxes
+from tests.helpers.run_fixtures import http_for_sandboxes
 from tests.runs.helpers import containers_of, git_repo_of
-from tests.traces.fake_openai import FakeOpenAI, assert_spans_answer
+from tests.traces.fake_openai import DEFAULT_REPLY, assert_spans_answer
 from tests.traces.helpers import TRACES, body_of, span
 from traces.models import Session, Span, Task
 from traces.services.task_forming import tasks_form
@@ -41,7 +40,7 @@ INSTALL = (
     " && .venv/bin/pip install --progress-bar off -r requirements.txt"
 )
 RUN = ".venv/bin/python run.py"
-REPLY = "The answer is 4."
+REPLY = DEFAULT_REPLY
 # The sandbox image's interpreter; wheels are picked for it.
 SANDBOX_PYTHON = ("3.13", "cp313")
 PLATFORMS = [
@@ -121,25 +120,9 @@ def wheel_index(sdk_wheels) -> str:
         def log_message(self, *args):
             pass
 
-    server = serve_to_sandboxes(
-        lambda host, port: http.server.ThreadingHTTPServer(
-            (host, port), functools.partial(Quiet, directory=str(sdk_wheels))
-        )
-    )
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True, name="wheel-index").start()
-    host, port = server.server_address[:2]
-    yield f"http://{host}:{port}/"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def fake_openai():
-    """The model provider, where sandboxes reach it."""
-    fake = serve_to_sandboxes(lambda host, port: FakeOpenAI(reply=REPLY, host=host, port=port))
-    with fake:
-        yield fake
+    handler = functools.partial(Quiet, directory=str(sdk_wheels))
+    with http_for_sandboxes(handler, "wheel-index") as url:
+        yield url
 
 
 @pytest.fixture
@@ -153,7 +136,7 @@ def sandbox(settings, sandbox_gateway):
 
 
 def test_the_sdk_traces_a_harness_run_into_its_session(
-    owner, sandbox, wheel_index, fake_openai, tmp_path, django_capture_on_commit_callbacks
+    owner, sandbox, wheel_index, sandbox_openai, tmp_path, django_capture_on_commit_callbacks
 ):
     harness = harness_create(
         project=owner.project,
@@ -174,7 +157,7 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
             harness=harness,
             created_by=owner.user,
             model="gpt-4o-mini",
-            model_api_base=fake_openai.base_url,
+            model_api_base=sandbox_openai.base_url,
             model_api_key="sk-fake-for-tests",
         )
     run_key = run_services.run_model_secrets(run)["run_key"]
@@ -189,7 +172,7 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
     assert run.results["answers"] == [REPLY, REPLY]
 
     # The harness really called the model server, with a W3C traceparent from the SDK.
-    calls = fake_openai.chat_requests()
+    calls = sandbox_openai.chat_requests()
     assert len(calls) == 2
     assert all(c["body"]["model"] == "gpt-4o-mini" for c in calls)
     assert all("traceparent" in {k.lower() for k in c["headers"]} for c in calls)
