@@ -149,12 +149,23 @@ class SpendCapped(models.Model):
     """What spends platform money on model usage under a cap (a covered run, a covered
     environment generation), in integer micro-dollars: reserved is held by calls in flight,
     spent is settled; reserved + spent never passes the cap (`billing.spend`). Calls reserve
-    only while the row's `status` is "running" and it is `covered`."""
+    only while the row's `status` is "running" and it is `covered`.
+
+    A call is charged at most what it reserved: what the upstream reported past that is the
+    excess (`covered_excess_micros` over `covered_excess_calls` calls), which the platform
+    may have been billed but the cap never counts: the operator's "upstream reported more
+    than reserved"."""
 
     covered = models.BooleanField(default=False)
     covered_cap_micros = models.BigIntegerField(default=0)
     covered_reserved_micros = models.BigIntegerField(default=0)
     covered_spent_micros = models.BigIntegerField(default=0)
+    covered_excess_micros = models.BigIntegerField(
+        default=0, help_text="What the upstream reported past the calls' reservations."
+    )
+    covered_excess_calls = models.IntegerField(
+        default=0, help_text="Calls whose upstream reported more than was reserved."
+    )
 
     class Meta:
         abstract = True

@@ -9,6 +9,13 @@ left it, so concurrent calls never reserve past the cap together) and one settle
 event loop, on a few async psycopg connections of its own (`spend_reserve_async`: one round
 trip, no hop to a worker thread).
 
+
+A call is charged at most what it reserved (`Charge`): an upstream reporting more usage than
+the reservation allowed for (provider-side prompts, tools, images, a routed model that
+tokenizes otherwise) is charged the reservation and the rest is recorded as excess
+(`covered_excess_micros`, `covered_excess_calls`: "upstream reported more than reserved"),
+never spent. So reserved + spent never passes the cap, whatever an upstream reports, and a
+spender whose cap is reached admits no further call.
 """
 
 import asyncio
@@ -28,18 +35,22 @@ CONNECTIONS = 4  # async connections per event loop (`spend_reserve_async`)
 RESERVE_SQL = """
     UPDATE "{table}" SET covered_reserved_micros = covered_reserved_micros + %(amount)s
     WHERE id = %(id)s AND status = %(running)s AND covered
+      AND covered_reserved_micros + covered_spent_micros < covered_cap_micros
       AND covered_cap_micros >= covered_reserved_micros + covered_spent_micros + %(amount)s
 """  # noqa: S608 (the table's name is the model's, the values are parameters)
 SETTLE_SQL = """
     UPDATE "{table}" SET covered_reserved_micros = covered_reserved_micros - %(released)s,
-      covered_spent_micros = covered_spent_micros + %(charged)s
+      covered_spent_micros = covered_spent_micros + %(charged)s,
+      covered_excess_micros = covered_excess_micros + %(excess)s,
+      covered_excess_calls = covered_excess_calls + %(excess_calls)s
     WHERE id = %(id)s
 """  # noqa: S608
 
 
 @dataclasses.dataclass(frozen=True)
 class Charge:
-    """One call's settlement: what it reserved, and what its usage costs."""
+    """One call's settlement: what it reserved, and what its usage as the upstream reported
+    it costs. It is charged at most its reservation; the rest is its excess."""
 
     account_id: str
     reserved_micros: int
@@ -47,7 +58,11 @@ class Charge:
 
     @property
     def charged_micros(self) -> int:
-        return max(self.cost_micros, 0)
+        return min(max(self.cost_micros, 0), max(self.reserved_micros, 0))
+
+    @property
+    def excess_micros(self) -> int:
+        return max(self.cost_micros, 0) - self.charged_micros
 
 
 def _sql(text: str, account: type[SpendCapped]) -> str:
@@ -75,19 +90,21 @@ def spend_reserve(*, account: type[SpendCapped], account_id: str, amount: int) -
 
 
 def spend_settle(*, account: type[SpendCapped], charges: Iterable[Charge]) -> None:
-    """Release the charges' reservations and add what they are charged to their spenders'
-    spend, in one transaction.
+    """Release the charges' reservations and add what they are charged (each at most its
+    reservation) to their spenders' spend, and the rest to their excess, in one transaction.
     The rows are updated in id order (concurrent settlements never deadlock); in a caller's
     transaction, last, so their locks (which every reservation needs) are held briefly."""
     totals: dict[str, list[int]] = {}
     for charge in charges:
-        total = totals.setdefault(charge.account_id, [0, 0])
+        total = totals.setdefault(charge.account_id, [0, 0, 0, 0])
         total[0] += charge.reserved_micros
         total[1] += charge.charged_micros
+        total[2] += charge.excess_micros
+        total[3] += 1 if charge.excess_micros else 0
     rows = [
-        {"id": account_id, "released": r, "charged": c}
-        for account_id, (r, c) in sorted(totals.items())
-        if r or c
+        {"id": account_id, "released": r, "charged": c, "excess": e, "excess_calls": n}
+        for account_id, (r, c, e, n) in sorted(totals.items())
+        if r or c or e
     ]
     if not rows:
         return

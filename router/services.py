@@ -278,36 +278,38 @@ class Settlement:
 
 def calls_settle(settlements: list[Settlement]) -> None:
     """Record the calls as spans (one batch per key), release their reservations and add
-    what they cost to their runs' spend (`billing.spend.spend_settle`), in one transaction.
+    what they are charged to their runs' spend (`billing.spend.spend_settle`: each at most
+    its reservation, the rest recorded as the upstream's excess), in one transaction.
     The runs' rows are updated last (in id order, so concurrent batches never deadlock):
     their locks, which every call of a run needs to reserve, are held only from those UPDATEs
     to the commit. A settlement with
     `record_span` off settles the money alone (a call whose span cannot be written) and marks
     its run's traces incomplete (`Run.traces_incomplete`)."""
     close_old_connections()
-    by_key: dict[tuple[int, str], tuple[ApiKey, list[CallRecord]]] = {}
+    by_key: dict[tuple[int, str], tuple[ApiKey, list[tuple[CallRecord, Charge]]]] = {}
     charges: list[Charge] = []
     spanless: set[str] = set()  # runs with a call whose span is given up on
     for item in settlements:
+        charge = Charge(item.run_id, item.reserved_micros, item.call.cost_micros)
+        charges.append(charge)
         if item.record_span:
-            by_key.setdefault((item.key.pk, item.run_id), (item.key, []))[1].append(item.call)
+            calls = by_key.setdefault((item.key.pk, item.run_id), (item.key, []))[1]
+            calls.append((item.call, charge))
         else:
             spanless.add(item.run_id)
-        charges.append(Charge(item.run_id, item.reserved_micros, item.call.cost_micros))
     with transaction.atomic():
         for (_, run_id), (key, calls) in by_key.items():
-            _spans_store(key=key, run_id=run_id, calls=calls)
+            spans = [_span(run_id, call, charge) for call, charge in calls]
+            spans_ingest(key=key, spans=spans, from_router=True)
         spend_settle(account=Run, charges=charges)
         if spanless:  # their traces are short of these calls: the run page says so
             Run.objects.filter(pk__in=sorted(spanless)).update(traces_incomplete=True)
 
 
-def _spans_store(*, key: ApiKey, run_id: str, calls: list[CallRecord]) -> None:
-    """Store the calls as LLM spans in the run's session (session id = the run's id)."""
-    spans_ingest(key=key, spans=[_span(run_id, call) for call in calls], from_router=True)
-
-
-def _span(run_id: str, call: CallRecord) -> otlp.SpanIn:
+def _span(run_id: str, call: CallRecord, charge: Charge) -> otlp.SpanIn:
+    """The call as an LLM span in the run's session (session id = the run's id): its tokens as
+    the upstream reported them, its cost as charged; when the upstream reported more than was
+    reserved, the excess too (and the reported cost)."""
     attributes = {
         "session.id": run_id,
         "traceloop.span.kind": "llm",
@@ -317,11 +319,15 @@ def _span(run_id: str, call: CallRecord) -> otlp.SpanIn:
         "gen_ai.input.messages": json.dumps(
             call.messages if isinstance(call.messages, list) else []
         ),
-        "belvedir.router.cost_micros": call.cost_micros,
-        "belvedir.router.cost_usd": call.cost_micros / 1e6,
+        "belvedir.router.cost_micros": charge.charged_micros,
+        "belvedir.router.cost_usd": charge.charged_micros / 1e6,
         "belvedir.router.streamed": call.streamed,
         "http.response.status_code": call.http_status,
     }
+    if charge.excess_micros:  # "upstream reported more than reserved"
+        attributes["belvedir.router.reserved_micros"] = charge.reserved_micros
+        attributes["belvedir.router.reported_cost_micros"] = charge.cost_micros
+        attributes["belvedir.router.excess_micros"] = charge.excess_micros
     if call.response_model:
         attributes["gen_ai.response.model"] = call.response_model
     if call.output_text or call.finish_reason:

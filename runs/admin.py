@@ -42,6 +42,7 @@ class RunAdmin(admin.ModelAdmin):
         "finished_at",
         "worker",
         "engine",
+        "shown_excess",
     ]
     list_filter = ["status", "grading", "gpu_type", "project__organization"]
     search_fields = ["id", "harness_name", "model", "project__name"]
@@ -57,6 +58,10 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="score", ordering="score")
     def shown_score(self, run: Run) -> str:
         return score_text(run.score)
+
+    # billing.spend: what the upstream reported past the calls' reservations (never charged
+    # to the cap; the platform may have been billed it).
+    shown_excess = usd_column("covered_excess_micros", "upstream reported more than reserved")
 
     readonly_fields = [
         "id",
@@ -83,6 +88,8 @@ class RunAdmin(admin.ModelAdmin):
         "engine",
         "gpu_type",
         "gpu_device",
+        "shown_excess",
+        "covered_excess_calls",
         "heartbeat_at",
         "cancel_requested_at",
         "created_by",
@@ -105,9 +112,9 @@ class RunAdmin(admin.ModelAdmin):
 class OrganizationSpendAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Platform spend on covered models, summed per organization (not billed to them)."""
 
-    list_display = ["name", "id", "covered_runs", "shown_spend"]
+    list_display = ["name", "id", "covered_runs", "shown_spend", "shown_excess", "excess_calls"]
     search_fields = ["name", "id"]
-    fields = ["name", "id", "covered_runs", "shown_spend"]
+    fields = ["name", "id", "covered_runs", "shown_spend", "shown_excess", "excess_calls"]
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -117,6 +124,8 @@ class OrganizationSpendAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             .get_queryset(request)
             .annotate(
                 covered_spend=Coalesce(Sum("projects__runs__covered_spent_micros"), 0),
+                covered_excess=Coalesce(Sum("projects__runs__covered_excess_micros"), 0),
+                covered_excess_calls=Coalesce(Sum("projects__runs__covered_excess_calls"), 0),
                 covered_run_count=Count("projects__runs", filter=covered),
             )
         )
@@ -126,6 +135,11 @@ class OrganizationSpendAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return org.covered_run_count
 
     shown_spend = usd_column("covered_spend", "covered model spend (USD)")
+    shown_excess = usd_column("covered_excess", "upstream reported more than reserved (USD)")
+
+    @admin.display(description="calls over their reservation", ordering="covered_excess_calls")
+    def excess_calls(self, org) -> int:
+        return org.covered_excess_calls
 
 
 @admin.action(description="Free selected GPU devices (their runs must have ended)")

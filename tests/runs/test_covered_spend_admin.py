@@ -22,3 +22,27 @@ def test_covered_model_spend_is_summed_per_organization_and_not_charged(
     globex = page[page.index(">Globex<") :]
     assert "$0.040003" in globex[: globex.index("</tr>")]  # exact, not rounded to cents
     assert selectors.balance(organization=owner.org) == 0
+
+
+def test_the_operator_sees_what_upstreams_reported_past_the_reservations(
+    superuser, owner, outsider, make_run
+):
+    run = make_run(
+        covered=True,
+        covered_spent_micros=233,
+        covered_excess_micros=999_767,
+        covered_excess_calls=1,
+    )
+    make_run(covered=True, covered_excess_micros=500_000, covered_excess_calls=2)
+
+    page = superuser.get("/admin/runs/organizationspend/").content.decode()
+
+    assert "upstream reported more than reserved" in page.lower()
+    acme = page[page.index(">Acme<") :]
+    row = acme[: acme.index("</tr>")]
+    assert "$1.499767" in row and ">3<" in row  # summed, exact; three calls over
+    runs = superuser.get("/admin/runs/run/").content.decode()
+    assert "upstream reported more than reserved" in runs.lower() and "$0.999767" in runs
+    detail = superuser.get(f"/admin/runs/run/{run.pk}/change/")
+    assert detail.status_code == 200, (detail.status_code, detail.get("Location"))
+    assert "$0.999767" in detail.content.decode()
