@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from belvedir import api, member_views, views
+from belvedir.dispatch import by_method
 from belvedir.forms import EmailLoginForm
 
 # Each app's URLs are included by their module's name, so the ground floor imports no app
@@ -19,8 +20,15 @@ api_v1 = [
     path("", include("billing.api_urls")),
     path("", include("runs.api_urls")),
     path("", include("models_registry.api_urls")),
-    # The model router (OpenAI-compatible): chat/completions and models (GET; a POST there
-    # uploads a fine-tuned model).
+    # The model router (OpenAI-compatible): chat/completions and models; a POST on models is a
+    # fine-tuned model's upload (the REST API of models_registry shares the path).
+    path(
+        "models",
+        by_method(
+            default="router.views.models", POST="models_registry.api.FineTunedModelUploadView"
+        ),
+        name="router-models",
+    ),
     path("", include("router.urls")),
 ]
 

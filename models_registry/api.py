@@ -1,7 +1,7 @@
 """REST API for fine-tuned models: upload (multipart, streamed), list, read, delete.
 
 `POST /api/v1/models` shares its path with the model router's OpenAI-compatible
-`GET /api/v1/models` (router.views dispatches by method), so the list is
+`GET /api/v1/models` (belvedir/urls.py dispatches by method), so the list is
 `GET /api/v1/models/fine-tuned`.
 """
 
@@ -37,7 +37,7 @@ class FineTunedModelUploadView(AccessMixin, APIView):
         return super().initialize_request(request, *args, **kwargs)
 
     # Documented by router.schema: the schema generator does not see this view behind the
-    # router's (which answers GET on the same path).
+    # method dispatch it shares with the router (which answers GET on the same path).
     def post(self, request):
         self.access.require_write()
         data = request.data  # the body streams through the guard into a temporary file

@@ -20,8 +20,9 @@ from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from belvedir.text import usd
+from billing.pricing import Price, worst_case_micros
 from billing.spend import Charge, spend_reserve, spend_settle
-from router.pricing import Price, price_for, worst_case_micros
+from router.pricing import price_for
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
 from runs.selectors import run_covered_models, run_of_key
@@ -258,6 +259,15 @@ class CallRecord:
     # The client's W3C trace context (its `traceparent`: an SDK's span of this call), which
     # the call's span continues: (trace id, parent span id), or None.
     trace_parent: tuple[str, str] | None = None
+
+    def fail(self, status: int, error: str) -> None:
+        """The call ends in an error: its status and message, for its span."""
+        self.http_status, self.error = status, error
+
+    def end(self, status: int, error: str) -> None:
+        """The call ends now, in an error (a refusal: it never reached the upstream)."""
+        self.fail(status, error)
+        self.ended_ns = time.time_ns()
 
 
 @dataclasses.dataclass

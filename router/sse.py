@@ -3,7 +3,7 @@ usage (which `stream_options.include_usage` puts in the last chunk)."""
 
 import json
 
-from router.pricing import text_tokens
+from billing.pricing import text_tokens
 
 
 class StreamReader:

@@ -4,5 +4,4 @@ from router import views
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="router-chat-completions"),
-    path("models", views.models, name="router-models"),
 ]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from django.db import IntegrityError, connections, transaction
 
-from router.pricing import Price, worst_case_micros
+from billing.pricing import Price, worst_case_micros
 from runs.models import Run
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, free_port, settled
 from traces.models import Span
@@ -138,13 +138,13 @@ def test_a_stream_whose_client_leaves_while_it_is_settled_settles_once(
 
 
 def test_a_call_hands_over_its_settlement_once():
+    from router.calls import Call
     from router.services import Admission, CallRecord
-    from router.views import _settlement
 
     admission = Admission(key=None, run_id="r", price=Price(1, 1, 1), reserved_micros=5)
     call = CallRecord(model=MODEL, messages=[], started_ns=1)
-    assert _settlement(admission, call).reserved_micros == 5
-    assert _settlement(admission, call) is None  # a second path to settle finds it done
+    assert Call(call, admission).settlement().reserved_micros == 5
+    assert Call(call, admission).settlement() is None  # a second path to settle finds it done
 
 
 def test_the_database_refuses_a_reservation_released_twice(covered_run):

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from router.pricing import Price, prompt_tokens_estimate, worst_case_micros
+from billing.pricing import Price, prompt_tokens_estimate, worst_case_micros
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.pricing import Price, output_tokens_limit, prompt_tokens_estimate, worst_case_micros
+from billing.pricing import Price, output_tokens_limit, prompt_tokens_estimate, worst_case_micros
 from tests.helpers.hypothesis_profiles import examples
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span

@@ -6,7 +6,7 @@ import time
 import httpx
 import pytest
 
-from router.pricing import Price, worst_case_micros
+from billing.pricing import Price, worst_case_micros
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, settled
 from traces.models import Span
 

@@ -5,7 +5,7 @@ import httpx
 import openai
 import pytest
 
-from router.pricing import Price, worst_case_micros
+from billing.pricing import Price, worst_case_micros
 from runs.models import Run
 from tests.router.fake_upstream import PROMPT_TOKENS
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled

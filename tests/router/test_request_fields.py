@@ -6,8 +6,8 @@ model and the judge the run was launched with."""
 import httpx
 import pytest
 
+from billing.pricing import Price, worst_case_micros
 from models_registry.models import CoveredModel
-from router.pricing import Price, worst_case_micros
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 

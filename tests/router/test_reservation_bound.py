@@ -10,15 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from router.pricing import (
+from billing.pricing import (
     MAX_CHOICES,
     TOKENS_PER_IMAGE,
     Price,
     prompt_tokens_estimate,
     worst_case_micros,
 )
+from router.calls import forwarded_body
 from router.services import Admission
-from router.views import MAX_BODY_BYTES, _forwarded_body
+from router.views import MAX_BODY_BYTES
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 
@@ -51,12 +52,12 @@ def test_the_limit_reserved_for_is_the_one_sent_upstream_with_reasoning_under_it
     )
     admission = Admission(key=None, run_id="r", price=PRICE, reserved_micros=0)
 
-    forwarded = _forwarded_body(admission, body)
+    forwarded = forwarded_body(admission, body)
 
     assert (forwarded["max_tokens"], forwarded["max_completion_tokens"]) == (10, 10)
     assert forwarded["reasoning"] == {"max_tokens": 10, "effort": "high"}
     assert forwarded["thinking"]["budget_tokens"] == 4
-    unlimited = _forwarded_body(admission, _body())
+    unlimited = forwarded_body(admission, _body())
     assert (unlimited["max_tokens"], unlimited["max_completion_tokens"]) == (MAX_OUTPUT,) * 2
 
 

@@ -8,8 +8,8 @@ import asyncio
 import httpx
 import pytest
 
+from billing.pricing import Price, worst_case_micros
 from router import settlement
-from router.pricing import Price, worst_case_micros
 from router.services import CallRecord, Settlement
 from runs.models import Run
 from tests.helpers import aio

@@ -1,0 +1,411 @@
+"""A router call's lifecycle, from its admission to its settlement: `admit` (its run key, its
+run running and covered, its worst case reserved against the run's cap by billing), then a
+`Call` forwards it to the upstream (`router.upstream`), reads its answer (whole or streamed
+through as it arrives) and settles it exactly once, whatever path its end takes (answered,
+an upstream error, a timeout, a client gone): its span and its money (`router.settlement`).
+"""
+
+import asyncio
+import functools
+import json
+import time
+
+import httpx
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+
+from billing.pricing import (
+    cost_micros,
+    output_tokens_limit,
+    prompt_tokens_estimate,
+    reported_tokens,
+)
+from billing.spend import spend_reserve_async
+from router import upstream
+from router.pricing import choices_problem, forwarded_fields, refused_field
+from router.services import (
+    Admission,
+    CallRecord,
+    RouterRefusal,
+    Settlement,
+    admission_cached,
+    call_admit,
+    off_loop,
+    refused_reservation,
+)
+from router.settlement import settler
+from router.sse import StreamReader
+from runs.models import Run
+
+_call_admit = off_loop(call_admit)
+_refused_reservation = off_loop(refused_reservation)
+
+# The upstream refusing the platform's own account (its key, its credits): not the caller's
+# doing, so not answered as if it were (the upstream's text goes to the span only).
+UPSTREAM_ACCOUNT_STATUSES = frozenset({401, 402, 403})
+
+
+def error_response(
+    status: int, message: str, *, type: str, code: str | None = None, param: str | None = None
+) -> JsonResponse:
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    return JsonResponse(body, status=status)
+
+
+def refused(exc: RouterRefusal) -> JsonResponse:
+    return error_response(exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
+
+
+async def record_refused(caller, call: CallRecord, refusal: RouterRefusal) -> None:
+    """A call refused before it was admitted, traced in its caller's run (nothing reserved)."""
+    call.end(refusal.status, refusal.message)
+    await settler().settle(Settlement(caller[0], caller[1], call))
+
+
+def upstream_error(status: int, content: bytes) -> tuple[JsonResponse, int, str]:
+    """The upstream's error as the router answers it, OpenAI-style: its status and message,
+    or a 502 for a refusal of the platform's account; with the status and the upstream's own
+    message, for the span."""
+    try:
+        document = json.loads(content)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("error"), dict):
+        error = document["error"]
+        message = str(error.get("message") or f"The upstream answered {status}.")
+        kind, code = str(error.get("type") or "upstream_error"), error.get("code")
+    else:
+        text = content.decode("utf-8", "replace")[:500]
+        message, kind, code = f"The upstream answered {status}: {text}", "upstream_error", None
+    if status in UPSTREAM_ACCOUNT_STATUSES:
+        answer = error_response(
+            502,
+            "The platform's model upstream refused the call.",
+            type="upstream_error",
+            code="upstream_refused",
+        )
+        return answer, 502, f"The upstream answered {status}: {message}"
+    return error_response(status, message, type=kind, code=code), status, message
+
+
+class BodyRefused(Exception):
+    """A call's body the router does not take: the refusal, and the body as far as it read."""
+
+    def __init__(self, refusal: RouterRefusal, body=None):
+        super().__init__(refusal.message)
+        self.refusal, self.body = refusal, body
+
+
+def checked_body(raw: bytes | None, *, limit: int) -> dict:
+    """The call's body with only the fields the router forwards (what is reserved for is
+    what is forwarded); `BodyRefused` for one over `limit` (None), not JSON with messages, with
+    a field the router refuses or a choice count it cannot serve."""
+    if raw is None:
+        message = f"The request body is over {limit // 2**20} MB."
+        raise BodyRefused(
+            RouterRefusal(413, message, type="invalid_request_error", code="body_too_large")
+        )
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        message = "The body must be a JSON object with messages."
+        raise BodyRefused(
+            RouterRefusal(400, message, type="invalid_request_error", code=None), body
+        )
+    field = refused_field(body)
+    if field is not None:
+        message = (
+            f"The router does not take {field!r}: it would change which model serves the "
+            "call or what it is billed. Call the run's model directly, without it."
+        )
+        refusal = RouterRefusal(
+            400, message, type="invalid_request_error", code="unsupported_field", param=field
+        )
+        raise BodyRefused(refusal, body)
+    body = forwarded_fields(body)
+    problem = choices_problem(body)
+    if problem is not None:
+        refusal = RouterRefusal(400, problem, type="invalid_request_error", code=None, param="n")
+        raise BodyRefused(refusal, body)
+    return body
+
+
+def forwarded_body(admission: Admission, body: dict) -> dict:
+    forwarded = dict(body)
+    # Both limits, whichever the upstream reads: what was reserved for is all it may produce.
+    limit = output_tokens_limit(admission.price, body)
+    forwarded["max_tokens"] = forwarded["max_completion_tokens"] = limit
+    for name, budget in (("reasoning", "max_tokens"), ("thinking", "budget_tokens")):
+        _cap_budget(forwarded, name, budget, limit)
+    if body.get("stream"):
+        options = forwarded.get("stream_options")
+        forwarded["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+    return forwarded
+
+
+def _cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:
+    """A reasoning budget (OpenRouter's `reasoning.max_tokens`, Anthropic's
+    `thinking.budget_tokens`) never past the output limit (reasoning is output)."""
+    options = forwarded.get(name)
+    if isinstance(options, dict) and isinstance(options.get(budget), int):
+        forwarded[name] = {**options, budget: min(options[budget], limit)}
+
+
+async def admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> "Call":
+    """The call admitted and reserved; one refused for its run's cap while calls of that run
+    wait to be settled (their reservations still held) is tried again once they are."""
+    try:
+        return Call(call, await _admit(token, model, body, call, asgi=asgi))
+    except RouterRefusal as exc:
+        pending = exc.caller is not None and settler().pending_for(exc.caller[1])
+        if exc.code != "spend_cap_reached" or not pending:
+            raise
+    await settler().flush()
+    return Call(call, await _admit(token, model, body, call, asgi=asgi))
+
+
+async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> Admission:
+    """Admitted from this process's cached lookups and reserved from the event loop (one
+    round trip; served by ASGI, whose event loop lives as long as the process)
+    when it can be; else everything in a worker thread through the ORM."""
+    cached = admission_cached(token=token, model=model, body=body)
+    if cached is None or not asgi:
+        admitting = asyncio.ensure_future(_call_admit(token=token, model=model, body=body))
+    else:
+        admitting = asyncio.ensure_future(_reserved(cached))
+    # Shielded: a client gone meanwhile must not leave a reservation nothing releases.
+    try:
+        admission = await asyncio.shield(admitting)
+    except asyncio.CancelledError:
+        admitting.add_done_callback(functools.partial(_release_abandoned, call))
+        raise
+    if admission is None:
+        raise await _refused_reservation(cached.key, cached.run_id, cached.reserved_micros)
+    return admission
+
+
+async def _reserved(admission: Admission) -> Admission | None:
+    """The cached admission once reserved; None when its run could not reserve it."""
+    reserved = await spend_reserve_async(
+        account=Run, account_id=admission.run_id, amount=admission.reserved_micros
+    )
+    return admission if reserved else None
+
+
+def _release_abandoned(call: CallRecord, admitting: asyncio.Future) -> None:
+    """An admission whose client left while it was being made: released, and traced."""
+    if admitting.cancelled() or admitting.exception() is not None or admitting.result() is None:
+        return
+    call.fail(499, "The client disconnected.")
+    Call(call, admitting.result()).finish_after_answer(hurry=True)
+
+
+class Call:
+    """An admitted call: its record (what its span says) and its admission (what it
+    reserved). Settled at most once, whatever path its end takes."""
+
+    def __init__(self, record: CallRecord, admission: Admission) -> None:
+        self.record, self.admission = record, admission
+
+    def settlement(self) -> Settlement | None:
+        """The call's settlement, the first time it is asked for; None after (a call settles
+        at most once, whatever path its cancellation takes)."""
+        call = self.record
+        if call.settled:
+            return None
+        call.settled = True
+        call.ended_ns = call.ended_ns or time.time_ns()
+        return Settlement.of(self.admission, call)
+
+    async def finish(self) -> None:
+        """Settle the call and record its span before answering, even when the request task
+        is being cancelled (`router.settlement`: written with whatever else is pending)."""
+        settlement = self.settlement()
+        if settlement is not None:
+            await settler().settle(settlement)
+
+    def finish_after_answer(self, *, hurry: bool = False) -> asyncio.Future | None:
+        """Settle after the answer went out, in the next batch: the reservation keeps the cap
+        safe meanwhile. The future is done once it is written (None when it was settled)."""
+        settlement = self.settlement()
+        if settlement is None:
+            return None
+        return settler().submit(settlement, hurry=hurry)
+
+    async def failed(self, status: int, message: str, response):
+        self.record.fail(status, message)
+        await self.finish()
+        return response
+
+    def charge_if_sent(self) -> None:
+        """No usage came back: once the request reached the upstream, the upstream may bill it
+        (a dropped connection does not stop a non-streamed completion), so the call costs its
+        reserved worst case; a request that never left (a connect error) costs nothing."""
+        if self.record.sent:
+            self.record.cost_micros = self.admission.reserved_micros
+
+    def traced(self) -> dict:
+        """httpx's extensions marking the record `sent` once the request's first byte is
+        written."""
+        call = self.record
+
+        async def trace(event: str, info: dict) -> None:
+            if event.endswith("send_request_headers.started"):
+                call.sent = True
+
+        return {"trace": trace}
+
+    def _cost(self) -> int:
+        call = self.record
+        return cost_micros(
+            self.admission.price,
+            input_tokens=call.input_tokens or 0,
+            output_tokens=call.output_tokens or 0,
+        )
+
+    async def send(self, sending) -> httpx.Response | JsonResponse:
+        """The upstream's response; or, when none came, the error answer (the call settled)."""
+        try:
+            return await sending
+        except httpx.TimeoutException:
+            self.charge_if_sent()
+            message = "The upstream did not answer in time."
+            answer = error_response(504, message, type="upstream_error", code="timeout")
+            return await self.failed(504, message, answer)
+        except httpx.HTTPError as exc:
+            self.charge_if_sent()
+            message = f"The upstream could not be reached: {type(exc).__name__}."
+            answer = error_response(502, message, type="upstream_error")
+            return await self.failed(502, message, answer)
+        except asyncio.CancelledError:  # the client went away before the answer
+            self.charge_if_sent()
+            self.record.fail(499, "The client disconnected.")
+            await self.finish()
+            raise
+
+    async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
+        """Forward a call answered whole; settled after the answer (ASGI) or before it."""
+        response = await self.send(
+            http.post(
+                upstream.url("chat/completions"),
+                json=forwarded,
+                headers=upstream.headers(),
+                extensions=self.traced(),
+            )
+        )
+        if isinstance(response, JsonResponse):
+            return response
+        if response.status_code >= 400:
+            reply, status, message = upstream_error(response.status_code, response.content)
+            return await self.failed(status, message, reply)
+        try:
+            document = response.json()
+        except ValueError:
+            document = None
+        if not isinstance(document, dict):
+            message = "The upstream answered with something that is not JSON."
+            # It may have billed us: assume the worst.
+            self.record.cost_micros = self.admission.reserved_micros
+            return await self.failed(
+                502, message, error_response(502, message, type="upstream_error")
+            )
+        self.read_completion(document)
+        if settle_later:
+            self.finish_after_answer()
+        else:
+            await self.finish()
+        return HttpResponse(
+            response.content, status=response.status_code, content_type="application/json"
+        )
+
+    def read_completion(self, document: dict) -> None:
+        call = self.record
+        usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
+        call.response_model = str(document.get("model") or "")
+        choices = document.get("choices") or []
+        if choices and isinstance(choices[0], dict):
+            message = choices[0].get("message") or {}
+            call.output_text = (
+                str(message.get("content") or "") if isinstance(message, dict) else ""
+            )
+            call.finish_reason = str(choices[0].get("finish_reason") or "")
+        if usage is None:  # no usage: charge the worst case reserved
+            call.cost_micros = self.admission.reserved_micros
+            return
+        call.input_tokens = reported_tokens(usage.get("prompt_tokens"))
+        call.output_tokens = reported_tokens(usage.get("completion_tokens"))
+        call.cost_micros = self._cost()
+
+    async def stream(self, forwarded: dict):
+        """Forward a streamed call; its events pass through as they arrive (`relay`)."""
+        http = upstream.client()
+        request = http.build_request(
+            "POST",
+            upstream.url("chat/completions"),
+            json=forwarded,
+            headers=upstream.headers(),
+            extensions=self.traced(),
+        )
+        response = await self.send(http.send(request, stream=True))
+        if isinstance(response, JsonResponse):
+            return response
+        if response.status_code >= 400:
+            content = await response.aread()
+            await response.aclose()
+            reply, status, message = upstream_error(response.status_code, content)
+            return await self.failed(status, message, reply)
+        streamed = StreamingHttpResponse(
+            self.relay(response, forwarded), content_type="text/event-stream"
+        )
+        streamed["Cache-Control"] = "no-cache"
+        streamed["X-Accel-Buffering"] = "no"
+        return streamed
+
+    async def relay(self, response: httpx.Response, forwarded: dict):
+        """Pass the upstream's events through as they come; the call is settled once they end
+        (with the next batch), or at once when the client leaves or the upstream stream
+        breaks."""
+        call, reader = self.record, StreamReader()
+        try:
+            async for chunk in response.aiter_raw():
+                reader.feed(chunk)
+                yield chunk
+        except (asyncio.CancelledError, GeneratorExit):  # cancelled, or closed at a yield
+            call.fail(499, "The client disconnected mid-stream.")
+            raise
+        except httpx.HTTPError as exc:
+            call.fail(502, f"The upstream stream broke: {type(exc).__name__}.")
+            event = {
+                "error": {
+                    "message": call.error,
+                    "type": "upstream_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            yield f"data: {json.dumps(event)}\n\n".encode()
+        finally:
+            # Handed over before anything else is awaited, so no cancellation can lose it.
+            written = self.settle_stream(reader, forwarded)
+            await response.aclose()
+            if written is not None and call.http_status == 502:
+                await asyncio.shield(written)  # the error event ends the answer once settled
+
+    def settle_stream(self, reader: StreamReader, forwarded: dict) -> asyncio.Future | None:
+        call = self.record
+        call.response_model = reader.model
+        call.output_text = reader.text
+        call.finish_reason = reader.finish_reason
+        if reader.usage is not None:
+            call.input_tokens = reported_tokens(reader.usage.get("prompt_tokens"))
+            call.output_tokens = reported_tokens(reader.usage.get("completion_tokens"))
+            call.cost_micros = self._cost()
+        else:  # cut short: what was used, estimated from the prompt and what came through
+            call.input_tokens = prompt_tokens_estimate(forwarded)
+            call.output_tokens = reader.output_tokens_estimate()
+            call.cost_micros = min(self._cost(), self.admission.reserved_micros)
+        return self.finish_after_answer(hurry=bool(call.error))
