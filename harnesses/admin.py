@@ -4,6 +4,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from belvedir.admin_mixins import usd_column
 from belvedir.errors import DomainError
 from harnesses import environments, services
 from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion, Harness
@@ -119,7 +120,17 @@ class EnvironmentAdmin(admin.ModelAdmin):
 
 @admin.register(EnvironmentGeneration)
 class EnvironmentGenerationAdmin(admin.ModelAdmin):
-    list_display = ["id", "project", "model", "covered", "status", "progress", "created_at"]
+    list_display = [
+        "id",
+        "project",
+        "model",
+        "covered",
+        "status",
+        "progress",
+        "shown_spent",
+        "shown_excess",
+        "created_at",
+    ]
     list_filter = ["status", "covered", "project__organization"]
     search_fields = ["id", "name", "description", "model", "project__name"]
     exclude = ["api_key_encrypted"]
@@ -132,6 +143,10 @@ class EnvironmentGenerationAdmin(admin.ModelAdmin):
         "model",
         "api_base",
         "covered",
+        "shown_cap",
+        "shown_spent",
+        "shown_excess",
+        "covered_excess_calls",
         "preset",
         "status",
         "progress",
@@ -144,6 +159,10 @@ class EnvironmentGenerationAdmin(admin.ModelAdmin):
         "finished_at",
     ]
     list_select_related = ["project__organization"]
+    # Covered model spend (billing.spend), like a covered run's.
+    shown_cap = usd_column("covered_cap_micros", "covered spend cap")
+    shown_spent = usd_column("covered_spent_micros", "covered spend")
+    shown_excess = usd_column("covered_excess_micros", "upstream reported more than reserved")
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -8,7 +8,10 @@ environment, and a harness from the card picked at the start.
 
 Model access: a key the user gives (with a base, or the provider inferred from the model id),
 a base of their own without a key, or, with neither, a model the platform covers: called at
-the operator's upstream (the router's, BELVEDIR_ROUTER_UPSTREAM_BASE) with the operator's key.
+the operator's upstream (the router's, BELVEDIR_ROUTER_UPSTREAM_BASE) with the operator's key,
+metered like a covered run's calls: each request's worst case reserved against the
+generation's own cap (BELVEDIR_COVERED_SPEND_CAP_USD, a covered run's) by billing.spend before
+it is sent, settled with the usage the upstream reported (never past its reservation).
 """
 
 import json
@@ -22,6 +25,9 @@ from django.utils import timezone
 from belvedir import crypto
 from belvedir.errors import Invalid
 from belvedir.models import Project
+from belvedir.text import usd
+from billing.pricing import Price, cost_micros, reported_tokens, worst_case_micros
+from billing.spend import Charge, spend_reserve, spend_settle
 from harnesses import environments, model_client, tasks_format
 from harnesses.models import Environment, EnvironmentGeneration, Harness
 from models_registry.inference import resolve_api_base
@@ -104,6 +110,7 @@ def generation_start(
         api_base=api_base,
         api_key_encrypted=crypto.encrypt(api_key) if api_key else "",
         covered=covered,
+        covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if covered else 0,
         preset=preset,
         progress="Queued.",
         created_by=created_by,
@@ -224,6 +231,59 @@ def generation_check_stale(*, generation: EnvironmentGeneration) -> EnvironmentG
     return EnvironmentGeneration.objects.get(pk=generation.pk)
 
 
+class _CoveredSpend:
+    """A covered generation's meter (`model_client.Meter`): each request's worst case reserved
+    against the generation's cap before it is sent, settled after it with the upstream's
+    reported usage (billing.spend charges at most the reservation)."""
+
+    def __init__(self, generation: EnvironmentGeneration, price: Price) -> None:
+        self.generation, self.price, self.reserved = generation, price, 0
+
+    def reserve(self, body: dict) -> None:
+        amount = worst_case_micros(self.price, body)
+        if not spend_reserve(
+            account=EnvironmentGeneration, account_id=self.generation.pk, amount=amount
+        ):
+            generation = EnvironmentGeneration.objects.get(pk=self.generation.pk)
+            raise model_client.ModelError(
+                f"The generation's covered spend cap of {usd(generation.covered_cap_micros)} "
+                f"is reached (spent {usd(generation.covered_spent_micros)}; the next call may "
+                f"cost up to {usd(amount)})."
+            )
+        self.reserved = amount
+
+    def settle(self, body: dict, usage: dict | None, *, sent: bool) -> None:
+        if usage is None:  # none reported: the worst case, once the request reached it
+            cost = self.reserved if sent else 0
+        else:
+            cost = cost_micros(
+                self.price,
+                input_tokens=reported_tokens(usage.get("prompt_tokens")),
+                output_tokens=reported_tokens(usage.get("completion_tokens")),
+            )
+        charge = Charge(self.generation.pk, self.reserved, cost)
+        spend_settle(account=EnvironmentGeneration, charges=[charge])
+        self.reserved = 0
+
+
+def _covered_access(generation: EnvironmentGeneration):
+    """A covered generation's upstream, key, output limit and meter; ModelError when its model
+    is no longer one the platform covers."""
+    entry = covered_model(generation.model)
+    if entry is None:
+        raise model_client.ModelError(
+            f"The model {generation.model} is no longer one the platform covers."
+        )
+    price = Price(entry.input_price_micros, entry.output_price_micros, entry.max_output_tokens)
+    limit = min(settings.BELVEDIR_GENERATION_MAX_TOKENS, entry.max_output_tokens)
+    return (
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE,
+        settings.BELVEDIR_ROUTER_UPSTREAM_KEY,
+        limit,
+        _CoveredSpend(generation, price),
+    )
+
+
 def generation_execute(*, generation_id: str) -> str:
     """The job: claim a queued generation, ask the model, keep the tasks or the error.
     Safe to run twice: only the first claims it."""
@@ -233,9 +293,13 @@ def generation_execute(*, generation_id: str) -> str:
     if not claimed:
         return "not queued"
     generation = EnvironmentGeneration.objects.get(pk=generation_id)
+    meter, limit = None, settings.BELVEDIR_GENERATION_MAX_TOKENS
     if generation.covered:
-        api_base = settings.BELVEDIR_ROUTER_UPSTREAM_BASE
-        api_key = settings.BELVEDIR_ROUTER_UPSTREAM_KEY
+        try:
+            api_base, api_key, limit, meter = _covered_access(generation)
+        except model_client.ModelError as exc:
+            _finish(generation_id, status=Status.FAILED, error=str(exc), progress="Failed.")
+            return "failed"
     else:
         api_base = generation.api_base
         api_key = (
@@ -258,7 +322,8 @@ def generation_execute(*, generation_id: str) -> str:
                 model=generation.model,
                 messages=messages,
                 deadline=deadline,
-                max_tokens=settings.BELVEDIR_GENERATION_MAX_TOKENS,
+                max_tokens=limit,
+                meter=meter,
             )
         except model_client.ModelError as exc:
             error = str(exc)

@@ -1,7 +1,10 @@
 """One OpenAI-compatible chat call from the platform (environment generation), with its own
-error type: a message a user can read, never the key."""
+error type: a message a user can read, never the key. A call the platform pays for is
+metered (`Meter`): each request to the upstream is reserved before it is sent and settled
+with the usage the upstream reported after it."""
 
 import time
+from typing import Protocol
 
 import httpx
 
@@ -10,6 +13,18 @@ RETRY_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
 
 class ModelError(Exception):
     """The model could not be reached, refused, or answered something unusable."""
+
+
+class Meter(Protocol):
+    """The spend of a call the platform pays for, one request to the upstream at a time."""
+
+    def reserve(self, body: dict) -> None:
+        """Reserve the request's worst case before it is sent; ModelError when it may not."""
+
+    def settle(self, body: dict, usage: dict | None, *, sent: bool) -> None:
+        """Settle the reserved request: `usage` as the upstream reported it (None when none
+        came: the worst case if the request reached the upstream, nothing if it never
+        left)."""
 
 
 def chat(
@@ -22,9 +37,10 @@ def chat(
     max_tokens: int | None = None,
     retries: int = 2,
     backoff: float = 1.0,
+    meter: Meter | None = None,
 ) -> str:
     """The assistant's text for `messages`; retries 429/5xx and connection errors with backoff,
-    all before `deadline` (a `time.monotonic()` value)."""
+    all before `deadline` (a `time.monotonic()` value); each request metered by `meter`."""
     url = api_base.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body: dict = {"model": model, "messages": messages}
@@ -35,18 +51,24 @@ def chat(
         if remaining <= 1:
             raise ModelError(f"The model at {api_base} did not answer in time.")
         last = attempt == retries or remaining < backoff * 2**attempt + 5
+        if meter is not None:
+            meter.reserve(body)
         try:
             response = httpx.post(url, json=body, headers=headers, timeout=remaining)
-        except httpx.TimeoutException:
+        except httpx.TimeoutException as exc:
+            _settle(meter, body, None, sent=not isinstance(exc, httpx.ConnectTimeout))
             raise ModelError(f"The model at {api_base} did not answer in time.") from None
         except httpx.HTTPError as exc:
+            _settle(meter, body, None, sent=not isinstance(exc, httpx.ConnectError))
             if last:
                 raise ModelError(
                     f"Could not reach the model at {api_base}: {exc.__class__.__name__}."
                 ) from None
         else:
             if response.status_code < 400:
+                _settle(meter, body, _usage(response), sent=True)
                 return _content(response, api_base)
+            _settle(meter, body, {}, sent=True)  # an error answer: no tokens
             if response.status_code not in RETRY_STATUSES or last:
                 raise ModelError(
                     f"The model at {api_base} answered {response.status_code}: "
@@ -54,6 +76,20 @@ def chat(
                 )
         time.sleep(backoff * 2**attempt)
     raise ModelError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _settle(meter: Meter | None, body: dict, usage: dict | None, *, sent: bool) -> None:
+    if meter is not None:
+        meter.settle(body, usage, sent=sent)
+
+
+def _usage(response: httpx.Response) -> dict | None:
+    """The usage an answer reports, or None when it reports none."""
+    try:
+        usage = response.json().get("usage")
+    except (ValueError, AttributeError):
+        return None
+    return usage if isinstance(usage, dict) else None
 
 
 def _error_text(response: httpx.Response) -> str:

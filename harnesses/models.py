@@ -3,6 +3,7 @@ from django.db import models
 from django.utils import timezone
 
 from belvedir import ids
+from billing.models import SpendCapped
 
 
 class Compute(models.TextChoices):
@@ -121,9 +122,11 @@ class EnvironmentVersion(models.Model):
         return f"{self.environment_id} v{self.number}"
 
 
-class EnvironmentGeneration(models.Model):
+class EnvironmentGeneration(SpendCapped):
     """A request to generate an environment's tasks from a description with a model, run as a
-    background job; its tasks are a preview until the user saves them as an environment."""
+    background job; its tasks are a preview until the user saves them as an environment.
+    A covered one (no key of the user's) spends platform money under its own cap, reserved and
+    settled per call by billing.spend like a covered run's."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -144,7 +147,6 @@ class EnvironmentGeneration(models.Model):
     api_base = models.CharField(max_length=500, blank=True)
     # The user's model key, encrypted (belvedir.crypto); blank when the platform covers the model.
     api_key_encrypted = models.TextField(blank=True)
-    covered = models.BooleanField(default=False)
     preset = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress = models.CharField(max_length=200, blank=True)
@@ -162,6 +164,13 @@ class EnvironmentGeneration(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # billing.spend releases a reservation once per call: never more than was reserved.
+            models.CheckConstraint(
+                condition=models.Q(covered_reserved_micros__gte=0),
+                name="generation_covered_reserved_not_negative",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"

@@ -6,10 +6,12 @@ import json
 import pytest
 
 from belvedir import crypto
+from billing.pricing import Price, cost_micros, worst_case_micros
 from harnesses import generation
 from harnesses.models import EnvironmentGeneration
 from models_registry.models import CoveredModel, Lab
 from tests.helpers.scripted_model import ScriptedModel
+from tests.router.fake_upstream import PROMPT_TOKENS
 
 TASKS = [
     {"id": "refund-40-days", "prompt": "A refund after 40 days?", "answer": "Store credit."},
@@ -162,6 +164,52 @@ def test_a_covered_model_generates_through_the_operators_upstream(owner, covered
     assert started.json()["covered"] is True
     row = run_job(started.json()["id"])
     assert row.status == "succeeded" and covered.requests[0]["model"] == "writerlab/w-1"
+
+
+def _covered_generation(owner) -> str:
+    started = owner.api.post(
+        "/api/v1/environments/generate",
+        {"description": "Refunds", "model": "writerlab/w-1", "count": 2},
+        format="json",
+    )
+    assert started.status_code == 202, started.json()
+    return started.json()["id"]
+
+
+def test_a_covered_generation_is_metered_against_its_own_cap(owner, covered, settings):
+    row = run_job(_covered_generation(owner))
+
+    assert row.status == "succeeded"
+    assert row.covered_cap_micros == settings.BELVEDIR_COVERED_SPEND_CAP_MICROS
+    price = Price(1, 1, 8192)
+    reported = cost_micros(price, input_tokens=PROMPT_TOKENS, output_tokens=5)
+    assert (row.covered_spent_micros, row.covered_reserved_micros) == (reported, 0)
+    assert row.covered_excess_micros == 0
+    # The output limit it reserved for is the one sent: the model's, under the setting's.
+    assert covered.requests[0]["max_tokens"] == 8192
+
+
+def test_a_covered_generation_past_its_cap_never_calls_the_upstream(owner, covered, settings):
+    settings.BELVEDIR_COVERED_SPEND_CAP_MICROS = 0
+
+    row = run_job(_covered_generation(owner))
+
+    assert row.status == "failed" and "covered spend cap of $0.00 is reached" in row.error
+    assert covered.requests == []
+    assert (row.covered_spent_micros, row.covered_reserved_micros) == (0, 0)
+
+
+def test_a_covered_generation_is_charged_at_most_its_reservation_whatever_the_upstream_reports(
+    owner, covered
+):
+    covered.usage_of = lambda body: {"prompt_tokens": 10**9, "completion_tokens": 10**9}
+
+    row = run_job(_covered_generation(owner))
+
+    assert row.status == "succeeded"
+    reserved = worst_case_micros(Price(1, 1, 8192), covered.requests[0])
+    assert (row.covered_spent_micros, row.covered_reserved_micros) == (reserved, 0)
+    assert row.covered_excess_micros == 2_000 - reserved and row.covered_excess_calls == 1
 
 
 def test_a_chinese_labs_covered_model_needs_the_projects_permission(owner, covered):
