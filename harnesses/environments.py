@@ -8,7 +8,7 @@ from django.utils import timezone
 from belvedir.errors import Invalid
 from belvedir.models import Project
 from harnesses import services, tasks_format
-from harnesses.catalog import HARBOR_REPO, Preset, preset_get
+from harnesses.catalog import Preset, preset_get
 from harnesses.models import Environment, EnvironmentVersion, Harness
 
 DESCRIPTION_MAX_CHARS = 10_000
@@ -211,16 +211,14 @@ def environment_harness_create(
                 field="preset",
             )
     name = name or _free_harness_name(environment.project, f"{environment.name} · {card.name}")
-    extra = {}
-    if card.repo == HARBOR_REPO:  # the Harbor driver runs the environment's Harbor export
-        extra["env"] = {**card.prefilled_env(), "HARBOR_DATASET": f"belvedir:{environment.pk}"}
+    # The Tasks field holds the version's tasks; the Harbor driver runs a Harbor card's as the
+    # platform's Harbor export of them (the environments' export code), as the Runner does.
     harness = services.harness_create(
         project=environment.project,
         created_by=created_by,
         preset=card.slug,
         name=name,
         tasks=tasks_format.dumps(tasks),
-        **extra,
     )
     harness.environment, harness.environment_version = environment, environment.version
     harness.save(update_fields=["environment", "environment_version"])

@@ -74,6 +74,36 @@ def calls_no_model(*, repo_url: str, preset: str, env: Mapping[str, str]) -> boo
     return is_harbor(repo_url=repo_url, preset=preset) and agent in NO_MODEL_AGENTS
 
 
+_SUITE_CARDS = {p.slug: p for p in catalog.PRESETS if p.group == catalog.SUITES}
+
+
+def harbor_tasks_refusal(*, repo_url: str, preset: str, env: Mapping[str, str], tasks: str) -> None:
+    """A Harbor harness's Tasks field, at save: the tasks it runs (exported as a Harbor
+    dataset at launch) when it has no HARBOR_DATASET. Invalid naming the field when a suite
+    card (which brings its own tasks) has one, when HARBOR_DATASET names other tasks too, or
+    when it is not a valid task list (harnesses.tasks_format)."""
+    if not (tasks or "").strip() or not is_harbor(repo_url=repo_url, preset=preset):
+        return
+    dataset = str(env.get("HARBOR_DATASET") or "").strip()
+    if preset in _SUITE_CARDS:
+        raise Invalid(
+            f"The {_SUITE_CARDS[preset].name} card brings its own tasks (HARBOR_DATASET "
+            f"{dataset or _SUITE_CARDS[preset].env['HARBOR_DATASET']}), so its Tasks field "
+            "must stay blank; for a task list of your own pick Belvedir Runner on Harbor or an "
+            "agent scaffold card.",
+            field="tasks",
+            code="harbor_tasks",
+        )
+    if dataset:
+        raise Invalid(
+            f"Both HARBOR_DATASET ({dataset}) and the Tasks field say which tasks to run: keep "
+            "one (HARBOR_DATASET for a Harbor dataset, the Tasks field for your task list).",
+            field="tasks",
+            code="harbor_tasks",
+        )
+    tasks_format.parse_tasks(tasks)
+
+
 def uses_own_modal(env: Mapping[str, str]) -> bool:
     """Both Modal tokens set: the task containers run on the user's Modal account."""
     return bool(str(env.get("MODAL_TOKEN_ID") or "").strip()) and bool(

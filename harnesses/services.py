@@ -101,6 +101,12 @@ def _clean(
     clean["tasks"] = policy.validate_tasks(data.get("tasks"))
     preset = (data.get("preset") or "").strip()
     clean["preset"] = preset if preset and preset == current_preset else _check_preset(preset)
+    managed.harbor_tasks_refusal(
+        repo_url=clean["repo_url"],
+        preset=clean["preset"],
+        env=clean["env"],
+        tasks=clean["tasks"],
+    )
     managed.managed_refusal(
         repo_url=clean["repo_url"],
         install_command=clean["install_command"],

@@ -13,7 +13,7 @@ from belvedir.authentication import RunKeyAuthentication
 from belvedir.errors import Forbidden, Invalid, NotFound
 from belvedir.models import ApiKey
 from belvedir.schema import errors
-from harnesses.environment_export import environment_export_response
+from harnesses.environment_export import environment_export_response, tasks_export_response
 from harnesses.models import Environment, Harness
 from models_registry.models import FineTunedModel
 from runs import selectors, services
@@ -252,16 +252,55 @@ class RunTasksView(APIView):
         },
     )
     def get(self, request, run_id: str):
-        key = request.auth
-        if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
-            raise Forbidden("Only the run's own key can download its Tasks file.")
-        run = selectors.run_of_key(key)
-        if run is None or run.pk != run_id:
-            raise NotFound("Not found.")
-        tasks = run.harness_snapshot.get("tasks") or ""
-        if not tasks:
-            raise NotFound("This run has no Tasks.")
+        _, tasks = _own_runs_tasks(request, run_id)
         return HttpResponse(tasks.encode(), content_type="text/plain; charset=utf-8")
+
+
+def _own_runs_tasks(request, run_id: str) -> tuple[Run, str]:
+    """The run whose own key the request carries, and its Tasks field (a 404 without)."""
+    key = request.auth
+    if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
+        raise Forbidden("Only the run's own key can download its Tasks file.")
+    run = selectors.run_of_key(key)
+    if run is None or run.pk != run_id:
+        raise NotFound("Not found.")
+    tasks = run.harness_snapshot.get("tasks") or ""
+    if not tasks:
+        raise NotFound("This run has no Tasks.")
+    return run, tasks
+
+
+# A Harbor export's query and answer (the run's Tasks, an environment).
+_EXPORT_LIMIT = OpenApiParameter(
+    "limit", int, required=False, description="Only the first N tasks."
+)
+_EXPORT_ZIP = {
+    (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="The zip, streamed.")
+}
+
+
+class RunTasksExportView(APIView):
+    """The run's Tasks field as a Harbor dataset (the environments' export code): what the
+    Harbor driver runs for a Harbor harness with Tasks and no HARBOR_DATASET. Only with that
+    run's own key."""
+
+    authentication_classes = [RunKeyAuthentication]
+
+    @extend_schema(
+        operation_id="runs_tasks_export",
+        summary="A run's Tasks as a Harbor dataset (a zip), with that run's own key.",
+        parameters=[_EXPORT_LIMIT],
+        responses={**_EXPORT_ZIP, **errors(400, 401, 403, 404)},
+    )
+    def get(self, request, run_id: str):
+        run, tasks = _own_runs_tasks(request, run_id)
+        return tasks_export_response(
+            tasks_text=tasks,
+            name=run.harness_name or "tasks",
+            key=run.pk,
+            limit=request.query_params.get("limit"),
+            metadata={"run": run.pk, "harness_name": run.harness_name},
+        )
 
 
 class RunEnvironmentExportView(AccessMixin, APIView):
@@ -285,15 +324,8 @@ class RunEnvironmentExportView(AccessMixin, APIView):
             "(HARBOR_DATASET=belvedir:<id>, or the environment the harness was made from); "
             "any other is a 404 for it."
         ),
-        parameters=[
-            OpenApiParameter("limit", int, required=False, description="Only the first N tasks.")
-        ],
-        responses={
-            (200, "application/zip"): OpenApiResponse(
-                OpenApiTypes.BINARY, description="The zip, streamed."
-            ),
-            **errors(400, 401, 404),
-        },
+        parameters=[_EXPORT_LIMIT],
+        responses={**_EXPORT_ZIP, **errors(400, 401, 404)},
     )
     def get(self, request, environment_id: str):
         key = request.auth

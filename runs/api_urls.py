@@ -17,6 +17,11 @@ urlpatterns = [
     path("runs/<str:run_id>/log", api.RunLogView.as_view(), name="api-run-log"),
     path("runs/<str:run_id>/tasks", api.RunTasksView.as_view(), name="api-run-tasks"),
     path(
+        "runs/<str:run_id>/tasks/export",
+        api.RunTasksExportView.as_view(),
+        name="api-run-tasks-export",
+    ),
+    path(
         "runs/<str:run_id>/task-sandboxes",
         task_sandbox_api.RunTaskSandboxesView.as_view(),
         name="api-run-task-sandboxes",

@@ -70,6 +70,7 @@ SANDBOX_PATHS = [
     r"/api/v1/traces",
     r"/api/v1/outcomes",
     r"/api/v1/runs/[A-Za-z0-9_-]+/tasks",
+    r"/api/v1/runs/[A-Za-z0-9_-]+/tasks/export",  # a Harbor harness's Tasks as a dataset
     *TASK_SANDBOX_PATHS,
     r"/api/v1/environments/[A-Za-z0-9_-]+/export",
     r"/api/v1/chat/completions",

@@ -3,7 +3,8 @@ worker in the Harbor image's sandbox, each task in a task sandbox the Belvedir H
 environment asks the platform for (docs/task-sandboxes.md), through the sandbox gateway.
 
 - Runner-on-Harbor over an environment holding all four verifier kinds
-  (`HARBOR_DATASET=belvedir:<id>`, fetched with the run's key): the `belvedir` agent, calling a
+  (its Tasks field, exported as a Harbor dataset at launch and fetched with the run's key):
+  the `belvedir` agent, calling a
   covered model through the router, scores what its answers are worth, and its calls are spans
   in the run's session. (Harbor's `oracle` on it scores 1.0 on the platform as `make up` serves
   it, queue workers and all: tests/test_make_up.py.)
@@ -74,7 +75,8 @@ def four_kinds_harness(owner, **env):
         project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
     )
     harness = environment_harness_create(environment=environment, preset="harbor-runner")
-    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
+    # Its Tasks field is what runs: the platform's Harbor export of the run's Tasks.
+    assert "HARBOR_DATASET" not in harness.env and harness.tasks
     return harness_update(harness=harness, env={**harness.env, **env})
 
 
@@ -191,6 +193,32 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
     assert {s.session.external_id for s in calls} == {run.pk}
     assert {s.model for s in calls} == {COVERED}
     assert_every_task_sandbox_stopped(run, 4)
+
+
+def test_the_runner_on_harbor_card_as_prefilled_runs_its_tasks_field(
+    owner, install, covered_model, django_capture_on_commit_callbacks
+):
+    """The card exactly as shipped (its example Tasks, HARBOR_AGENT=belvedir, the platform's
+    default judge), launched with a covered model and no key: its Tasks field runs as a Harbor
+    dataset and the run finishes with a score; model and judge both through the router."""
+    with FakeUpstream(words=5) as upstream:
+        install.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
+        install.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
+        install.BELVEDIR_DEFAULT_JUDGE_MODEL = COVERED
+        harness = harness_create(
+            project=owner.project, created_by=owner.user, preset="harbor-runner", name="card"
+        )
+        assert "HARBOR_DATASET" not in harness.env and harness.tasks
+        run = launch(owner, django_capture_on_commit_callbacks, harness, model=COVERED)
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.model_covered and run.judge_covered
+    assert run.harness_snapshot["env"]["JUDGE_MODEL"] == COVERED  # the card's prefill
+    assert run.results["dataset"] == "tasks" and list(run.results["tasks"]) == ["refund-policy"]
+    # The judge's reply ("w0 w1 ...") holds no verdict: a 0, a score all the same.
+    assert run.score == 0.0 and run.results["tasks"]["refund-policy"]["errored"] == 0
+    # The agent's call and the verifier's judge call, both through the router.
+    assert len(upstream.requests) == 2
+    assert_every_task_sandbox_stopped(run, 1)
 
 
 def test_a_suite_card_runs_the_sample_dataset_offline(

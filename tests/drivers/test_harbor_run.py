@@ -93,7 +93,8 @@ def test_no_dataset_is_refused_and_main_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("HARBOR_DATASET", raising=False)
     assert run.main([]) == 2
     assert "HARBOR_DATASET is not set" in capsys.readouterr().err
-    with pytest.raises(run.Refused, match="not a Tasks file: save the tasks as an environment"):
+    # A Tasks file with no dataset is the platform's export of the run's Tasks field.
+    with pytest.raises(run.Refused, match="Tasks field is fetched from the platform"):
         run.prepare_dataset({"BELVEDIR_TASKS_FILE": "tasks.json"}, tmp_path)
 
 
@@ -131,7 +132,9 @@ class ExportServer:
 
             def do_GET(self):
                 server.requests.append((self.path, self.headers.get("Authorization")))
-                ok = self.path.startswith("/api/v1/environments/env_1/export")
+                ok = self.path.startswith(
+                    ("/api/v1/environments/env_1/export", "/api/v1/runs/run_1/tasks/export")
+                )
                 self.send_response(200 if ok else 404)
                 body = server.zip if ok else b'{"detail": "Not found."}'
                 self.send_header("Content-Length", str(len(body)))
@@ -172,6 +175,31 @@ def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):
     ]
     with pytest.raises(run.Refused, match="BELVEDIR_BASE_URL and BELVEDIR_API_KEY"):
         run.prepare_dataset({"HARBOR_DATASET": "belvedir:env_1"}, tmp_path)
+
+
+def test_a_tasks_field_is_the_platforms_export_of_the_runs_tasks(tmp_path):
+    files = {"README.md": "x", "refund/task.toml": "", "refund/tests/test.sh": "#!/bin/bash\n"}
+    with ExportServer(files) as platform:
+        env = {"BELVEDIR_BASE_URL": platform.url, "BELVEDIR_API_KEY": "bv_run_k"}
+        env |= {"BELVEDIR_RUN_ID": "run_1", "BELVEDIR_TASKS_FILE": "/control/tasks.json"}
+        dataset = run.prepare_dataset({**env, "HARBOR_N_TASKS": "2"}, tmp_path)
+        assert dataset == tmp_path / "harbor-dataset" / "Env-v1"
+        assert (dataset / "refund" / "tests" / "test.sh").stat().st_mode & 0o111
+        assert run.dataset_size(dataset) == 7
+        with pytest.raises(run.Refused, match="could not export the Tasks field .HTTP 404"):
+            run.prepare_dataset({**env, "BELVEDIR_RUN_ID": "run_2"}, tmp_path)
+        # --check (the install step) fetches nothing.
+        assert run.prepare_dataset(env, tmp_path / "c", check=True) == (
+            tmp_path / "c" / "harbor-dataset"
+        )
+    assert platform.requests == [
+        ("/api/v1/runs/run_1/tasks/export?limit=2", "Bearer bv_run_k"),
+        ("/api/v1/runs/run_2/tasks/export", "Bearer bv_run_k"),
+    ]
+    command = run.harbor_command(env, dataset, tmp_path / "jobs")
+    assert command[command.index("-p") + 1] == str(dataset)
+    write_job(tmp_path / "jobs", trial("refund", 1.0))
+    assert run.read_job(tmp_path / "jobs", env)["dataset"] == "tasks"
 
 
 def trial(

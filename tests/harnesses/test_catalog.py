@@ -1,5 +1,7 @@
 """The catalog: every preset from the docs, grouped, prefilling every field; unavailable refused."""
 
+import json
+
 import pytest
 
 from belvedir.errors import Invalid
@@ -90,7 +92,8 @@ def test_a_harness_made_from_an_environment_runs_all_its_tasks(owner):
     )
     harness = environment_harness_create(environment=environment, preset="harbor-runner")
     assert "HARBOR_N_TASKS" not in harness.env
-    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
+    # Its Tasks field is what runs (exported as a Harbor dataset at launch), all 20.
+    assert "HARBOR_DATASET" not in harness.env and len(json.loads(harness.tasks)) == 20
 
 
 def test_belvedir_runner_on_harbor_has_the_slug_harbor_runner():
@@ -135,7 +138,7 @@ def test_every_card_field_is_editable_before_create(owner):
         "install_command": "make",
         "run_command": "make run",
         "env": {"HARBOR_AGENT": "openclaw", "HARBOR_N_TASKS": "2", **modal},
-        "tasks": "[]",
+        "tasks": '[{"id": "mine", "prompt": "Hi"}]',
         "compute": "gpu",
         "gpu_type": "L4",
         "repo_url": "git@example.com:me/h.git",

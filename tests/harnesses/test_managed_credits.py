@@ -4,6 +4,8 @@ on, through every path that saves one (page form, API, CLI, admin, harness from 
 the refusal naming the condition; and checked again at launch (tests/harnesses/
 test_managed_rules.py)."""
 
+import json
+
 import pytest
 
 from belvedir.errors import Invalid
@@ -190,4 +192,5 @@ def test_a_harbor_harness_from_an_environment_needs_credits_too(owner):
     harness = environments.environment_harness_create(
         environment=environment, preset="harbor-runner"
     )
-    assert harness.env["HARBOR_DATASET"] == f"belvedir:{environment.pk}"
+    assert [t["id"] for t in json.loads(harness.tasks)] == [t["id"] for t in FOUR_KINDS]
+    assert "HARBOR_DATASET" not in harness.env

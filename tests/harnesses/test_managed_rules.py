@@ -100,7 +100,7 @@ def test_the_documented_env_limits_are_accepted(owner):
         "MODAL_TOKEN_SECRET": "",
     }
 
-    assert create(owner, env=env).status_code == 201
+    assert create(owner, env=env, tasks="").status_code == 201  # HARBOR_DATASET names the tasks
 
 
 @pytest.mark.usefixtures("owner_pays_as_you_go")
@@ -209,19 +209,54 @@ def test_an_environment_past_the_limit_is_refused_at_save_and_at_launch(owner):
 
     tasks = [{"id": f"t{n}", "prompt": f"Question {n}?"} for n in range(51)]
     big = environment_create(project=owner.project, created_by=owner.user, name="Big", tasks=tasks)
-    with pytest.raises(Invalid, match=r"would run 51 tasks \(the environment Big\).*at most 50"):
+    with pytest.raises(Invalid, match=r"would run 51 tasks \(its Tasks field\).*at most 50"):
         environment_harness_create(environment=big, preset="harbor-runner")
-    # The environment a dataset names is what runs, whatever the Tasks field holds...
-    response = create(owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{big.pk}"})
+    # The environment a dataset names counts too...
+    response = create(owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{big.pk}"}, tasks="")
     assert response.status_code == 400
     assert "would run 51 tasks (the environment Big)" in response.json()["env"][0]
     # ...at launch as well: it grew past the limit after the harness was saved.
     small = environment_create(
         project=owner.project, created_by=owner.user, name="Small", tasks=tasks[:3]
     )
-    saved = create(owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{small.pk}"}, name="S")
+    saved = create(
+        owner, env={**UNCAPPED, "HARBOR_DATASET": f"belvedir:{small.pk}"}, name="S", tasks=""
+    )
     assert saved.status_code == 201, saved.json()
     small.__class__.objects.filter(pk=small.pk).update(task_count=60)
     refused = launch(owner, saved.json()["id"])
     assert refused.status_code == 400
     assert "would run 60 tasks (the environment Small)" in refused.json()["harness"][0]
+
+
+# --- the Tasks field of a Harbor harness ---------------------------------------------------------
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_a_suite_card_refuses_a_tasks_field_naming_it(owner):
+    response = create(owner, preset="gaia", tasks=_tasks(2))
+    assert response.status_code == 400
+    message = response.json()["tasks"][0]
+    assert "The GAIA card brings its own tasks (HARBOR_DATASET gaia)" in message
+    assert "Tasks field must stay blank" in message
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_a_dataset_and_a_tasks_field_together_are_refused_naming_both(owner):
+    env = {**CARD_ENV, "HARBOR_DATASET": "belvedir-sample"}
+    response = create(owner, env=env, tasks=_tasks(2))
+    assert response.status_code == 400
+    message = response.json()["tasks"][0]
+    assert "Both HARBOR_DATASET (belvedir-sample) and the Tasks field" in message
+    assert create(owner, env=env, tasks="", name="Dataset").status_code == 201
+    assert create(owner, env=CARD_ENV, tasks=_tasks(2), name="Tasks").status_code == 201
+
+
+@pytest.mark.usefixtures("owner_pays_as_you_go")
+def test_a_harbor_cards_tasks_are_checked_at_save_as_a_task_list(owner):
+    response = create(owner, tasks='[{"prompt": "no id"}, {"id": "x", "verifier": {"kind": "?"}}]')
+    assert response.status_code == 400
+    assert "tasks[1] (id 'x'): prompt is required" in response.json()["tasks[1].prompt"][0]
+    # The Runner's example on every Harbor card passes.
+    for slug in ("harbor-runner", "openclaw", "opencode", "pi"):
+        assert create(owner, preset=slug, name=slug).status_code == 201

@@ -59,9 +59,17 @@ def export(client, key, environment_id) -> int:
     return response.status_code
 
 
+def dataset_harness(environment):
+    """A Runner-on-Harbor harness whose HARBOR_DATASET names the environment (its Tasks field
+    cleared: a harness names its tasks one way)."""
+    harness = environment_harness_create(environment=environment, preset="harbor-runner")
+    env = {**harness.env, "HARBOR_DATASET": f"belvedir:{environment.pk}"}
+    return harness_update(harness=harness, env=env, tasks="")
+
+
 def test_a_run_key_exports_its_harbor_dataset_and_no_other_environment(owner, environments, client):
     mine, other, _ = environments
-    harness = environment_harness_create(environment=mine, preset="harbor-runner")
+    harness = dataset_harness(mine)
     assert harness.env["HARBOR_DATASET"] == f"belvedir:{mine.pk}"
     _, key = run_of(owner, harness)
     assert export(client, key, mine.pk) == 200
@@ -82,7 +90,7 @@ def test_the_run_keeps_what_its_harness_named_at_launch(owner, environments, cli
     made_from, named, later = environments
     harness = environment_harness_create(environment=made_from, preset="harbor-runner")
     harness = harness_update(
-        harness=harness, env={**harness.env, "HARBOR_DATASET": f"belvedir:{named.pk}"}
+        harness=harness, env={**harness.env, "HARBOR_DATASET": f"belvedir:{named.pk}"}, tasks=""
     )
     _, key = run_of(owner, harness)
     harness_update(harness=harness, env={**harness.env, "HARBOR_DATASET": f"belvedir:{later.pk}"})
@@ -109,7 +117,9 @@ def test_a_run_naming_no_environment_exports_none(owner, environments, client):
     """A suite's registry dataset, `belvedir-sample`, a deleted harness without one in its
     snapshot, or a run key that belongs to no run: every environment is a 404."""
     suite = environment_harness_create(environment=environments[0], preset="harbor-runner")
-    suite = harness_update(harness=suite, env={**suite.env, "HARBOR_DATASET": "belvedir-sample"})
+    suite = harness_update(
+        harness=suite, env={**suite.env, "HARBOR_DATASET": "belvedir-sample"}, tasks=""
+    )
     run, key = run_of(owner, suite)
     assert export(client, key, environments[1].pk) == 404
     assert export(client, key, environments[0].pk) == 200  # the one it was made from
@@ -124,7 +134,7 @@ def test_a_run_naming_no_environment_exports_none(owner, environments, client):
 
 def test_a_deleted_harness_leaves_the_run_its_snapshots_dataset(owner, environments, client):
     mine, other, _ = environments
-    harness = environment_harness_create(environment=mine, preset="harbor-runner")
+    harness = dataset_harness(mine)
     run, key = run_of(owner, harness)
     harness_delete(harness=harness)
     assert export(client, key, mine.pk) == 200
@@ -146,6 +156,41 @@ def test_a_run_key_of_another_project_gets_404_even_for_the_id_its_harness_names
         preset="harbor-runner",
         name="theirs",
         env={"HARBOR_AGENT": "oracle", "HARBOR_DATASET": f"belvedir:{environments[0].pk}"},
+        tasks="",
     )
     _, key = run_of(outsider, harness)
     assert export(client, key, environments[0].pk) == 404
+
+
+def test_a_run_key_exports_its_runs_tasks_field_as_a_harbor_dataset(owner, environments, client):
+    """What the Harbor driver runs for a Harbor harness with Tasks and no HARBOR_DATASET: the
+    environments' export code on the run's Tasks (its snapshot), with the run's own key."""
+    harness = environment_harness_create(environment=environments[0], preset="harbor-runner")
+    assert "HARBOR_DATASET" not in harness.env
+    run, key = run_of(owner, harness)
+    harness_update(harness=harness, tasks='[{"id": "later", "prompt": "Edited"}]')
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    response = client.get(f"/api/v1/runs/{run.pk}/tasks/export", **auth)
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    assert response["X-Belvedir-Tasks-Total"] == "2"
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    (root,) = {name.split("/")[0] for name in archive.namelist()}
+    tasks = sorted({n.split("/")[1] for n in archive.namelist() if n.count("/") > 1})
+    assert tasks == ["capital", "refund"]  # the snapshot's tasks, not the edit's
+    config = tomllib.loads(archive.read(f"{root}/capital/task.toml").decode())
+    assert config["metadata"]["run"] == run.pk
+    assert "JUDGE_API_KEY" in config["verifier"]["env"]
+    limited = client.get(f"/api/v1/runs/{run.pk}/tasks/export?limit=1", **auth)
+    names = zipfile.ZipFile(io.BytesIO(b"".join(limited.streaming_content))).namelist()
+    assert {n.split("/")[1] for n in names if n.count("/") > 1} == {"capital"}
+    assert limited["X-Belvedir-Tasks-Total"] == "2"
+    # Another run's key, the project's key: no.
+    other, other_key = run_of(owner, harness)
+    response = client.get(
+        f"/api/v1/runs/{run.pk}/tasks/export", HTTP_AUTHORIZATION=f"Bearer {other_key}"
+    )
+    assert response.status_code == 404
+    response = client.get(
+        f"/api/v1/runs/{run.pk}/tasks/export", HTTP_AUTHORIZATION=f"Bearer {owner.key}"
+    )
+    assert response.status_code in (401, 403)

@@ -3,7 +3,9 @@ per task, and write results.json (each task's rewards folded by BELVEDIR_GRADING
 Runner folds its attempts, the mean over the tasks as the score, the trials that errored and
 why, the agent and the dataset). A run whose every trial errored has no score: it exits 3.
 
-HARBOR_DATASET is one of:
+The tasks: with no HARBOR_DATASET, a platform run's Tasks field (BELVEDIR_TASKS_FILE set), as
+the platform exports it with the environments' code (`GET /api/v1/runs/{id}/tasks/export`,
+with the run's key). HARBOR_DATASET is one of:
 - `belvedir:<environment id>`: the project's environment, exported as a Harbor dataset through
   the platform's API with the run's key (`GET /api/v1/environments/{id}/export`);
 - `belvedir-sample`: the small Harbor-format dataset shipped in this package (`sample/`);
@@ -54,6 +56,7 @@ DATASET_DIR = "harbor-dataset"
 # Beside a fetched environment's folder: how many tasks the environment has (the export's
 # X-Belvedir-Tasks-Total), when HARBOR_N_TASKS fetched only the first ones.
 TASKS_TOTAL_FILE = "tasks-total"
+TASKS_DATASET = "tasks"  # results.json's dataset for a harness's Tasks field
 # Harbor agents that call the model from Harbor's own process through LiteLLM.
 LITELLM_AGENTS = ("terminus-2",)
 
@@ -184,22 +187,51 @@ def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
     return command
 
 
+def _platform(env, what: str) -> tuple[str, str]:
+    base = env.get("BELVEDIR_BASE_URL", "").rstrip("/")
+    key = env.get("BELVEDIR_API_KEY", "")
+    if not base or not key:
+        raise Refused(
+            f"{what} is fetched from the platform: BELVEDIR_BASE_URL and BELVEDIR_API_KEY must "
+            "be set (the platform sets both in a run)."
+        )
+    return base, key
+
+
+def _limit_query(env) -> str:
+    """?limit=HARBOR_N_TASKS, unless HARBOR_TASK_NAMES picks tasks (they may lie past it)."""
+    limit = None if task_names(env) else _whole(env, "HARBOR_N_TASKS", 1)
+    return f"?limit={limit}" if limit else ""
+
+
 def fetch_environment(env, out: Path) -> Path:
     """The environment `belvedir:<id>` as a Harbor dataset under `out` (its export's folder),
     fetched with the run's key; HARBOR_N_TASKS limits it unless HARBOR_TASK_NAMES picks tasks."""
     environment_id = env["HARBOR_DATASET"].strip()[len(ENVIRONMENT_PREFIX) :].strip()
     if not environment_id:
         raise Refused("HARBOR_DATASET belvedir:<environment id> names no environment.")
-    base = env.get("BELVEDIR_BASE_URL", "").rstrip("/")
-    key = env.get("BELVEDIR_API_KEY", "")
-    if not base or not key:
+    base, key = _platform(env, "HARBOR_DATASET belvedir:<id>")
+    url = f"{base}/api/v1/environments/{urllib.parse.quote(environment_id)}/export"
+    return _fetch_export(url + _limit_query(env), key, out, f"environment {environment_id}")
+
+
+def fetch_tasks(env, out: Path) -> Path:
+    """The harness's Tasks field as a Harbor dataset under `out`: the platform exports the
+    run's Tasks with the environments' export code (`GET /api/v1/runs/{id}/tasks/export`),
+    fetched with the run's key."""
+    base, key = _platform(env, "A Harbor harness's Tasks field")
+    run_id = env.get("BELVEDIR_RUN_ID", "").strip()
+    if not run_id:
         raise Refused(
-            "HARBOR_DATASET belvedir:<id> is fetched from the platform: BELVEDIR_BASE_URL and "
-            "BELVEDIR_API_KEY must be set (the platform sets both in a run)."
+            "A Harbor harness's Tasks field is exported by the platform at a run: "
+            "BELVEDIR_RUN_ID must be set (the platform sets it in a run)."
         )
-    limit = None if task_names(env) else _whole(env, "HARBOR_N_TASKS", 1)
-    query = f"?limit={limit}" if limit else ""
-    url = f"{base}/api/v1/environments/{urllib.parse.quote(environment_id)}/export{query}"
+    url = f"{base}/api/v1/runs/{urllib.parse.quote(run_id)}/tasks/export"
+    return _fetch_export(url + _limit_query(env), key, out, "the Tasks field")
+
+
+def _fetch_export(url: str, key: str, out: Path, what: str) -> Path:
+    """A Harbor export zip from the platform, unpacked under `out`; its one folder."""
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
     try:
         with urllib.request.urlopen(request, timeout=300) as answer:
@@ -207,11 +239,12 @@ def fetch_environment(env, out: Path) -> Path:
             total = (answer.headers.get("X-Belvedir-Tasks-Total") or "").strip()
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:500].decode("utf-8", "replace")
-        raise Refused(
-            f"could not export environment {environment_id} (HTTP {exc.code}): {detail}"
-        ) from None
+        raise Refused(f"could not export {what} (HTTP {exc.code}): {detail}") from None
     except urllib.error.URLError as exc:
-        raise Refused(f"the platform at {base} is unreachable: {exc.reason}") from None
+        base = urllib.parse.urlsplit(url)
+        raise Refused(
+            f"the platform at {base.scheme}://{base.netloc} is unreachable: {exc.reason}"
+        ) from None
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -222,7 +255,7 @@ def fetch_environment(env, out: Path) -> Path:
         archive.extractall(out)
     roots = [p for p in out.iterdir() if p.is_dir()]
     if len(roots) != 1:
-        raise Refused(f"the export of environment {environment_id} has no single folder")
+        raise Refused(f"the export of {what} has no single folder")
     if total.isdigit():
         (out / TASKS_TOTAL_FILE).write_text(total)
     for script in roots[0].glob("*/*/*.sh"):  # zip extraction drops the executable bit
@@ -258,11 +291,9 @@ def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
     """The local dataset directory Harbor gets with `-p`, or None for a registry dataset."""
     dataset = env.get("HARBOR_DATASET", "").strip()
     if not dataset and (env.get("BELVEDIR_TASKS_FILE") or env.get("FRACTAL_TASKS_FILE")):
-        raise Refused(
-            "this driver runs Harbor datasets (HARBOR_DATASET), not a Tasks file: save the tasks "
-            "as an environment and set HARBOR_DATASET=belvedir:<environment id> (a harness made "
-            "from the environment has it), or run the task list with the Belvedir Runner."
-        )
+        # The harness's Tasks field: the platform's Harbor export of it, one task per folder.
+        out = workdir / DATASET_DIR
+        return out if check else fetch_tasks(env, out)
     if not dataset:
         raise Refused(
             "HARBOR_DATASET is not set: belvedir:<environment id>, belvedir-sample, a directory "
@@ -390,7 +421,7 @@ def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
         "n_errored": n_errored,
         "agent": env.get("HARBOR_AGENT", "").strip() or "belvedir",
         "model": (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip() or None,
-        "dataset": env.get("HARBOR_DATASET", "").strip(),
+        "dataset": env.get("HARBOR_DATASET", "").strip() or TASKS_DATASET,
         "environment": environment_choice(env),
         "harbor_job": job_dir.name,
         "n_tasks": len(tasks),
