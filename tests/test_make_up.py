@@ -275,7 +275,9 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
     assert session["session_id"] == "e2e-sdk-session" and session["span_count"] >= 1, session
     assert session["outcome"] == "success", session
     page.goto("/traces/")
-    expect(page.locator("main")).to_contain_text("e2e-sdk-session")
+    page.get_by_role("link", name="e2e-sdk-session").click()
+    expect(page.locator("#session-outcome")).to_have_text("success")
+    expect(page.locator("#span-tree")).to_contain_text("say hello")
 
     assert_succeeded(demo.finished(demo_run, 180), 0.85, platform)
     assert_succeeded(api.finished(plain_run, 180), 0.75, platform)
@@ -285,6 +287,10 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
     (traced,) = api.call("GET", f"/api/v1/sessions?run={runner_run}")["results"]
     assert traced["llm_call_count"] == 18, traced  # 3 tasks x 3 attempts x (model + judge)
     assert JUDGE_KEY not in run["log_tail"] and "sk-model-e2e" not in run["log_tail"]
+    page.goto(f"/traces/sessions/{traced['id']}/")
+    expect(page.locator("#llm-call-count")).to_have_text("18")
+    expect(page.locator("main")).to_contain_text(runner_run)
+    expect(page.locator("#span-tree")).to_contain_text("capital.workflow")
 
     run = api.finished(harbor_run, 1200)
     assert_succeeded(run, 1.0, platform)
@@ -306,6 +312,14 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
     assert sorted(sandboxes) == [("stopped",)] * 4, sandboxes
     for run_id in (demo_run, plain_run, runner_run, harbor_run):
         wait_for(lambda r=run_id: containers_of(r) == [], 60, f"{run_id}'s containers", platform)
+
+    # The housekeeping cluster's scheduled task former: the SDK session, quiet for 30 s, has
+    # its task (every minute).
+    sdk_session = f"/api/v1/sessions/{session['id']}"
+    tasks = wait_for(
+        lambda: api.call("GET", sdk_session)["tasks"], 180, "the SDK session's task", platform
+    )
+    assert [t["name"] for t in tasks] == ["say hello"], tasks
 
     page.goto(f"/runs/{harbor_run}/")
     expect(page.locator("main")).to_contain_text("1.000")
