@@ -5,6 +5,7 @@ keys, BELVEDIR_VAR_DIR) and ports of the test's own, and no setting of the test 
 the host once stopped (its warm sandboxes, its spare volumes: a `make up` keeps them for its
 next start) is removed by `release`, so the tests after it find the host as it was."""
 
+import itertools
 import os
 import random
 import signal
@@ -110,12 +111,16 @@ class Platform:
 
     def logs(self, tail: int = 6000) -> str:
         """The end of every log of the instance: up.sh's output (uvicorn's access log too),
-        the gateway's and both clusters'; for a failure message."""
-        parts = [f"== {self.log}\n{self.output()[-tail:]}"]
-        for name in LOGS:
-            path = self.var / name
-            text = path.read_text(errors="replace")[-tail:] if path.exists() else "(none)"
-            parts.append(f"== {path}\n{text}")
+        the gateway's and both clusters'; for a failure message. A line repeated (a test's
+        polling in the access log) is shown once, with its count."""
+        parts = []
+        for path in (self.log, *(self.var / name for name in LOGS)):
+            text = path.read_text(errors="replace") if path and path.exists() else "(none)"
+            lines = [
+                line if (n := len(list(group))) == 1 else f"{line}  (x{n})"
+                for line, group in itertools.groupby(text.splitlines())
+            ]
+            parts.append(f"== {path}\n" + "\n".join(lines)[-tail:])
         return "\n".join(parts)
 
     def instance(self) -> tuple[str, Path]:
