@@ -28,7 +28,7 @@ from belvedir.text import size_text
 
 MAX_BYTES = 512 * 1024
 KINDS = ("judge", "rubric", "code", "state_diff")
-TASK_KEYS = ("id", "prompt", "answer", "verifier", "metadata")
+TASK_KEYS = ("id", "prompt", "answer", "verifier", "setup", "metadata")
 VERIFIER_KEYS = {
     "judge": {"kind"},
     "rubric": {"kind", "criteria"},
@@ -168,6 +168,8 @@ def _task(item, index: int, field: str) -> dict:
     if answer is not None:
         task["answer"] = str(answer)
     task["verifier"] = _verifier(item.get("verifier"), where)
+    if item.get("setup") is not None:
+        _setup(item["setup"], task["verifier"], item.get("verifier"), where)
     metadata = item.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise where.error("metadata", "must be a JSON object.")
@@ -217,6 +219,29 @@ def _verifier(verifier, where: _Task) -> dict:
         golden = _files(verifier.get("golden"), "verifier.golden", where, required=True)
         return {"kind": kind, "setup_state": setup, "golden": golden}
     return {"kind": kind}
+
+
+def _setup(setup, verifier: dict, given, where: _Task) -> None:
+    """A task's `setup.state` (the documented spelling): the files placed under /app/state
+    before the agent runs, a state_diff task's; kept as its verifier's `setup_state` (the
+    alias), which it must not repeat."""
+    if not isinstance(setup, dict):
+        raise where.error("setup", 'must be an object such as {"state": {path: text}}.')
+    unknown = sorted(set(setup) - {"state"})
+    if unknown:
+        raise where.error(f"setup.{unknown[0]}", "is not a field of setup (fields: state).")
+    if "state" not in setup:
+        return
+    if verifier["kind"] != "state_diff":
+        raise where.error(
+            "setup.state",
+            f"places files for a state_diff task; this task's verifier is {verifier['kind']}.",
+        )
+    if isinstance(given, dict) and given.get("setup_state") is not None:
+        raise where.error(
+            "setup.state", "and verifier.setup_state both give the setup files: keep one."
+        )
+    verifier["setup_state"] = _files(setup["state"], "setup.state", where, required=False)
 
 
 def _criteria(criteria, where: _Task) -> list[str]:

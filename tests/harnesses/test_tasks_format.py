@@ -253,3 +253,58 @@ def test_one_object_with_a_prompt_is_a_task_even_with_a_tasks_key_like_the_runne
     assert [t["id"] for t in _runner().parse_text(text)] == ["one"]
     with pytest.raises(Invalid, match="must be a list of tasks"):
         parse_tasks(json.dumps({"name": "env", "tasks": "nope"}))
+
+
+STATE_TASK = {
+    "id": "todo",
+    "prompt": "Tick the first item.",
+    "setup": {"state": {"notes/todo.txt": "[ ] milk\n"}},
+    "verifier": {"kind": "state_diff", "golden": {"notes/todo.txt": "[x] milk\n"}},
+}
+
+
+def test_setup_state_is_the_documented_spelling_of_a_state_diff_tasks_files():
+    """002 says `setup.state`; `verifier.setup_state` stays an alias. Either reads the same,
+    and `setup` is never kept as metadata."""
+    (task,) = parse_tasks(json.dumps([STATE_TASK]))
+    assert task["verifier"]["setup_state"] == {"notes/todo.txt": "[ ] milk\n"}
+    assert "metadata" not in task and "setup" not in task
+    alias = {**STATE_TASK, "verifier": {**STATE_TASK["verifier"], "setup_state": {"a": "1"}}}
+    del alias["setup"]
+    assert parse_tasks(json.dumps([alias]))[0]["verifier"]["setup_state"] == {"a": "1"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"setup": {"state": {"../x": "1"}}}, "tasks[0].setup.state['../x']", "path must be"),
+        ({"setup": {"files": {}}}, "tasks[0].setup.files", "is not a field of setup"),
+        ({"setup": "x"}, "tasks[0].setup", "must be an object"),
+        (
+            {"verifier": {**STATE_TASK["verifier"], "setup_state": {"a": "1"}}},
+            "tasks[0].setup.state",
+            "both give the setup files",
+        ),
+        ({"verifier": {"kind": "judge"}}, "tasks[0].setup.state", "this task's verifier is judge"),
+    ],
+)
+def test_a_bad_setup_is_refused_naming_it(change, field, words):
+    with pytest.raises(Invalid) as caught:
+        parse_tasks(json.dumps([{**STATE_TASK, **change}]))
+    assert caught.value.field == field and words in caught.value.message
+
+
+def test_the_runner_never_keeps_setup_as_metadata_either():
+    runner = _runner()
+    judged = {"id": "j", "prompt": "P", "setup": {"state": {"a": "1"}}}
+    with pytest.raises(runner.TasksError, match="setup.state places files for a state_diff"):
+        runner.parse_text(json.dumps([judged]))
+    (task,) = runner.parse_text(json.dumps([STATE_TASK]))
+    assert "setup" not in task["metadata"]
+
+
+def test_the_harbor_export_places_setup_state_files_in_the_tasks_state():
+    from harnesses.harbor_export import export_files
+
+    files = {f.path: f.content for f in export_files(parse_tasks(json.dumps([STATE_TASK])))}
+    assert files["todo/environment/state/notes/todo.txt"] == b"[ ] milk\n"

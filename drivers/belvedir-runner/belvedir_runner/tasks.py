@@ -10,7 +10,7 @@ import re
 MAX_BYTES = 512 * 1024
 KINDS = ("judge", "rubric", "code", "state_diff")
 HARBOR_ONLY = ("code", "state_diff")
-TASK_KEYS = ("id", "prompt", "answer", "verifier", "metadata")
+TASK_KEYS = ("id", "prompt", "answer", "verifier", "setup", "metadata")
 VERIFIER_KEYS = {
     "judge": {"kind"},
     "rubric": {"kind", "criteria"},
@@ -111,6 +111,13 @@ def _task(item, position: int) -> dict:
     verifier = item.get("verifier", {"kind": "judge"})
     if not isinstance(verifier, dict):
         raise TasksError(f"{name}: verifier must be an object.")
+    setup = item.get("setup")
+    if setup is not None and verifier.get("kind") != "state_diff":
+        # setup.state places a state_diff task's files (docs/tasks-format.md); never metadata.
+        raise TasksError(
+            f"{name}: setup.state places files for a state_diff task; this task's verifier is "
+            f"{verifier.get('kind')}."
+        )
     return {
         "id": task_id,
         "prompt": prompt,
