@@ -300,7 +300,7 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
     assert task_results(results) == {"capital": 1.0, "refund": 1.0, "sum": 1.0, "todo": 1.0}
     assert results["tasks"]["sum"] == {"attempts": [1.0], "score": 1.0, "errored": 0}, results
     assert results["errors"] == {} and results["environment"] == "belvedir", results
-    assert results["agent"] == "oracle" and results["dataset"] == f"belvedir:{environment}"
+    assert results["agent"] == "oracle" and results["dataset"] == "tasks"  # its Tasks field
     assert "--env belvedir_harbor.environment:BelvedirEnvironment" in run["log_tail"]
     # The judge and rubric verifiers asked the judge from their task sandboxes, with the run's
     # judge key.
