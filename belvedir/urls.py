@@ -19,6 +19,7 @@ api_v1 = [
     path("", include("traces.api_urls")),
     path("", include("billing.api_urls")),
     path("", include("runs.api_urls")),
+    path("", include("harbor.api_urls")),
     path("", include("models_registry.api_urls")),
     # The model router (OpenAI-compatible): chat/completions and models; a POST on models is a
     # fine-tuned model's upload (the REST API of models_registry shares the path).

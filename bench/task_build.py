@@ -10,7 +10,7 @@ registry is reachable: `FROM`, `USER root`, one `RUN mkdir`, `COPY state/`, `WOR
 `STOPSIGNAL`. Its environment directory is sent as a tar.gz, as the Harbor environment sends it.
 
 - **platform**: `sandboxes.tasks.ensure_image(..., steps=step_limits(spec, ...))`, the
-  call `runs.task_sandboxes` makes (its RUN steps under `--runtime`, on the sandbox network,
+  call `harbor.services` makes (its RUN steps under `--runtime`, on the sandbox network,
   with the task sandbox's limits and capabilities). *cold*: `force=True` (no builder cache);
   *image exists*: the same tag again (the engine has it); *cached layers, new tag*: a tag
   the engine lacks, `force=False` (the pieces' builder cache; `RUN` steps have none).
@@ -124,7 +124,7 @@ class Platform:
             cap_add=TASK_CAPABILITIES,
         )
         # Before and after issue 21 (the same script measures both): what the platform's
-        # call takes, as runs.task_sandboxes makes it, from the signatures it finds.
+        # call takes, as harbor.services makes it, from the signatures it finds.
         labels = {LABEL: LABEL_VALUE}
         if "disk" in inspect.signature(step_limits).parameters:
             self.steps = step_limits(spec, labels, disk=DISK)

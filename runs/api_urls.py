@@ -1,9 +1,8 @@
-"""The runs API (and the task sandboxes a managed Harbor run drives), mounted under /api/v1/ by
-belvedir/urls.py."""
+"""The runs API, mounted under /api/v1/ by belvedir/urls.py."""
 
 from django.urls import path
 
-from runs import adapters, api, task_sandbox_api
+from runs import adapters, api
 
 urlpatterns = [
     path(
@@ -20,31 +19,6 @@ urlpatterns = [
         "runs/<str:run_id>/tasks/export",
         api.RunTasksExportView.as_view(),
         name="api-run-tasks-export",
-    ),
-    path(
-        "runs/<str:run_id>/task-sandboxes",
-        task_sandbox_api.RunTaskSandboxesView.as_view(),
-        name="api-run-task-sandboxes",
-    ),
-    path(
-        "task-sandboxes",
-        task_sandbox_api.TaskSandboxCreateView.as_view(),
-        name="api-task-sandboxes",
-    ),
-    path(
-        "task-sandboxes/<str:sandbox_id>",
-        task_sandbox_api.TaskSandboxDetailView.as_view(),
-        name="api-task-sandbox",
-    ),
-    path(
-        "task-sandboxes/<str:sandbox_id>/exec",
-        task_sandbox_api.TaskSandboxExecView.as_view(),
-        name="api-task-sandbox-exec",
-    ),
-    path(
-        "task-sandboxes/<str:sandbox_id>/files",
-        task_sandbox_api.TaskSandboxFilesView.as_view(),
-        name="api-task-sandbox-files",
     ),
     path(
         "adapters/<str:run_id>/<str:token>",

@@ -30,7 +30,7 @@ from django.db import close_old_connections, connection
 from belvedir.errors import Invalid
 from belvedir.text import size_text
 from harnesses import drivers, managed, policy
-from runs import contract, git, gpu, task_sandbox_disk, task_sandboxes
+from runs import contract, git, gpu, hooks
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
@@ -51,6 +51,7 @@ from runs.services import (
 )
 from sandboxes import entrypoint
 from sandboxes.base import (
+    LABEL_RUN_ID,
     Collected,
     FileKind,
     SandboxBackend,
@@ -78,9 +79,9 @@ HIDDEN_KINDS = {
 class Heartbeat:
     """Beats (with the log tail when it changed) from the claim until the run is finished,
     so the reaper sees the worker alive through a long clone or copy too; renews the lease on
-    the run's GPU device, if it holds one; with a `backend`, stops the run's task sandboxes
-    on its engine that wrote past their disk limit (`runs.task_sandbox_disk`), noting it in
-    the log."""
+    the run's GPU device, if it holds one; with a `backend`, runs the checks of the apps above
+    runs (runs/hooks.py: harbor stops the run's task sandboxes on its engine that wrote past
+    their disk limit), noting what they say in the log."""
 
     def __init__(
         self,
@@ -94,7 +95,7 @@ class Heartbeat:
         self.tail = tail
         self.gpu_device = gpu_device
         self.backend = backend
-        self._disk_checked = time.monotonic()
+        self._checks = [make() for make in hooks.heartbeat_checks]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
 
@@ -123,27 +124,24 @@ class Heartbeat:
                         run_heartbeat(run_id=self.run_id)
                     if self.gpu_device:
                         gpu.device_renew(run_id=self.run_id)
-                    self._check_task_disks()  # its note goes out with the next beat
+                    self._check()  # its notes go out with the next beat
                 except Exception:  # one failed beat (a dropped connection) must not end them all
                     log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
                     connection.close()
         finally:
             connection.close()  # this thread's own connection; it would leak otherwise
 
-    def _check_task_disks(self) -> None:
-        if (
-            self.backend is None
-            or time.monotonic() - self._disk_checked < task_sandbox_disk.CHECK_SECONDS
-        ):
+    def _check(self) -> None:
+        if self.backend is None:
             return
-        self._disk_checked = time.monotonic()
-        try:
-            notes = task_sandbox_disk.check_run(run_id=self.run_id, backend=self.backend)
-        except SandboxError as exc:  # the engine did not answer: the next check tries again
-            log.warning("could not check the task sandboxes of %s: %s", self.run_id, exc)
-            return
-        for note in notes:
-            self.tail.write(f"\n{note}\n")
+        for check in self._checks:
+            try:
+                notes = check(self.run_id, self.backend)
+            except SandboxError as exc:  # the engine did not answer: the next check tries again
+                log.warning("could not check the task sandboxes of %s: %s", self.run_id, exc)
+                continue
+            for note in notes:
+                self.tail.write(f"\n{note}\n")
 
 
 @reconnecting
@@ -572,9 +570,12 @@ class Execution:
             self.backend.remove(self.handle)
         except SandboxError:
             log.warning("could not remove the sandbox of %s; the reaper will", self.run.pk)
-        # Its task sandboxes are on this engine too: however the run ended (a cancel from a
-        # web host without this engine, the reaper of another host), they go with it now.
+        # Every other container labelled with the run's id is on this engine too (a managed
+        # Harbor run's task sandboxes): however the run ended (a cancel from a web host without
+        # this engine, the reaper of another host), they go with it now, found in one call;
+        # harbor stops their rows when the run ends and its reaper pass settles what is left.
         try:
-            task_sandboxes.task_sandboxes_stop_for_run(run_id=self.run.pk)
-        except Exception:
-            log.exception("could not stop the task sandboxes of %s; the reaper will", self.run.pk)
+            for info in self.backend.list_by_label({LABEL_RUN_ID: self.run.pk}):
+                self.backend.remove(SandboxHandle(id=info.id, run_id=self.run.pk))
+        except SandboxError:
+            log.warning("could not remove the containers of %s; the reaper will", self.run.pk)

@@ -15,7 +15,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from runs import gpu, task_sandboxes
+from runs import gpu, hooks
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.queue import runs_with_queued_tasks
@@ -90,7 +90,8 @@ def reap() -> dict:
             removed += 1
         except SandboxError as exc:
             log.warning("reaper could not remove sandbox %s: %s", sandbox.id, exc)
-    task_sandboxes.task_sandboxes_reap()  # rows of task sandboxes whose run ended
+    for reaper_pass in hooks.reaper_passes:  # harbor's: task sandboxes whose run ended
+        reaper_pass()
     freed = gpu.devices_release_stale()
     # This instance's heartbeat on this host, and the sandboxes of instances gone from it.
     sweep_gone = getattr(backend, "sweep_gone_instances", None)

@@ -23,7 +23,7 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token, hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
-from runs import git, gpu, hosts, task_sandboxes
+from runs import git, gpu, hooks, hosts
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import default_judge, model_access_check
@@ -459,8 +459,15 @@ def run_finish(
         if done:
             _refund_if_never_launched(run_id=run_id)
     if done or heartbeat_before is None:
-        task_sandboxes.task_sandboxes_stop_for_run(run_id=run_id)  # never outliving the run
+        _ended(run_id=run_id)
     return done == 1
+
+
+def _ended(*, run_id: str) -> None:
+    """What the apps above runs do when a run ends (runs/hooks.py: harbor stops its task
+    sandboxes, so none outlive the run)."""
+    for ended in hooks.run_ended:
+        ended(run_id)
 
 
 def _refund_if_never_launched(*, run_id: str) -> None:
@@ -512,7 +519,7 @@ def run_cancel(*, run: Run) -> Run:
             kill_run_sandboxes(get_backend(), run.pk)
         except SandboxError:
             pass  # the executor and the reaper remove it too
-        task_sandboxes.task_sandboxes_stop_for_run(run_id=run.pk)
+        _ended(run_id=run.pk)
     run.refresh_from_db()
     return run
 

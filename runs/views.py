@@ -22,7 +22,7 @@ from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
 from models_registry.selectors import fine_tuned_models_for
-from runs import display, selectors, services, task_sandboxes
+from runs import display, hooks, selectors, services
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.model_access import judge_shown
 from runs.models import Run, Status
@@ -222,8 +222,9 @@ def run_detail(request, run_id: str):
         "failure_notes": display.failure_notes(run),
         "notes": display.other_notes(run),
         "results": display.results_view(run),
-        **task_sandboxes.page_view(run),
     }
+    for shown in hooks.run_page:  # harbor's task sandboxes
+        context.update(shown(run))
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     context.update(

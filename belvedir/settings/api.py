@@ -52,7 +52,7 @@ SPECTACULAR_SETTINGS = {
     # Two models call their choices `status`: each its own component.
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "runs.models.Status",
-        "TaskSandboxStatusEnum": "runs.models.TaskSandboxStatus",
+        "TaskSandboxStatusEnum": "harbor.models.TaskSandboxStatus",
     },
 }
 

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "belvedir",
     "harnesses",
     "runs",  # before django_q: its `qcluster` command is the one manage.py runs
+    "harbor",
     "django_q",
     "traces",
     "billing",

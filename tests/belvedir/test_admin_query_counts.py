@@ -18,9 +18,10 @@ from belvedir.members import invitation_create
 from belvedir.models import Role
 from billing.models import Coupon
 from billing.services import coupon_redeem
+from harbor.models import TaskSandbox
 from harnesses import environments
 from models_registry.services import hf_token_set
-from runs.models import GpuDevice, TaskSandbox, WorkerHost
+from runs.models import GpuDevice, WorkerHost
 from tests.helpers.seed import seed
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from runs.models import TaskSandbox
+from harbor.models import TaskSandbox
 from tests.drivers.helpers import HARBOR
 from tests.helpers.harbor import harbor, harbor_image
 from tests.helpers.task_sandboxes import (

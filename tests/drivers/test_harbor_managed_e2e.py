@@ -20,11 +20,12 @@ import pytest
 
 from billing.models import Kind
 from billing.services import ledger_operator_entry
+from harbor.models import TaskSandbox
 from harnesses.environments import environment_create, environment_harness_create
 from harnesses.services import harness_create, harness_update
 from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
-from runs.models import Run, TaskSandbox
+from runs.models import Run
 from runs.results import task_results
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
 from tests.helpers.run_fixtures import serve_to_sandboxes

@@ -198,3 +198,21 @@ def task_sandboxes_removed(db):
             container.remove(force=True)
     finally:
         client.close()
+
+
+def fast_hashing(settings) -> None:
+    """The shared fixtures sign users up; a slow hasher would dominate these tests' setup."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def make_run(owner):
+    """A Run row written directly (no launch, no sandbox), for pages, lists and caps."""
+    from runs.models import Run
+
+    def make(project=None, harness=None, **fields):
+        project = project or owner.project
+        values = {"harness_name": harness.name if harness else "contract", **fields}
+        return Run.objects.create(project=project, harness=harness, **values)
+
+    return make

@@ -1,6 +1,6 @@
 """Fixtures for runs: launching runs of the example harness and writing Run rows directly.
 
-The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster) are in
+The sandbox fixtures (contract_repo, sandbox_settings, make_harness, cluster, make_run) are in
 tests/helpers/run_fixtures.py; helpers in tests/runs/helpers.py.
 """
 
@@ -15,6 +15,7 @@ from runs import services
 from runs.sandbox_config import get_backend
 from sandboxes import diskquota
 from sandboxes.base import LABEL_INSTANCE
+from tests.helpers.run_fixtures import fast_hashing
 from tests.runs.helpers import filling_done
 
 _names = itertools.count(1)
@@ -22,8 +23,7 @@ _names = itertools.count(1)
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
-    """The shared fixtures sign users up; a slow hasher would dominate these tests' setup."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    fast_hashing(settings)
 
 
 @pytest.fixture
@@ -43,19 +43,6 @@ def launch(owner, make_harness, django_capture_on_commit_callbacks):
             )
 
     return do
-
-
-@pytest.fixture
-def make_run(owner):
-    """A Run row written directly (no launch, no sandbox), for pages, lists and caps."""
-    from runs.models import Run
-
-    def make(project=None, harness=None, **fields):
-        project = project or owner.project
-        values = {"harness_name": harness.name if harness else "contract", **fields}
-        return Run.objects.create(project=project, harness=harness, **values)
-
-    return make
 
 
 @pytest.fixture

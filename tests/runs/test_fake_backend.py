@@ -12,9 +12,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from runs import contract, isolation, task_sandbox_disk, task_sandboxes
+from harbor import disk, reaper
+from harbor.models import TaskSandbox
+from runs import contract, isolation
 from runs.executor import execute_run
-from runs.models import TaskSandbox
 from runs.sandbox_config import get_backend
 from sandboxes import tasks as task_defaults
 from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX, SandboxError
@@ -150,8 +151,8 @@ def test_a_task_sandbox_goes_its_whole_way_through_the_fake_backend(fake, owner,
     assert api.get(f"{base}/files?path=/app/missing").status_code == 404
 
     # The worker's disk check: a task sandbox past its limit is stopped, its row failed.
-    box.written = task_sandbox_disk.limit_bytes() + 1
-    [note] = task_sandbox_disk.check_run(run_id=run.pk, backend=get_backend())
+    box.written = disk.limit_bytes() + 1
+    [note] = disk.check_run(run_id=run.pk, backend=get_backend())
     assert note.startswith("belvedir: task sandbox 'task'") and "BELVEDIR_TASK_SANDBOX_DISK" in note
     assert TaskSandbox.objects.get(pk=first["id"]).status == "failed"
     assert box.id not in fake.sandboxes
@@ -160,5 +161,5 @@ def test_a_task_sandbox_goes_its_whole_way_through_the_fake_backend(fake, owner,
     # and the images nobody uses any more.
     TaskSandbox.objects.filter(pk=second["id"]).update(status="stopped")
     settings.BELVEDIR_TASK_IMAGE_TTL = 0
-    task_sandboxes.task_sandboxes_reap()
+    reaper.task_sandboxes_reap()
     assert fake.sandboxes == {} and fake.images == {}

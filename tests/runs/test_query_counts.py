@@ -4,7 +4,7 @@ and blow the bound. A bound that a change legitimately raises is raised with it,
 
 import pytest
 
-from runs.models import TaskSandbox
+from harbor.models import TaskSandbox
 from tests.helpers.seed import assert_bounded
 
 pytestmark = pytest.mark.django_db

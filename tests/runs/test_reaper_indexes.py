@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runs.models import TaskSandbox
-from runs.task_sandboxes import SETTLE_GRACE, task_sandboxes_unsettled
+from harbor.models import TaskSandbox
+from harbor.reaper import SETTLE_GRACE, task_sandboxes_unsettled
 
 pytestmark = pytest.mark.django_db
 

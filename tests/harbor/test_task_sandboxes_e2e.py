@@ -20,8 +20,9 @@ from django.utils import timezone
 
 from billing.models import Kind
 from billing.services import ledger_operator_entry
+from harbor.models import TaskSandbox
 from runs import reaper
-from runs.models import Run, Status, TaskSandbox
+from runs.models import Run, Status
 from tests.helpers.run_fixtures import worker_env
 from tests.helpers.task_sandboxes import loop_repo_at, remove_task_images, task_containers
 from tests.runs.helpers import Background, subprocess_database_url, wait_for

@@ -10,10 +10,11 @@ import docker
 import pytest
 from django.utils import timezone
 
-from runs.models import Run, TaskSandbox
+from harbor.models import TaskSandbox
+from harbor.services import task_sandbox_stop
+from runs.models import Run
 from runs.reaper import reap
 from runs.sandbox_config import worker_host
-from runs.task_sandboxes import task_sandbox_stop
 from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,

@@ -4,7 +4,8 @@ Billing page's pricing, the admin."""
 from django.contrib.admin.utils import quote
 from django.utils import timezone
 
-from runs.models import Status, TaskSandbox
+from harbor.models import TaskSandbox
+from runs.models import Status
 from tests.helpers.task_sandboxes import make_managed_run
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -70,8 +71,8 @@ def test_operators_see_task_sandboxes_in_the_admin(owner, superuser):
     boxes(run)
     box = TaskSandbox.objects.get(name="refund")
 
-    listing = superuser.get("/admin/runs/tasksandbox/?status=stopped")
-    detail = superuser.get(f"/admin/runs/tasksandbox/{quote(box.pk)}/change/")
+    listing = superuser.get("/admin/harbor/tasksandbox/?status=stopped")
+    detail = superuser.get(f"/admin/harbor/tasksandbox/{quote(box.pk)}/change/")
 
     assert listing.status_code == 200 and "refund" in listing.content.decode()
     assert "capital" not in listing.content.decode()

@@ -6,12 +6,13 @@ BELVEDIR_TASK_SANDBOX_DISK, with the reason on its row, in the API's refusals an
 import docker
 import pytest
 
-from runs import task_sandbox_disk
+from harbor import disk
+from harbor.models import TaskSandbox
+from harbor.services import task_sandbox_create
 from runs.executor import Heartbeat
 from runs.logtail import LogTail
-from runs.models import Run, TaskSandbox
+from runs.models import Run
 from runs.sandbox_config import get_backend
-from runs.task_sandboxes import task_sandbox_create
 from sandboxes import tasks as docker_tasks
 from tests.helpers.task_sandboxes import (
     Client,
@@ -58,9 +59,9 @@ def write(sandbox: TaskSandbox, path: str, mib: int, detach: bool = False):
 def test_the_limit_is_the_run_sandboxes_quota_unless_set(settings):
     settings.BELVEDIR_SANDBOX_DISK = 3 * 2**30
     settings.BELVEDIR_TASK_SANDBOX_DISK = 0
-    assert task_sandbox_disk.limit_bytes() == 3 * 2**30
+    assert disk.limit_bytes() == 3 * 2**30
     settings.BELVEDIR_TASK_SANDBOX_DISK = 64 * MiB
-    assert task_sandbox_disk.limit_bytes() == 64 * MiB
+    assert disk.limit_bytes() == 64 * MiB
 
 
 def test_a_task_sandbox_within_its_limit_keeps_running(start, sandbox_settings):
@@ -72,7 +73,7 @@ def test_a_task_sandbox_within_its_limit_keeps_running(start, sandbox_settings):
     written = docker_tasks.written_bytes(backend.client, [sandbox.container_id])
     assert 8 * MiB <= written[sandbox.container_id] < 32 * MiB
 
-    assert task_sandbox_disk.check_run(run_id=run.pk, backend=backend) == []
+    assert disk.check_run(run_id=run.pk, backend=backend) == []
     sandbox.refresh_from_db()
     assert sandbox.status == "running" and len(task_containers(run.pk)) == 1
 
@@ -81,7 +82,7 @@ def test_a_task_sandbox_writing_past_its_limit_is_stopped_with_a_note_in_the_run
     start, sandbox_settings, monkeypatch
 ):
     sandbox_settings.BELVEDIR_TASK_SANDBOX_DISK = 32 * MiB
-    monkeypatch.setattr(task_sandbox_disk, "CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(disk, "CHECK_SECONDS", 0.5)
     run, key, sandbox = start("fill")
     heartbeat = Heartbeat(run.pk, LogTail([]), backend=get_backend())
     heartbeat.start()

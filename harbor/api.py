@@ -2,7 +2,7 @@
 managed Harbor run's sandbox, through the sandbox gateway, with the run's own key.
 
 Everything that touches a container (create, exec, files, stop) answers only on the run's own
-engine, 409 `wrong_host` elsewhere (`task_sandboxes.require_this_engine`); reading the rows
+engine, 409 `wrong_host` elsewhere (`containers.require_this_engine`); reading the rows
 works on any platform process."""
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.parsers import JSONParser
 from belvedir.schema import errors
 from belvedir.text import size_text
-from runs import selectors, task_sandboxes
-from runs.models import Run, TaskSandbox
+from harbor import services
+from harbor.containers import require_this_engine
+from harbor.models import TaskSandbox
+from runs import selectors
+from runs.models import Run
 from runs.sandbox_config import get_backend
 from sandboxes import tasks as docker_tasks
 from sandboxes.base import SandboxBackend, SandboxError, SandboxHandle
@@ -97,7 +100,7 @@ def _sandbox_of(request, sandbox_id: str, *, on_engine: bool = False) -> TaskSan
     if sandbox is None:
         raise NotFound("No such task sandbox of this run.")
     if on_engine:
-        task_sandboxes.require_this_engine(run)
+        require_this_engine(run)
     return sandbox
 
 
@@ -154,7 +157,7 @@ class TaskSandboxCreateView(APIView):
             with context.open("wb") as out:
                 for chunk in upload.chunks():
                     out.write(chunk)
-            sandbox = task_sandboxes.task_sandbox_create(
+            sandbox = services.task_sandbox_create(
                 run=run,
                 name=str(request.data.get("name") or ""),
                 context=context,
@@ -184,7 +187,7 @@ class TaskSandboxDetailView(APIView):
     )
     def delete(self, request, sandbox_id: str):
         sandbox = _sandbox_of(request, sandbox_id, on_engine=True)
-        sandbox = task_sandboxes.task_sandbox_stop(sandbox=sandbox)
+        sandbox = services.task_sandbox_stop(sandbox=sandbox)
         return Response(TaskSandboxSerializer(sandbox).data)
 
 

@@ -4,7 +4,7 @@ sandbox gateway sends the task-sandbox paths to a platform process on B (uvicorn
 DOCKER_HOST), everything else to the web; the web (no engine, as behind a load balancer)
 refuses them naming both hosts; a cancel from the web ends the run, and B's worker removes
 its task sandboxes from B within seconds. (The harness is the loop of
-tests/runs/test_task_sandboxes_e2e.py standing in for Harbor.)
+tests/harbor/test_task_sandboxes_e2e.py standing in for Harbor.)
 """
 
 import os
@@ -18,7 +18,8 @@ from django.db import connection
 from belvedir import crypto
 from billing.models import Kind
 from billing.services import ledger_operator_entry
-from runs.models import Run, Status, TaskSandbox, WorkerHost
+from harbor.models import TaskSandbox
+from runs.models import Run, Status, WorkerHost
 from runs.sandbox_config import worker_host
 from runs.services import run_launch
 from sandboxes.base import LABEL_TASK_SANDBOX

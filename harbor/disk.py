@@ -3,19 +3,21 @@
 Harbor task images write anywhere in their root filesystem, so a task sandbox has no
 read-only root and no quota volume; the engine's storage (overlay2 on ext4) cannot cap a
 container's writable layer either (`--storage-opt size` needs xfs with project quotas). So
-the run's worker watches instead: every CHECK_SECONDS its heartbeat measures the writable
-layer of each of the run's running task sandboxes, and one past BELVEDIR_TASK_SANDBOX_DISK
-(0: the run sandboxes' BELVEDIR_SANDBOX_DISK) is removed, its row failed with the reason,
-and a `belvedir:` line goes into the run's log. A task that writes fast passes the limit by
-what it writes between two checks before it is stopped.
+the run's worker watches instead: every CHECK_SECONDS its heartbeat (runs.executor.Heartbeat,
+through runs/hooks.py) measures the writable layer of each of the run's running task
+sandboxes, and one past BELVEDIR_TASK_SANDBOX_DISK (0: the run sandboxes'
+BELVEDIR_SANDBOX_DISK) is removed, its row failed with the reason, and a `belvedir:` line goes
+into the run's log. A task that writes fast passes the limit by what it writes between two
+checks before it is stopped.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
+import time
 
-from runs.models import TaskSandbox
-from runs.task_sandboxes import task_sandbox_stop
+from harbor.containers import limit_bytes
+from harbor.models import TaskSandbox
+from harbor.services import task_sandbox_stop
 from sandboxes.base import SandboxBackend, SandboxHandle
 
 CHECK_SECONDS = 5.0
@@ -23,10 +25,6 @@ OVER_LIMIT = (
     "task sandbox {name!r} ({id}) wrote {used} to its filesystem, over the {limit} a task "
     "sandbox may write (BELVEDIR_TASK_SANDBOX_DISK), so it was stopped"
 )
-
-
-def limit_bytes() -> int:
-    return settings.BELVEDIR_TASK_SANDBOX_DISK or settings.BELVEDIR_SANDBOX_DISK
 
 
 def check_run(*, run_id: str, backend: SandboxBackend) -> list[str]:
@@ -52,6 +50,20 @@ def check_run(*, run_id: str, backend: SandboxBackend) -> list[str]:
         task_sandbox_stop(sandbox=row, error=f"{error}.")
         notes.append(f"belvedir: {error}.")
     return notes
+
+
+class HeartbeatCheck:
+    """One run's worker's check (runs/hooks.py heartbeat_checks): `check_run` at most every
+    CHECK_SECONDS, the first CHECK_SECONDS after the run's heartbeat started."""
+
+    def __init__(self) -> None:
+        self._checked = time.monotonic()
+
+    def __call__(self, run_id: str, backend: SandboxBackend) -> list[str]:
+        if time.monotonic() - self._checked < CHECK_SECONDS:
+            return []
+        self._checked = time.monotonic()
+        return check_run(run_id=run_id, backend=backend)
 
 
 def _size(n: int) -> str:

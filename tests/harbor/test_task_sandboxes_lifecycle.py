@@ -13,10 +13,11 @@ from django.utils import timezone
 from billing.models import Kind, LedgerEntry
 from billing.selectors import balance
 from billing.services import account_update, ledger_operator_entry
-from runs.models import Run, Status, TaskSandbox
+from harbor.models import TaskSandbox
+from harbor.services import task_sandbox_settle
+from runs.models import Run, Status
 from runs.reaper import reap
 from runs.services import run_finish
-from runs.task_sandboxes import task_sandbox_settle
 from tests.helpers.task_sandboxes import (
     Client,
     context_tar,

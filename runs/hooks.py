@@ -1,0 +1,27 @@
+"""Where an app above `runs` joins a run's life without `runs` importing it (the floors: runs
+never imports harbor). The app appends its functions in its AppConfig.ready()
+(harbor/hooks.py); runs calls each at its moment, in the order they were added."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runs.models import Run
+    from sandboxes.base import SandboxBackend
+
+# A run ended (finished, failed, cancelled or reaped; `runs.services.run_finish` and
+# `run_cancel`): called with its id.
+run_ended: list[Callable[[str], Any]] = []
+
+# Each reaper pass (`runs.reaper.reap`), after the runs' own work.
+reaper_passes: list[Callable[[], Any]] = []
+
+# Made once per run by its worker's heartbeat (`runs.executor.Heartbeat`); what each makes is
+# called every beat with (run_id, backend) and answers the `belvedir:` notes for the run's log
+# (a SandboxError: the engine did not answer, the next beat tries again).
+heartbeat_checks: list[Callable[[], Callable[[str, SandboxBackend], list[str]]]] = []
+
+# What the run page's live part shows beside the run's own (`runs.views.run_detail`): context.
+run_page: list[Callable[[Run], dict]] = []
