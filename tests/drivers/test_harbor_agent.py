@@ -13,6 +13,7 @@ from runs.results import task_results
 from tests.drivers.helpers import HARBOR, ScriptedLLM
 from tests.helpers.harbor import FOUR_KINDS, harbor, harbor_image, run_job
 
+from belvedir_harbor import AGENT_IMPORT_PATH  # isort: skip
 from belvedir_harbor.run import agent_argument, harbor_command  # isort: skip
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -118,3 +119,27 @@ def test_the_run_command_names_its_settings():
         *("-n", "1", "--env", "docker", "--n-tasks", "5"),
     ]
     assert agent_argument("belvedir") == "belvedir_harbor.agent:BelvedirAgent"
+
+
+AGENT_NAMES = (
+    "import json; from harbor.models.agent.name import AgentName; "
+    "print(json.dumps([a.value for a in AgentName]))"
+)
+
+
+def test_every_agent_the_docs_and_cards_name_is_one_harbor_knows(image, tmp_path):
+    """Harbor 0.26's own AgentName: the agents the docs name, the available scaffold cards'
+    and those the driver treats specially; `belvedir` is this package's agent instead."""
+    from belvedir_harbor import run  # noqa: PLC0415
+
+    from harnesses.catalog import PRESETS, SCAFFOLDS  # noqa: PLC0415
+
+    done = harbor(image, tmp_path, "python", "-c", AGENT_NAMES)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    documented = {"terminus-2", "claude-code", "openclaw", "opencode", "pi", "oracle", "nop"}
+    assert documented <= names, documented - names
+    cards = {p.env["HARBOR_AGENT"] for p in PRESETS if p.group == SCAFFOLDS and p.available}
+    assert cards <= names and cards == {"openclaw", "opencode", "pi"}
+    assert set(run.DOWNLOADED_AGENTS) <= names and set(run.LITELLM_AGENTS) <= names
+    assert "belvedir" not in names and agent_argument("belvedir") == AGENT_IMPORT_PATH

@@ -59,6 +59,16 @@ TASKS_TOTAL_FILE = "tasks-total"
 TASKS_DATASET = "tasks"  # results.json's dataset for a harness's Tasks field
 # Harbor agents that call the model from Harbor's own process through LiteLLM.
 LITELLM_AGENTS = ("terminus-2",)
+# Harbor agents that install themselves in each task container when the run starts, and what
+# they fetch from the internet there (Harbor 0.26's harbor/agents/installed/*.py).
+DOWNLOADED_AGENTS = {
+    "claude-code": "the npm package @anthropic-ai/claude-code (or Anthropic's installer from "
+    "downloads.claude.ai)",
+    "openclaw": "nvm from raw.githubusercontent.com, Node 24 and the npm package openclaw",
+    "opencode": "the npm package opencode-ai",
+    "pi": "the npm package @earendil-works/pi-coding-agent",
+}
+NPM_REGISTRY_URL = "https://registry.npmjs.org/"
 
 
 class Refused(ValueError):
@@ -274,17 +284,36 @@ def dataset_size(dataset_path: Path | None) -> int | None:
     return sum(1 for p in dataset_path.iterdir() if (p / "task.toml").is_file())
 
 
-def registry_reachable(timeout: float = 5.0) -> bool:
-    """Whether Harbor's dataset registry answers from here (an offline install: no)."""
+def reachable(url: str, timeout: float = 5.0) -> bool:
+    """Whether `url` answers from here (an offline install: no)."""
     try:
-        with urllib.request.urlopen(
-            urllib.request.Request(REGISTRY_URL, method="HEAD"), timeout=timeout
-        ):
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
             return True
     except urllib.error.HTTPError:
         return True  # it answered
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def registry_reachable(timeout: float = 5.0) -> bool:
+    """Whether Harbor's dataset registry answers from here (an offline install: no)."""
+    return reachable(REGISTRY_URL, timeout)
+
+
+def agent_downloads_check(env) -> None:
+    """Refused, naming what it needed, when HARBOR_AGENT installs itself from the internet in
+    each task container and this install cannot reach the npm registry (offline): the run
+    stops before Harbor starts rather than failing in every trial. Your own Modal account's
+    containers have the internet; nothing is checked there."""
+    agent = env.get("HARBOR_AGENT", "").strip()
+    if agent not in DOWNLOADED_AGENTS or uses_modal(env) or reachable(NPM_REGISTRY_URL):
+        return
+    raise Refused(
+        f"HARBOR_AGENT {agent} installs itself in each task container when the run starts: it "
+        f"needs {DOWNLOADED_AGENTS[agent]} from the internet, and {NPM_REGISTRY_URL} cannot be "
+        "reached from here (an offline install). Offline, use belvedir, terminus-2 or oracle; "
+        "or run on your own Modal account (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)."
+    )
 
 
 def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
@@ -437,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path.cwd()
     jobs_dir = workdir / JOBS_DIR
     try:
+        agent_downloads_check(env)  # before any fetch
         dataset_path = prepare_dataset(env, workdir, check=args.check)
         command = harbor_command(env, dataset_path, jobs_dir)
     except Refused as exc:
