@@ -27,6 +27,7 @@ from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
 from runs.models import Run
 from runs.results import task_results
+from tests.drivers.helpers import AGENT_TOKEN, AgentService
 from tests.helpers.harbor import FOUR_KINDS, harbor_image
 from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.helpers.scripted_model import ScriptedModel
@@ -220,6 +221,42 @@ def test_the_runner_on_harbor_card_as_prefilled_runs_its_tasks_field(
     # The agent's call and the verifier's judge call, both through the router.
     assert len(upstream.requests) == 2
     assert_every_task_sandbox_stopped(run, 1)
+
+
+def test_the_belvedir_agent_asks_the_agent_service_for_each_task(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    """BELVEDIR_AGENT_URL and BELVEDIR_AGENT_TOKEN on Runner on Harbor: the Belvedir Harbor
+    agent posts each task to the service (a local one, where sandboxes reach it) with the
+    token as its bearer and writes the reply as the answer the verifiers grade; no model."""
+
+    def answer(body: dict) -> str:
+        return "4" if "2+2" in body["prompt"] else "Paris"
+
+    service = serve_to_sandboxes(lambda host, port: AgentService(answer, host, port))
+    try:
+        environment = environment_create(
+            project=owner.project,
+            created_by=owner.user,
+            name="Service",
+            tasks=[FOUR_KINDS[0], FOUR_KINDS[2]],
+        )
+        harness = environment_harness_create(environment=environment, preset="harbor-runner")
+        env = {**harness.env, "BELVEDIR_AGENT_URL": service.url}
+        env["BELVEDIR_AGENT_TOKEN"] = AGENT_TOKEN
+        harness = harness_update(harness=harness, env=env)
+        run = launch(owner, django_capture_on_commit_callbacks, harness, **judged_by(judge))
+    finally:
+        service.stop()
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert task_results(run.results) == {"capital": 1.0, "sum": 1.0}
+    assert run.score == 1.0 and run.results["agent"] == "belvedir" and not run.covered
+    assert len(service.posts) == 2
+    assert {p["auth"] for p in service.posts} == {f"Bearer {AGENT_TOKEN}"}
+    prompts = sorted(p["body"]["prompt"].split("\n")[0] for p in service.posts)
+    assert prompts == sorted([FOUR_KINDS[0]["prompt"], FOUR_KINDS[2]["prompt"]])
+    assert AGENT_TOKEN not in run.log_tail
+    assert_every_task_sandbox_stopped(run, 2)
 
 
 def test_a_suite_card_runs_the_sample_dataset_offline(
