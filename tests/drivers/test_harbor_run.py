@@ -465,3 +465,28 @@ def test_an_agent_that_downloads_itself_fails_fast_offline_naming_what_it_needed
     )
     for offline_ok in ("belvedir", "terminus-2", "oracle", "nop"):
         run.agent_downloads_check({"HARBOR_AGENT": offline_ok})
+
+
+def test_claude_code_gets_the_model_settings_as_anthropics_key_and_base(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    own = {"HARBOR_AGENT": "claude-code", "MODEL_API_KEY": "sk-or-own"}
+    out = run.harbor_env(own)
+    # OpenRouter (the default base) serves Anthropic's Messages API at /api.
+    assert out["ANTHROPIC_API_KEY"] == "sk-or-own"
+    assert out["ANTHROPIC_BASE_URL"] == "https://openrouter.ai/api"
+    anthropic = {**own, "MODEL_API_BASE": "https://api.anthropic.com/v1/"}
+    assert run.harbor_env(anthropic)["ANTHROPIC_BASE_URL"] == "https://api.anthropic.com"
+    # OPENROUTER_API_KEY stands in for a blank MODEL_API_KEY; an Anthropic variable set wins.
+    assert (
+        run.harbor_env({"HARBOR_AGENT": "claude-code", "OPENROUTER_API_KEY": "sk-or"})[
+            "ANTHROPIC_API_KEY"
+        ]
+        == "sk-or"
+    )
+    assert run.harbor_env({**own, "ANTHROPIC_API_KEY": "sk-ant"})["ANTHROPIC_API_KEY"] == "sk-ant"
+    # Other agents get none of it.
+    assert "ANTHROPIC_API_KEY" not in run.harbor_env({**own, "HARBOR_AGENT": "terminus-2"})
+    # A covered run (its key is the run's own, its base the router): refused, naming why.
+    covered = {**own, **MANAGED, "MODEL_API_KEY": MANAGED["BELVEDIR_API_KEY"]}
+    with pytest.raises(run.Refused, match="which the platform's router .covered models. does not"):
+        run.anthropic_settings(covered)

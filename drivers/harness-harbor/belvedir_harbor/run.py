@@ -69,6 +69,27 @@ DOWNLOADED_AGENTS = {
     "pi": "the npm package @earendil-works/pi-coding-agent",
 }
 NPM_REGISTRY_URL = "https://registry.npmjs.org/"
+# Harbor agents that call Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
+# which OpenRouter serves too (at https://openrouter.ai/api); the router does not.
+ANTHROPIC_AGENTS = ("claude-code",)
+DEFAULT_MODEL_API_BASE = "https://openrouter.ai/api/v1"
+
+
+def anthropic_settings(env) -> dict[str, str]:
+    """ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL from the documented variables: MODEL_API_KEY
+    (else OPENROUTER_API_KEY) and MODEL_API_BASE (OpenRouter by default) without its /v1, which
+    Anthropic's clients add. Refused for a covered run: its base is the router, which answers
+    OpenAI chat completions only."""
+    key = (env.get("MODEL_API_KEY") or env.get("OPENROUTER_API_KEY") or "").strip()
+    if key and key == env.get("BELVEDIR_API_KEY", "").strip():
+        raise Refused(
+            f"HARBOR_AGENT {env.get('HARBOR_AGENT', '').strip()} calls Anthropic's Messages "
+            "API, which the platform's router (covered models) does not serve: give "
+            "MODEL_API_KEY (an OpenRouter or Anthropic key) and, for Anthropic itself, "
+            "MODEL_API_BASE=https://api.anthropic.com/v1."
+        )
+    base = (env.get("MODEL_API_BASE") or DEFAULT_MODEL_API_BASE).strip().rstrip("/")
+    return {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base.removesuffix("/v1")}
 
 
 class Refused(ValueError):
@@ -151,6 +172,8 @@ def harbor_env(env) -> dict[str, str]:
         out.setdefault("OPENAI_BASE_URL", env["MODEL_API_BASE"])
     if env.get("MODEL_API_KEY"):
         out.setdefault("OPENAI_API_KEY", env["MODEL_API_KEY"])
+    if env.get("HARBOR_AGENT", "").strip() in ANTHROPIC_AGENTS:
+        out.update({k: v for k, v in anthropic_settings(env).items() if not env.get(k)})
     home = env.get("HOME", "")
     if not home or not os.access(home, os.W_OK):
         out["HOME"] = str(Path.cwd() / ".harbor-home")
@@ -467,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs_dir = workdir / JOBS_DIR
     try:
         agent_downloads_check(env)  # before any fetch
+        if env.get("HARBOR_AGENT", "").strip() in ANTHROPIC_AGENTS:
+            anthropic_settings(env)  # a covered run refused before it starts
         dataset_path = prepare_dataset(env, workdir, check=args.check)
         command = harbor_command(env, dataset_path, jobs_dir)
     except Refused as exc:
