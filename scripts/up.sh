@@ -66,19 +66,25 @@ done
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
   kill -TERM -- "${GROUPS_[@]}" 2>/dev/null || true
+  # The gateway too: a restart right after must find its port free.
   for _ in $(seq 1 50); do  # 10 s, then whatever is left is killed
     alive=0
     for group in "${GROUPS_[@]}"; do kill -0 -- "$group" 2>/dev/null && alive=1; done
+    kill -0 "$GPID" 2>/dev/null && alive=1
     [ "$alive" = 0 ] && return 0
     sleep 0.2
   done
   kill -KILL -- "${GROUPS_[@]}" 2>/dev/null || true
+  kill -KILL "$GPID" 2>/dev/null || true
 }
 trap stop_clusters EXIT INT TERM
-for _ in $(seq 1 50); do
-  if (exec 3<>"/dev/tcp/$GATEWAY_IP/$GATEWAY_PORT") 2>/dev/null; then break; fi
-  if ! kill -0 $GPID 2>/dev/null; then
-    echo "up: the sandbox gateway did not start:" >&2; cat "$VAR/gateway.log" >&2; exit 1
+# Up once the gateway says it listens (sandboxes/gateway.py logs it after its bind): a port
+# that merely answers may be another program's, and the gateway would have died on it.
+for i in $(seq 1 150); do  # 30 s
+  if grep -q "sandbox gateway on " "$VAR/gateway.log" 2>/dev/null; then break; fi
+  if ! kill -0 $GPID 2>/dev/null || [ "$i" = 150 ]; then
+    echo "up: the sandbox gateway did not start on $GATEWAY_IP:$GATEWAY_PORT:" >&2
+    cat "$VAR/gateway.log" >&2; exit 1
   fi
   sleep 0.2
 done

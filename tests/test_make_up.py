@@ -19,6 +19,7 @@ Every failure message ends with the instance's logs (up.sh's output, var/*.log).
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -47,7 +48,8 @@ RUNNING = ("queued", "running")
 
 
 @pytest.fixture
-def platform(tmp_path):
+def platform(tmp_path, llm, judge):
+    """The platform, its ports chosen once the fake servers hold theirs."""
     with unmade_database_url("belvedir_up") as url:
         platform = Platform.made(url, tmp_path / "var")
         instance = platform.instance()
@@ -182,6 +184,16 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
 ):
     checkout_var = {name: (ROOT / "var" / name) for name in (*LOGS, "make-up-key")}
     before = {name: p.stat().st_mtime for name, p in checkout_var.items() if p.exists()}
+    # Another program on the gateway's port: up.sh stops, saying so, where it used to take the
+    # answering port for its gateway and serve sandboxes a stranger.
+    with socket.socket() as squatter:
+        squatter.bind(("172.30.0.1", int(platform.env["GATEWAY_PORT"])))
+        squatter.listen()
+        code = platform.start_failing(tmp_path / "up-port-taken.log")
+    failed = platform.output()
+    assert code == 1 and "up: the sandbox gateway did not start on 172.30.0.1:" in failed, failed
+    assert "Address already in use" in failed, failed
+
     platform.start(tmp_path / "up.log")
     text = platform.output()
     assert database_exists(platform.env["DATABASE_URL"]), text

@@ -94,6 +94,25 @@ class Platform:
                 pytest.fail(f"scripts/up.sh did not start:\n{self.logs()}")
             time.sleep(0.3)
 
+    def start_failing(self, log: Path, timeout: float = 180) -> int:
+        """scripts/up.sh run to its exit (a start that must fail); its exit code. One still
+        running after `timeout` s is stopped and fails the test."""
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                ["bash", "scripts/up.sh"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"scripts/up.sh went on for {timeout:.0f} s:\n{self.logs()}")
+
     def stop(self) -> None:
         """As Ctrl-C stops `make up`: SIGTERM to its process group (up.sh's trap stops the
         gateway and the clusters)."""
