@@ -25,17 +25,16 @@ from rest_framework.views import APIView
 
 from belvedir.access import access_for_request
 from belvedir.authentication import RunKeyAuthentication
-from belvedir.errors import Forbidden, Invalid, NotFound, Unavailable
+from belvedir.errors import Invalid, NotFound, Unavailable
 from belvedir.files import ThreadedStreamingResponse
-from belvedir.models import ApiKey
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.parsers import JSONParser
+from belvedir.run_access import own_run
 from belvedir.schema import errors
 from belvedir.text import size_text
 from harbor import services
 from harbor.containers import require_this_engine
 from harbor.models import TaskSandbox
-from runs import selectors
 from runs.models import Run
 from runs.sandbox_config import get_backend
 from sandboxes import tasks as docker_tasks
@@ -84,13 +83,9 @@ class ExecSerializer(serializers.Serializer):
 
 
 def _run_of(request) -> Run:
-    key = request.auth
-    if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
-        raise Forbidden("Task sandboxes answer the run's own key only.", code="not_managed")
-    run = selectors.run_of_key(key)
-    if run is None:
-        raise NotFound("Not found.")
-    return run
+    return own_run(
+        request, refuse="Task sandboxes answer the run's own key only.", code="not_managed"
+    )
 
 
 def _sandbox_of(request, sandbox_id: str, *, on_engine: bool = False) -> TaskSandbox:
@@ -309,13 +304,7 @@ class RunTaskSandboxesView(ListAPIView):
         responses={200: TaskSandboxSerializer(many=True), **errors(401, 404)},
     )
     def get(self, request, run_id: str):
-        key = request.auth
-        if isinstance(key, ApiKey) and key.kind == ApiKey.Kind.RUN:
-            run = selectors.run_of_key(key)
-            if run is None or run.pk != run_id:
-                raise NotFound("Not found.")
-        else:
-            run = access_for_request(request).get(Run, pk=run_id)
+        run = own_run(request, run_id=run_id) or access_for_request(request).get(Run, pk=run_id)
         return get_paginated_response(
             view=self,
             queryset=TaskSandbox.objects.filter(run=run),

@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 
 from belvedir.api import AccessMixin, ListAPIView, get_paginated_response
 from belvedir.authentication import RunKeyAuthentication
-from belvedir.errors import Forbidden, Invalid, NotFound
-from belvedir.models import ApiKey
+from belvedir.errors import Invalid, NotFound
+from belvedir.run_access import own_run
 from belvedir.schema import errors
 from harnesses.environment_export import environment_export_response, tasks_export_response
 from harnesses.models import Environment, Harness
@@ -258,12 +258,9 @@ class RunTasksView(APIView):
 
 def _own_runs_tasks(request, run_id: str) -> tuple[Run, str]:
     """The run whose own key the request carries, and its Tasks field (a 404 without)."""
-    key = request.auth
-    if not isinstance(key, ApiKey) or key.kind != ApiKey.Kind.RUN:
-        raise Forbidden("Only the run's own key can download its Tasks file.")
-    run = selectors.run_of_key(key)
-    if run is None or run.pk != run_id:
-        raise NotFound("Not found.")
+    run = own_run(
+        request, run_id=run_id, refuse="Only the run's own key can download its Tasks file."
+    )
     tasks = run.harness_snapshot.get("tasks") or ""
     if not tasks:
         raise NotFound("This run has no Tasks.")
@@ -328,11 +325,9 @@ class RunEnvironmentExportView(AccessMixin, APIView):
         responses={**_EXPORT_ZIP, **errors(400, 401, 404)},
     )
     def get(self, request, environment_id: str):
-        key = request.auth
-        if isinstance(key, ApiKey) and key.kind == ApiKey.Kind.RUN:
-            run = selectors.run_of_key(key)
-            if run is None or environment_id not in selectors.run_environment_ids(run):
-                raise NotFound("Not found.")
+        run = own_run(request)
+        if run is not None and environment_id not in selectors.run_environment_ids(run):
+            raise NotFound("Not found.")
         environment = self.access.get(Environment, pk=environment_id)
         return environment_export_response(
             environment=environment, limit=request.query_params.get("limit")
