@@ -7,8 +7,8 @@ from django.db import models
 from billing import selectors as billing_selectors
 from harbor.models import TaskSandbox
 from harnesses import managed
+from runs.contract import run_harness_env
 from runs.models import Run
-from runs.services import run_harness_env
 
 PAGE_ROWS = 50
 

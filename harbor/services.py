@@ -33,9 +33,9 @@ from harbor.containers import build_policy, container_spec, on_this_engine, requ
 from harbor.models import TaskSandbox
 from harbor.selectors import run_is_managed
 from harnesses import managed
+from runs.contract import run_harness_env
 from runs.models import Run, Status
 from runs.sandbox_config import engine_name, get_backend
-from runs.services import run_harness_env
 from sandboxes import tasks as docker_tasks
 from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX, SandboxError, SandboxHandle
 

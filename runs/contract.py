@@ -1,11 +1,29 @@
-"""The harness contract: env vars in, results.json out, the entrypoint in between."""
+"""The harness contract: env vars in, results.json out, the entrypoint in between.
+
+A run's sandbox env and the list of its secrets are assembled here, once: `run_sandbox_env`
+(what the run's worker gives its sandbox) and `run_secret_values` (what its log, results,
+notes and spans are redacted of); the managed Harbor workspace reads the harness env through
+`run_harness_env` too."""
+
+from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from django.conf import settings
+
+from belvedir import crypto
+from harnesses import env_secrets
+from models_registry.selectors import hf_token_value
+from models_registry.signing import AdapterGrant, adapter_token, adapter_url
+from runs.model_access import router_base
 from runs.results import task_results
 from sandboxes import entrypoint
+
+if TYPE_CHECKING:
+    from runs.models import Run
 
 RESULTS_MAX_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 16 * 1024
@@ -335,3 +353,97 @@ def driver_note(log_text: str, driver: str | None) -> str:
         if said:
             return f"belvedir: the {driver} driver said: {said[:500]}"
     return ""
+
+
+# --- a run's env and secrets, assembled once -------------------------------------------
+
+
+def run_model_secrets(run: Run) -> dict[str, str]:
+    """The run's model key, judge key and run key, decrypted: for its sandbox only."""
+    return {
+        "model_api_key": crypto.decrypt(run.model_api_key_encrypted),
+        "judge_api_key": crypto.decrypt(run.judge_api_key_encrypted),
+        "run_key": crypto.decrypt(run.run_key_encrypted),
+    }
+
+
+def run_harness_env(run: Run) -> dict[str, str]:
+    """The harness env the run was launched with, its secret values decrypted: sandbox only."""
+    snapshot_env = (run.harness_snapshot or {}).get("env") or {}
+    return env_secrets.env_plain(snapshot_env, run.harness_env_secrets_encrypted)
+
+
+def run_secret_values(run: Run) -> list[str]:
+    """Every secret the run's sandbox is given (keys, secret harness env, a fine-tuned model's
+    signed adapter URL and Hugging Face token): what logs, results, notes and the run's spans
+    are redacted of."""
+    values = [
+        *run_model_secrets(run).values(),
+        *env_secrets.secret_values(run.harness_env_secrets_encrypted),
+        *run_fine_tuned_secrets(run).values(),
+    ]
+    return [value for value in values if value]
+
+
+def run_adapter_grant(run: Run) -> AdapterGrant | None:
+    """What the run's ADAPTER_URL grants: its model's adapter, to this run, until the run's
+    time cap ends (counted from its start); None before it started or without a model."""
+    if run.fine_tuned_model_id is None or run.started_at is None:
+        return None
+    expires = int(run.started_at.timestamp()) + settings.BELVEDIR_RUN_TIMEOUT
+    return AdapterGrant(run_id=run.pk, model_id=run.fine_tuned_model_id, expires=expires)
+
+
+def run_fine_tuned_secrets(run: Run) -> dict[str, str]:
+    """The signed adapter token (inside ADAPTER_URL) and the HF token a gated base gets."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    secrets = {"adapter_token": adapter_token(grant)}
+    if run.fine_tuned_model.gated:
+        secrets["hf_token"] = hf_token_value(organization=run.project.organization)
+    return secrets
+
+
+def run_fine_tuned_env(run: Run, *, base_url: str) -> dict[str, str]:
+    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only."""
+    grant = run_adapter_grant(run)
+    if grant is None:
+        return {}
+    env = {
+        "MODEL": run.model_base,
+        "ADAPTER_URL": adapter_url(base_url, grant),
+        "MODEL_LABEL": run.model,
+    }
+    token = run_fine_tuned_secrets(run).get("hf_token")
+    if token:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def run_sandbox_env(run: Run, *, secrets: dict[str, str]) -> dict[str, str]:
+    """Everything the run's sandbox is given as env (`secrets`: `run_model_secrets(run)`):
+    the harness's env, the model settings, the contract names, a fine-tuned model's."""
+    base_url = settings.BELVEDIR_SANDBOX_BASE_URL
+    return sandbox_env(
+        harness_env=run_harness_env(run),
+        run_id=run.pk,
+        run_key=secrets["run_key"],
+        base_url=base_url,
+        tasks=(run.harness_snapshot or {}).get("tasks") or "",
+        attempts=run.attempts,
+        grading=run.grading,
+        model_settings=model_settings(
+            model=run.model_base or run.model,
+            model_api_base=run.model_api_base_resolved or run.model_api_base,
+            model_api_key=secrets["model_api_key"],
+            model_covered=run.model_covered,
+            judge_model=run.judge_model,
+            judge_api_base=run.judge_api_base_resolved or run.judge_api_base,
+            judge_api_key=secrets["judge_api_key"],
+            judge_covered=run.judge_covered,
+            run_key=secrets["run_key"],
+            router_base=router_base(base_url),
+        ),
+        fine_tuned=run_fine_tuned_env(run, base_url=base_url),
+    )

@@ -31,21 +31,17 @@ from belvedir.errors import Invalid
 from belvedir.text import size_text
 from harnesses import drivers, managed, policy
 from runs import contract, git, gpu, hooks
+from runs.contract import run_model_secrets, run_secret_values
 from runs.db import reconnecting
 from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
-from runs.model_access import router_base
 from runs.models import GpuDevice, Run, Stage, Status
 from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 from runs.services import (
     run_claim,
-    run_fine_tuned_env,
     run_finish,
-    run_harness_env,
     run_heartbeat,
     run_mark_running,
-    run_model_secrets,
-    run_secret_values,
     run_stage_advance,
     run_store_log,
 )
@@ -311,28 +307,7 @@ class Execution:
         (control / "run.sh").write_text(snap["run_command"] + "\n")
         (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
         (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
-        env = contract.sandbox_env(
-            harness_env=run_harness_env(run),
-            run_id=run.pk,
-            run_key=self.secrets["run_key"],
-            base_url=settings.BELVEDIR_SANDBOX_BASE_URL,
-            tasks=snap.get("tasks") or "",
-            attempts=run.attempts,
-            grading=run.grading,
-            model_settings=contract.model_settings(
-                model=run.model_base or run.model,
-                model_api_base=run.model_api_base_resolved or run.model_api_base,
-                model_api_key=self.secrets["model_api_key"],
-                model_covered=run.model_covered,
-                judge_model=run.judge_model,
-                judge_api_base=run.judge_api_base_resolved or run.judge_api_base,
-                judge_api_key=self.secrets["judge_api_key"],
-                judge_covered=run.judge_covered,
-                run_key=self.secrets["run_key"],
-                router_base=router_base(settings.BELVEDIR_SANDBOX_BASE_URL),
-            ),
-            fine_tuned=run_fine_tuned_env(run, base_url=settings.BELVEDIR_SANDBOX_BASE_URL),
-        )
+        env = contract.run_sandbox_env(run, secrets=self.secrets)
         return spec_from_settings(
             run_id=run.pk,
             **sandbox_image(snap),

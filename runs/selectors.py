@@ -6,7 +6,7 @@ from django.urls import reverse
 from belvedir.models import ApiKey, Project
 from harnesses import env_secrets
 from models_registry.models import FineTunedModel
-from runs import gpu
+from runs import contract, gpu
 from runs.models import IN_FLIGHT, Run, Status
 
 
@@ -15,6 +15,12 @@ def run_of_key(key: ApiKey) -> Run | None:
     if key.kind != ApiKey.Kind.RUN:
         return None
     return Run.objects.filter(ingest_key=key).first()
+
+
+def run_secret_values(run: Run) -> list[str]:
+    """Every secret the run's sandbox is given, what the run's spans are redacted of
+    (assembled once in runs/contract.py)."""
+    return contract.run_secret_values(run)
 
 
 def run_covered_models(run: Run) -> frozenset[str]:

@@ -21,9 +21,9 @@ from harnesses import drivers, env_secrets, managed, policy
 from harnesses.models import DEFAULT_GPU_TYPE, Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
-from models_registry.selectors import hf_token, hf_token_value
-from models_registry.signing import AdapterGrant, adapter_token, adapter_url
+from models_registry.selectors import hf_token
 from runs import git, gpu, hooks, hosts
+from runs.contract import run_model_secrets
 from runs.db import reconnecting
 from runs.isolation import isolation_require
 from runs.model_access import default_judge, model_access_check
@@ -522,65 +522,3 @@ def run_cancel(*, run: Run) -> Run:
         _ended(run_id=run.pk)
     run.refresh_from_db()
     return run
-
-
-def run_model_secrets(run: Run) -> dict[str, str]:
-    return {
-        "model_api_key": crypto.decrypt(run.model_api_key_encrypted),
-        "judge_api_key": crypto.decrypt(run.judge_api_key_encrypted),
-        "run_key": crypto.decrypt(run.run_key_encrypted),
-    }
-
-
-def run_harness_env(run: Run) -> dict[str, str]:
-    """The harness env the run was launched with, its secret values decrypted: sandbox only."""
-    snapshot_env = (run.harness_snapshot or {}).get("env") or {}
-    return env_secrets.env_plain(snapshot_env, run.harness_env_secrets_encrypted)
-
-
-def run_secret_values(run: Run) -> list[str]:
-    """Every secret the run's sandbox is given (keys, secret harness env, a fine-tuned model's
-    signed adapter URL and Hugging Face token): what logs, results, notes and the run's spans
-    are redacted of."""
-    values = [
-        *run_model_secrets(run).values(),
-        *env_secrets.secret_values(run.harness_env_secrets_encrypted),
-        *run_fine_tuned_secrets(run).values(),
-    ]
-    return [value for value in values if value]
-
-
-def run_adapter_grant(run: Run) -> AdapterGrant | None:
-    """What the run's ADAPTER_URL grants: its model's adapter, to this run, until the run's
-    time cap ends (counted from its start); None before it started or without a model."""
-    if run.fine_tuned_model_id is None or run.started_at is None:
-        return None
-    expires = int(run.started_at.timestamp()) + settings.BELVEDIR_RUN_TIMEOUT
-    return AdapterGrant(run_id=run.pk, model_id=run.fine_tuned_model_id, expires=expires)
-
-
-def run_fine_tuned_secrets(run: Run) -> dict[str, str]:
-    """The signed adapter token (inside ADAPTER_URL) and the HF token a gated base gets."""
-    grant = run_adapter_grant(run)
-    if grant is None:
-        return {}
-    secrets = {"adapter_token": adapter_token(grant)}
-    if run.fine_tuned_model.gated:
-        secrets["hf_token"] = hf_token_value(organization=run.project.organization)
-    return secrets
-
-
-def run_fine_tuned_env(run: Run, *, base_url: str) -> dict[str, str]:
-    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only."""
-    grant = run_adapter_grant(run)
-    if grant is None:
-        return {}
-    env = {
-        "MODEL": run.model_base,
-        "ADAPTER_URL": adapter_url(base_url, grant),
-        "MODEL_LABEL": run.model,
-    }
-    token = run_fine_tuned_secrets(run).get("hf_token")
-    if token:
-        env["HF_TOKEN"] = token
-    return env

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from runs import services
+from runs import contract, services
 from runs.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -203,7 +203,7 @@ def test_run_again_creates_a_run_with_the_same_settings(debug_page, owner, make_
         2,
         "mean",
     )
-    assert services.run_model_secrets(again)["model_api_key"] == "sk-again-secret-123"
+    assert contract.run_model_secrets(again)["model_api_key"] == "sk-again-secret-123"
     assert "sk-again-secret-123" not in page.content()
 
 

@@ -9,7 +9,7 @@ import requests
 from django.utils import timezone
 
 from belvedir.logfilters import RedactSignedPaths
-from runs import services
+from runs import contract, services
 from runs.models import Run, Status
 from tests.helpers import aio
 from tests.helpers.adapters import adapter_zip_bytes
@@ -43,7 +43,7 @@ def test_the_asgi_servers_logs_never_show_the_adapter_token(
     run = services.run_launch_fine_tuned(fine_tuned_model=model, harness=harness)
     Run.objects.filter(pk=run.pk).update(status=Status.RUNNING, started_at=timezone.now())
     run.refresh_from_db()
-    path = services.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
+    path = contract.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
     token = path.rsplit("/", 1)[1]
 
     port = free_port()
@@ -90,7 +90,7 @@ def test_the_adapter_download_streams_under_asgi_without_reading_the_file_whole(
         run = services.run_launch_fine_tuned(fine_tuned_model=model, harness=harness)
     Run.objects.filter(pk=run.pk).update(status=Status.RUNNING, started_at=timezone.now())
     run.refresh_from_db()
-    path = services.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
+    path = contract.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
     token = path.rsplit("/", 1)[1]
     response = AdapterDownloadView.as_view()(RequestFactory().get(path), run_id=run.pk, token=token)
     handle, whole = response.file_to_stream, adapter_zip_bytes()

@@ -79,7 +79,7 @@ def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_
     assert body["attempts"] == 3 and body["grading"] == "pass@k"
     run = started(Run.objects.get(pk=body["id"]))
 
-    env = services.run_fine_tuned_env(run, base_url="http://172.30.0.1:18700")
+    env = contract.run_fine_tuned_env(run, base_url="http://172.30.0.1:18700")
     assert env["MODEL"] == "meta-llama/Llama-3.1-8B"
     assert env["MODEL_LABEL"] == "llama-lora-v1"
     assert env["HF_TOKEN"] == HF
@@ -99,7 +99,7 @@ def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_
     assert sandbox["MODEL"] == env["MODEL"] and sandbox["ADAPTER_URL"] == env["ADAPTER_URL"]
     page = owner.web.get(f"/runs/{run.pk}/").content.decode()
     assert "fine-tuned on" in page and f'href="/models/{model.pk}/"' in page
-    secrets = services.run_secret_values(run)
+    secrets = contract.run_secret_values(run)
     assert HF in secrets
     assert env["ADAPTER_URL"].rsplit("/", 1)[1] in secrets
 
@@ -112,7 +112,7 @@ def test_the_adapter_url_works_without_a_login_for_that_run_only_while_it_runs(
         run = services.run_launch_fine_tuned(fine_tuned_model=model, harness=gpu_harness)
         other = services.run_launch_fine_tuned(fine_tuned_model=model, harness=gpu_harness)
     run, other = started(run), started(other)
-    url = services.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
+    url = contract.run_fine_tuned_env(run, base_url="")["ADAPTER_URL"]
     token = url.rsplit("/", 1)[1]
     anonymous = Client()
 

@@ -3,7 +3,7 @@
 import pytest
 
 from belvedir.errors import Invalid
-from runs import services
+from runs import contract, services
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -44,10 +44,10 @@ def test_run_again_launches_a_new_run_with_the_same_settings_and_keys(
         again = services.run_relaunch(run=first, created_by=owner.user)
     assert again.pk != first.pk and again.status == "queued" and len(enqueued) == 1
     assert [getattr(again, f) for f in SHARED] == [getattr(first, f) for f in SHARED]
-    secrets = services.run_model_secrets(again)
+    secrets = contract.run_model_secrets(again)
     assert secrets["model_api_key"] == "sk-model-secret-1234"
     assert secrets["judge_api_key"] == "sk-judge-secret-5678"
-    assert secrets["run_key"] != services.run_model_secrets(first)["run_key"]
+    assert secrets["run_key"] != contract.run_model_secrets(first)["run_key"]
 
 
 def test_run_again_is_refused_once_the_harness_is_deleted(first):

@@ -4,7 +4,7 @@ the API or the pages (real Docker)."""
 import pytest
 from django.db import connection
 
-from runs import services
+from runs import contract
 from runs.executor import execute_run
 from runs.models import Run
 
@@ -28,7 +28,7 @@ def test_secret_harness_env_is_redacted_from_log_results_notes_api_and_pages(
         model="acme/model-1",
         model_api_key="sk-model-key-e2e",
     )
-    assert services.run_harness_env(run)["SERVICE_TOKEN"] == TOKEN
+    assert contract.run_harness_env(run)["SERVICE_TOKEN"] == TOKEN
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded", (run.notes, run.log_tail)

@@ -17,9 +17,9 @@ import uuid
 import docker
 import pytest
 
+from runs.contract import run_model_secrets
 from runs.executor import execute_run
 from runs.sandbox_config import get_backend, warm_template
-from runs.services import run_model_secrets
 from sandboxes import warm
 from sandboxes.base import SandboxHandle, tar_files
 from tests.runs.helpers import (

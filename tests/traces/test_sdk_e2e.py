@@ -23,6 +23,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from harnesses.services import harness_create
+from runs import contract
 from runs import services as run_services
 from runs.executor import execute_run
 from tests.helpers.run_fixtures import http_for_sandboxes
@@ -160,7 +161,7 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
             model_api_base=sandbox_openai.base_url,
             model_api_key="sk-fake-for-tests",
         )
-    run_key = run_services.run_model_secrets(run)["run_key"]
+    run_key = contract.run_model_secrets(run)["run_key"]
 
     execute_run(run.pk)
 

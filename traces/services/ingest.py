@@ -15,8 +15,7 @@ from belvedir.models import ApiKey
 from belvedir.text import counted
 from runs import contract
 from runs.models import Run
-from runs.selectors import run_of_key
-from runs.services import run_secret_values
+from runs.selectors import run_of_key, run_secret_values
 from traces import otlp
 from traces.models import Session, Span
 
