@@ -75,8 +75,8 @@ class Platform:
         }
         return cls(env=env, var=var, base=f"http://127.0.0.1:{port}")
 
-    def start(self, log: Path) -> None:
-        """scripts/up.sh started as `make up` does, once its web server listens."""
+    def _spawn(self, log: Path) -> None:
+        """scripts/up.sh as `make up` runs it, in a process group of its own, output to `log`."""
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
@@ -87,6 +87,10 @@ class Platform:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def start(self, log: Path) -> None:
+        """scripts/up.sh started as `make up` does, once its web server listens."""
+        self._spawn(log)
         deadline = time.monotonic() + 180
         while b"Uvicorn running on" not in log.read_bytes():  # scripts/serve.sh
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -97,16 +101,7 @@ class Platform:
     def start_failing(self, log: Path, timeout: float = 180) -> int:
         """scripts/up.sh run to its exit (a start that must fail); its exit code. One still
         running after `timeout` s is stopped and fails the test."""
-        self.log = log
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                ["bash", "scripts/up.sh"],
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self._spawn(log)
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
