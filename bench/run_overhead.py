@@ -127,10 +127,10 @@ class Probe:
 
 def instrument(probe: Probe) -> None:
     """Wrap the platform's steps (in this process only) so each run's time can be broken down."""
-    from runs import executor, services
+    from runs import executor, launch_checks, services
     from sandboxes.docker import DockerBackend
 
-    probe.wrap(services, "sandbox_check", "launch: sandbox engine ping")
+    probe.wrap(launch_checks, "sandbox_check", "launch: sandbox engine ping")
     probe.wrap(services, "repo_check", "launch: git ls-remote")
     probe.wrap(services, "run_enqueue", "launch: django-q2 enqueue")
     probe.wrap(executor, "run_claim", "exec: claim run")

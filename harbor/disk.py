@@ -3,7 +3,7 @@
 Harbor task images write anywhere in their root filesystem, so a task sandbox has no
 read-only root and no quota volume; the engine's storage (overlay2 on ext4) cannot cap a
 container's writable layer either (`--storage-opt size` needs xfs with project quotas). So
-the run's worker watches instead: every CHECK_SECONDS its heartbeat (runs.executor.Heartbeat,
+the run's worker watches instead: every CHECK_SECONDS its heartbeat (runs.heartbeat.Heartbeat,
 through runs/hooks.py) measures the writable layer of each of the run's running task
 sandboxes, and one past BELVEDIR_TASK_SANDBOX_DISK (0: the run sandboxes'
 BELVEDIR_SANDBOX_DISK) is removed, its row failed with the reason, and a `belvedir:` line goes

@@ -12,103 +12,29 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from belvedir import audit, crypto
-from belvedir.errors import Invalid, LimitReached, Unavailable
+from belvedir.errors import Invalid, LimitReached
 from belvedir.models import ApiKey, Organization, Project
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
-from harnesses import drivers, env_secrets, managed, policy
+from harnesses import env_secrets, managed
 from harnesses.models import DEFAULT_GPU_TYPE, Compute, Harness
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
-from models_registry.selectors import hf_token
-from runs import git, gpu, hooks, hosts
+from runs import gpu, hooks
 from runs.contract import run_model_secrets
 from runs.db import reconnecting
-from runs.isolation import isolation_require
+from runs.launch_checks import (
+    check_fine_tuned,
+    check_launch_input,
+    launch_ready,
+    repo_check,
+)
 from runs.model_access import default_judge, model_access_check
-from runs.models import IN_FLIGHT, MAX_ATTEMPTS, STAGES, Grading, Run, Stage, Status
+from runs.models import IN_FLIGHT, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
 from runs.sandbox_config import get_backend
 from sandboxes.base import SandboxError, kill_run_sandboxes
-
-
-def repo_check(*, repo_url: str, ref: str = "") -> None:
-    """Refuse a repo that does not answer (404, no access, unknown host) or a missing ref."""
-    # Checked again at launch: the harness may predate the policy, a changed file root, or
-    # its host may resolve to an internal address now.
-    try:
-        policy.validate_repo_url(repo_url)
-    except Invalid as exc:
-        raise Invalid(
-            f"The harness's {exc.message} Change the harness's repo URL.",
-            field="harness",
-            code="repo",
-        ) from None
-    try:
-        source = drivers.clone_source(repo_url)  # a served driver: the local bare copy
-        listing = git.ls_remote(source, ref, timeout=settings.BELVEDIR_GIT_TIMEOUT)
-    except drivers.DriverError as exc:
-        raise Invalid(f"The platform's driver is unavailable: {exc}.", field="harness") from None
-    except git.GitError as exc:
-        raise Invalid(str(exc), field="harness", code="repo") from None
-    if ref and not git.is_commit(ref) and not listing.strip():
-        raise Invalid(
-            f"The repo {git.without_credentials(repo_url)} has no branch or tag {ref!r}.",
-            field="harness",
-            code="repo",
-        )
-
-
-def sandbox_check() -> None:
-    """Refuse a launch while the sandbox engine does not answer (before anything is counted)."""
-    try:
-        get_backend().ping()
-    except SandboxError as exc:
-        raise Unavailable(
-            "Runs cannot start right now: the sandbox engine is not answering. "
-            "Try again in a few minutes.",
-            retry_after=60,
-        ) from exc
-
-
-def launch_ready() -> None:
-    """Refuse a launch no worker can run: this host's engine must answer with isolation in
-    place, or (a web host with no engine of its own) some worker host must be ready."""
-    try:
-        sandbox_check()
-        isolation_require()
-    except Unavailable:
-        if not hosts.hosts_ready():
-            raise
-
-
-def _check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
-    if (
-        isinstance(attempts, bool)
-        or not isinstance(attempts, int)
-        or not 1 <= attempts <= MAX_ATTEMPTS
-    ):
-        raise Invalid(
-            f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}.", field="attempts"
-        )
-    if grading not in Grading.values:
-        raise Invalid("grading must be pass@1, pass@k or mean.", field="grading")
-    if harness.compute == Compute.GPU:
-        gpu_type_check(harness.gpu_type or DEFAULT_GPU_TYPE)
-
-
-def gpu_type_check(gpu_type: str) -> None:
-    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES)."""
-    served = gpu.gpu_types_served()
-    if gpu_type not in served:
-        raise Invalid(
-            f"This platform has no GPU workers of type {gpu_type} "
-            f"(GPU types served: {', '.join(served) or 'none'}), so this harness cannot run "
-            f"here; switch it to CPU{' or to a GPU type served' if served else ''}.",
-            field="harness",
-            code="gpu",
-        )
 
 
 def _launches_counted(*, org: Organization, since: datetime) -> QuerySet[Run]:
@@ -152,10 +78,10 @@ def run_launch(
 
     With `fine_tuned_model` (see `run_launch_fine_tuned`) the run's model is the fine-tuned
     model's name and the sandbox serves its base id with the adapter."""
-    _check_launch_input(harness=harness, attempts=attempts, grading=grading)
+    check_launch_input(harness=harness, attempts=attempts, grading=grading)
     managed.managed_launch_check(harness=harness, organization=project.organization)
     if fine_tuned_model is not None:
-        _check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
+        check_fine_tuned(project=project, harness=harness, fine_tuned_model=fine_tuned_model)
         model = fine_tuned_model.name
     for name, value in [("model_api_base", model_api_base), ("judge_api_base", judge_api_base)]:
         if value and not re.match(r"^https?://", value):
@@ -292,29 +218,6 @@ def _fine_tuned_of(run: Run) -> FineTunedModel | None:
             code="model_deleted",
         )
     return run.fine_tuned_model
-
-
-FINE_TUNED_NEEDS_GPU = "fine-tuned models need a GPU harness that serves the model in the sandbox"
-
-
-def _check_fine_tuned(
-    *, project: Project, harness: Harness, fine_tuned_model: FineTunedModel
-) -> None:
-    if fine_tuned_model.project_id != project.pk or harness.project_id != project.pk:
-        raise Invalid("The model and the harness must be of the same project.", field="harness")
-    if harness.compute != Compute.GPU:
-        raise Invalid(
-            f"{harness.name} is a CPU harness: {FINE_TUNED_NEEDS_GPU}.",
-            field="harness",
-            code="gpu_required",
-        )
-    if fine_tuned_model.gated and not hf_token(organization=project.organization):
-        raise Invalid(
-            f"The base model {fine_tuned_model.base_model} is gated: an owner or admin must set "
-            "the organization's Hugging Face token (Organization settings) first.",
-            field="model",
-            code="hf_token_missing",
-        )
 
 
 def run_launch_fine_tuned(

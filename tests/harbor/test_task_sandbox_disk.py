@@ -9,7 +9,7 @@ import pytest
 from harbor import disk
 from harbor.models import TaskSandbox
 from harbor.services import task_sandbox_create
-from runs.executor import Heartbeat
+from runs.heartbeat import Heartbeat
 from runs.logtail import LogTail
 from runs.models import Run
 from runs.sandbox_config import get_backend

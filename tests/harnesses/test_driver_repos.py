@@ -11,7 +11,7 @@ from django.test import Client
 
 from harnesses import drivers, policy
 from harnesses.catalog import preset_get
-from runs import services as run_services
+from runs import launch_checks
 from runs.executor import clone_repo
 
 SERVED_CARDS = ["runner", "harbor-runner", "swe-bench-verified", "gaia", "openclaw", "pi"]
@@ -160,7 +160,7 @@ def test_a_production_install_admits_its_own_drivers_on_an_internal_host(owner, 
 def test_the_worker_clones_a_served_driver_from_its_own_bare_copy(hosted, tmp_path):
     url = drivers.served_url("belvedir-runner")
     assert drivers.clone_source(url).startswith("file://" + hosted.BELVEDIR_CACHE_DIR)
-    run_services.repo_check(repo_url=url)  # git ls-remote, no server listening on :8000
+    launch_checks.repo_check(repo_url=url)  # git ls-remote, no server listening on :8000
     clone_repo(url, "", tmp_path / "repo")
     assert (tmp_path / "repo" / "belvedir_runner" / "runner.py").is_file()
     assert not (tmp_path / "repo" / ".git").exists()
