@@ -45,6 +45,10 @@ class RunSerializer(serializers.ModelSerializer):
             "gpu_device",
             "engine",
             "score",
+            "score_stderr",
+            "score_ci_low",
+            "score_ci_high",
+            "n_tasks",
             "results",
             "notes",
             "traces_incomplete",
@@ -84,6 +88,15 @@ class RunSerializer(serializers.ModelSerializer):
                 "from the model id when blank, or the router for covered usage."
             },
             "judge_api_base_resolved": {"help_text": "The same for JUDGE_API_BASE."},
+            "score_stderr": {
+                "help_text": "The score's standard error over its per-task results (clustered "
+                "by group when given; docs/harness-contract.md); null without at least 2."
+            },
+            "score_ci_low": {"help_text": "The low end of the score's 95% interval."},
+            "score_ci_high": {"help_text": "The high end of the score's 95% interval."},
+            "n_tasks": {
+                "help_text": "How many tasks have a score in results.json's per-task results."
+            },
             "traces_incomplete": {
                 "help_text": "Some of the run's spans never reached its session (the SDK or a "
                 "driver said 'spans dropped' in its output, or the router could not store a "

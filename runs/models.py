@@ -73,6 +73,12 @@ class Run(SpendCapped):
     attempts = models.PositiveIntegerField(default=1)
     grading = models.CharField(max_length=8, choices=Grading.choices, default=Grading.PASS_AT_1)
     score = models.FloatField(null=True, blank=True)
+    # The score's standard error and 95% interval over its per-task results (runs/stats.py,
+    # from runs.results.score_uncertainty at the run's end); null without per-task results.
+    score_stderr = models.FloatField(null=True, blank=True)
+    score_ci_low = models.FloatField(null=True, blank=True)
+    score_ci_high = models.FloatField(null=True, blank=True)
+    n_tasks = models.PositiveIntegerField(null=True, blank=True)
     results = models.JSONField(null=True, blank=True)
     notes = models.JSONField(default=list, blank=True)
     log_tail = models.TextField(blank=True)

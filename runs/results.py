@@ -148,19 +148,32 @@ def task_scores(results, *, grading: str, k: int) -> tuple[list[TaskScore], bool
 class ScoreUncertainty:
     estimate: stats.Estimate | None
     why_none: str = ""  # when there is no estimate, why, in a sentence
+    n_tasks: int | None = None  # the scored tasks, when there are per-task results
+
+    def fields(self) -> dict:
+        """As the run stores it (Run.score_stderr, score_ci_low, score_ci_high, n_tasks)."""
+        est = self.estimate
+        return {
+            "score_stderr": est.stderr if est else None,
+            "score_ci_low": est.ci_low if est else None,
+            "score_ci_high": est.ci_high if est else None,
+            "n_tasks": self.n_tasks,
+        }
 
 
 def score_uncertainty(results, *, score: float | None, grading: str, k: int) -> ScoreUncertainty:
     """The score's standard error and 95% interval over the run's per-task results (clustered
     by `group` when the tasks name at least two), or why there is none."""
-    if score is None:
-        return ScoreUncertainty(None, "the run has no score")
     scored, rescored = task_scores(results, grading=grading, k=k)
+    if score is None:
+        return ScoreUncertainty(None, "the run has no score", len(scored) or None)
     if not scored:
         return ScoreUncertainty(None, "results.json has no per-task results")
     if len(scored) < MIN_TASKS:
         return ScoreUncertainty(
-            None, f"only {len(scored)} task has a score: an error bar needs at least {MIN_TASKS}"
+            None,
+            f"only {len(scored)} task has a score: an error bar needs at least {MIN_TASKS}",
+            len(scored),
         )
     groups = [task.group for task in scored]
     est = stats.estimate(
@@ -174,5 +187,6 @@ def score_uncertainty(results, *, score: float | None, grading: str, k: int) -> 
             None,
             f"the per-task results average {est.mean:.3f}, not the score {score:.3f}: "
             "the harness's score is not their mean",
+            len(scored),
         )
-    return ScoreUncertainty(est)
+    return ScoreUncertainty(est, n_tasks=len(scored))

@@ -222,6 +222,7 @@ def run_detail(request, run_id: str):
         "failure_notes": display.failure_notes(run),
         "notes": display.other_notes(run),
         "results": display.results_view(run),
+        "score_bar": display.score_bar(run),
     }
     for shown in hooks.run_page:  # harbor's task sandboxes
         context.update(shown(run))
