@@ -20,17 +20,13 @@ instead of losing output to log rotation.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-import os
 import re
 import secrets
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import docker
@@ -39,38 +35,30 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from sandboxes import hostfiles, instances, network, volumes, warm
+from sandboxes import hostfiles, volumes, warm
 from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN_ID,
-    Collected,
-    FileKind,
     SandboxError,
     SandboxHandle,
     SandboxInfo,
     SandboxSpec,
 )
 from sandboxes.config import SandboxConfig
-from sandboxes.gateway_tenants import DockerTenants
+from sandboxes.dockerhost import DockerHost
+from sandboxes.engine import container_name, docker_errors, shared_client, short
+from sandboxes.readback import DockerReadback
 from sandboxes.taskbackend import DockerTaskSandboxes
 
-# Go's os.FileMode bits, as in the X-Docker-Container-Path-Stat header of get_archive.
-_GO_MODE_DIR = 1 << 31
-_GO_MODE_SYMLINK = 1 << 27
-_GO_MODE_DEVICE = 1 << 26
-_GO_MODE_NAMED_PIPE = 1 << 25
-_GO_MODE_SOCKET = 1 << 24
-_GO_MODE_CHAR_DEVICE = 1 << 21
-_GO_MODE_IRREGULAR = 1 << 19
 _LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
 log = logging.getLogger(__name__)
 PING_TIMEOUT = 5.0
-PROBE_TIMEOUT = 10  # the isolation check's question to the engine (its runtimes)
 
 
-class DockerBackend(DockerTaskSandboxes):
-    """Runs sandboxes as containers on one Docker engine (task sandboxes' methods: the mixin)."""
+class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
+    """Runs sandboxes as containers on one Docker engine. Its host's upkeep, reading files back and
+    task sandboxes' methods are mixed in (`sandboxes.dockerhost`, `.readback`, `.taskbackend`)."""
 
     def __init__(
         self,
@@ -158,34 +146,9 @@ class DockerBackend(DockerTaskSandboxes):
 
     def ping(self) -> None:
         """Return if the engine answers /_ping within a few seconds; SandboxError if not."""
-        with _docker_errors("reach the Docker engine"):
+        with docker_errors("reach the Docker engine"):
             api = self.client.api
             api.get(f"{api.base_url}/_ping", timeout=PING_TIMEOUT).raise_for_status()
-
-    def runtimes(self) -> set[str]:
-        """The engine's OCI runtimes, asked within PROBE_TIMEOUT s on a client of its own
-        (the backend's `client` when it was given one); SandboxError in the SDK's words."""
-        try:
-            client = self._client or docker.from_env(timeout=PROBE_TIMEOUT)
-            try:
-                return set(client.info().get("Runtimes") or {})
-            finally:
-                if client is not self._client:
-                    client.close()
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise SandboxError(str(exc)) from exc
-
-    def tenants(
-        self, *, network: str, organization_of: Callable[[list[str]], Mapping[str, str]]
-    ) -> DockerTenants:
-        """The sandbox gateway's tenants: `network`'s containers on this engine, by the run
-        each is labelled with (a warm sandbox: the run its claim file names)."""
-        return DockerTenants(
-            lambda: self.client,
-            network=network,
-            organization_of=organization_of,
-            warm_dir=self.data_dir / warm.POOL_DIR if self.data_dir is not None else None,
-        )
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -209,7 +172,7 @@ class DockerBackend(DockerTaskSandboxes):
             handle = self._launch_warm(spec)
             if handle is not None:
                 return handle
-        name = _container_name()
+        name = container_name()
         stem = _volume_stem(spec.run_id)  # a host folder: named by its run, for operators
         try:
             volume, mounts = self._allocate(spec, stem)
@@ -241,7 +204,7 @@ class DockerBackend(DockerTaskSandboxes):
             if spec.workspace is not None:
                 self._put_workspace(handle, spec.workdir, spec.workspace, host_workdir)
             self._attach(handle)
-            with _docker_errors("start the sandbox"):
+            with docker_errors("start the sandbox"):
                 self.client.api.start(handle.id)
         except BaseException:
             self._forget_stream(handle)
@@ -274,116 +237,14 @@ class DockerBackend(DockerTaskSandboxes):
         )
         return made.name, mounts
 
-    def _holders(self) -> dict[str, str]:
-        """Who uses which quota volume (`instances.holders`); nothing when the engine cannot say."""
-        assert self.data_dir is not None
-        try:
-            return instances.holders(self.client, data_dir=self.data_dir, instance=self.instance)
-        except (docker.errors.DockerException, requests.RequestException):
-            return {}
-
-    def _launch_warm(self, spec: SandboxSpec) -> SandboxHandle | None:
-        """Hand the run to a warm sandbox: its workspace into the sandbox's workdir folder, an
-        attach to its output, then the go file (the env); None (nothing left behind) when the
-        pool has none or it failed, for the cold path to start one."""
-        assert self.pool is not None and spec.workspace is not None
-        asked = time.monotonic()
-        member = self.pool.take(spec.run_id, wait=warm.FILL_WAIT_SECONDS)
-        waited = (time.monotonic() - asked) * 1000
-        if member is None:
-            log.info("no warm sandbox for run %s after %.0f ms: a cold start", spec.run_id, waited)
-            return None
-        log.info("run %s takes the warm sandbox %s after %.0f ms", spec.run_id, member.name, waited)
-        handle = SandboxHandle(id=member.id, run_id=spec.run_id)
-        host_workdir = Path(member.workdir)
-        self._volumes[handle.id] = member.volume
-        self._workdirs[handle.id] = (spec.workdir, host_workdir)
-        try:
-            self._put_workspace(handle, spec.workdir, spec.workspace, host_workdir)
-            self._attach(handle)
-            warm.send_go(host_workdir, spec.env, spec.command[-1])
-        except (SandboxError, OSError):
-            try:
-                self.remove(handle)
-            except SandboxError:
-                pass  # the reaper removes it: claimed by a run that is not running on it
-            return None
-        # Its successor, started as this run's sandbox exits (or runs on): the next launch finds it.
-        self.pool.fill_later(lambda: self._exited(handle, timeout=warm.FILL_AFTER_TAKE_SECONDS))
-        return handle
-
-    def _exited(self, handle: SandboxHandle, *, timeout: float) -> None:
-        """Return once the sandbox has exited (or is gone), or after `timeout` s."""
-        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-            self.client.api.wait(handle.id, timeout=timeout)
-
     def _attach(self, handle: SandboxHandle) -> None:
         """Attach to the sandbox's output from now on (before its command says anything)."""
-        with _docker_errors("attach to the sandbox output"):
+        with docker_errors("attach to the sandbox output"):
             stream = self.client.api.attach(
                 handle.id, stdout=True, stderr=True, stream=True, logs=False
             )
         with self._lock:
             self._attached[handle.id] = stream
-
-    def _resolv_conf(self, network_mode: str) -> Path | None:
-        """The host file mounted as a sandbox's /etc/resolv.conf on a user-defined network:
-        the host's nameservers, asked straight (the embedded resolver at 127.0.0.11 would
-        forward there too, after answering the other containers' names itself). None on the
-        host's own or Docker's default networks, without a data_dir, or when the host has no
-        nameserver but loopback ones (then Docker's resolver, which knows their upstreams)."""
-        if network_mode in ("host", "none", "bridge", "default", "") or self.data_dir is None:
-            return None
-        if network_mode.startswith("container:"):
-            return None
-        servers = network.host_resolvers()
-        if not servers:
-            return None
-        text = "".join(f"nameserver {server}\n" for server in servers)
-        path = self.data_dir / "resolv.conf"
-        with self._lock:
-            try:
-                if path.read_text() == text:
-                    return path
-            except FileNotFoundError:
-                pass
-            partial = path.with_name(f".resolv.conf.{os.getpid()}.{secrets.token_hex(4)}")
-            partial.write_text(text)
-            partial.chmod(0o644)
-            os.replace(partial, path)  # a sandbox starting meanwhile sees the old or the new
-        return path
-
-    def _make_warm(self, spec: SandboxSpec) -> warm.Member:
-        """Start a pool member of `spec` (`warm.waiter_spec`'s): not managed, no run yet."""
-        self.beat()
-        name = _container_name()
-        volume, mounts = self._allocate(spec, name)
-        workdir = next((src for src, m in mounts.items() if m["bind"] == spec.workdir), "")
-        try:
-            handle = self._create(spec, name, mounts, volume, managed=False)
-        except BaseException:
-            if volume:
-                volumes.release(self.data_dir, volume)
-            raise
-        self._volumes.pop(handle.id, None)  # the process that takes it learns it from the pool
-        try:
-            with _docker_errors("start a warm sandbox"):
-                image_id = self.client.api.inspect_container(handle.id)["Image"]
-                self.client.api.start(handle.id)
-        except BaseException:
-            self._remove(handle)
-            raise
-        return warm.Member(
-            id=handle.id,
-            name=name,
-            key=spec.labels.get(warm.LABEL_WARM, ""),
-            image_id=image_id,
-            workdir=workdir,
-            volume=volume,
-            created=time.time(),
-            instance=self.instance or "",
-            engine=spec.labels.get(warm.LABEL_WARM_ENGINE, ""),
-        )
 
     def _create(
         self,
@@ -423,7 +284,7 @@ class DockerBackend(DockerTaskSandboxes):
         labels[volumes.LABEL_VOLUME] = volume
         if mounts:
             options["read_only"] = True
-        with _docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
+        with docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
             container = self.client.containers.create(
                 image=spec.image,
                 command=spec.command,
@@ -465,7 +326,7 @@ class DockerBackend(DockerTaskSandboxes):
                     return
             except (OSError, tarfile.TarError) as exc:
                 raise SandboxError(f"could not copy the workspace into {workdir}: {exc}") from exc
-        with _docker_errors(f"copy the workspace into {workdir}"):
+        with docker_errors(f"copy the workspace into {workdir}"):
             if isinstance(archive, Path):
                 with archive.open("rb") as data:
                     done = self.client.api.put_archive(handle.id, workdir, data)
@@ -483,7 +344,7 @@ class DockerBackend(DockerTaskSandboxes):
         with self._lock:
             attached = self._attached.get(handle.id)
         try:
-            with _docker_errors("read the sandbox output"):
+            with docker_errors("read the sandbox output"):
                 if attached is not None:
                     yield from attached
                 else:
@@ -502,74 +363,12 @@ class DockerBackend(DockerTaskSandboxes):
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
             if time.monotonic() - started >= timeout * 0.9:
                 return None
-            raise SandboxError(f"could not wait for the sandbox: {_short(exc)}") from exc
+            raise SandboxError(f"could not wait for the sandbox: {short(exc)}") from exc
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"could not wait for the sandbox: {_short(exc)}") from exc
+            raise SandboxError(f"could not wait for the sandbox: {short(exc)}") from exc
         finally:
             self._note_disk(handle)
         return int(result.get("StatusCode", -1))
-
-    def disk_full(self, handle: SandboxHandle) -> bool:
-        """Whether the sandbox ran out of its disk quota: seen full while it was waited for,
-        or full now. False without a quota."""
-        self._note_disk(handle)
-        return handle.id in self._disk_full
-
-    def _note_disk(self, handle: SandboxHandle) -> None:
-        name = self._volumes.get(handle.id)
-        if name and self.data_dir is not None and volumes.is_full(self.data_dir, name):
-            self._disk_full.add(handle.id)
-
-    def collect(
-        self, handle: SandboxHandle, paths: Sequence[str], max_bytes: int
-    ) -> dict[str, Collected]:
-        """Each path's kind and size, and a regular file's bytes when within `max_bytes`.
-
-        Works after the container stopped. A file's size is checked before anything of it is
-        read; directories, symlinks, FIFOs and other special files are reported, not read.
-        """
-        found: dict[str, Collected] = {}
-        workdir, host_workdir = self._workdirs.get(handle.id, ("", None))
-        for path in paths:
-            relative = path[len(workdir) :].lstrip("/") if path.startswith(f"{workdir}/") else ""
-            if host_workdir is not None and relative:
-                try:
-                    seen = hostfiles.read_file(host_workdir, relative, max_bytes)
-                except OSError as exc:
-                    raise SandboxError(f"could not read {path} from the sandbox: {exc}") from exc
-                if seen is not None:
-                    found[path] = seen
-                    continue
-            found[path] = self._collect_one(self._container(handle), handle, path, max_bytes)
-        return found
-
-    def _collect_one(
-        self, container: Container, handle: SandboxHandle, path: str, max_bytes: int
-    ) -> Collected:
-        try:
-            stream, info = container.get_archive(path)
-        except docker.errors.NotFound:
-            self._container(handle)  # raises SandboxError when the container itself is gone
-            return Collected(FileKind.MISSING)
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise SandboxError(f"could not read {path} from the sandbox: {_short(exc)}") from exc
-
-        kind, size = _kind(info), int(info.get("size", 0))
-        if kind is not FileKind.FILE or size > max_bytes:
-            stream.close()
-            return Collected(kind, size)
-        with _docker_errors(f"read {path} from the sandbox"):
-            archive = _read_capped(stream, limit=max_bytes + 64 * 1024)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return Collected(FileKind.OTHER, size)
-            if member.size > max_bytes:  # it grew between the stat and the read
-                return Collected(FileKind.FILE, member.size)
-            extracted = tar.extractfile(member)
-            assert extracted is not None
-            content = extracted.read()
-        return Collected(FileKind.FILE, len(content), content)
 
     def kill(self, handle: SandboxHandle) -> None:
         """SIGKILL the container; a container that is not running is left as it is."""
@@ -580,9 +379,9 @@ class DockerBackend(DockerTaskSandboxes):
         except docker.errors.APIError as exc:
             if exc.status_code == 409 or "is not running" in str(exc):
                 return
-            raise SandboxError(f"could not kill the sandbox: {_short(exc)}") from exc
+            raise SandboxError(f"could not kill the sandbox: {short(exc)}") from exc
         except requests.RequestException as exc:
-            raise SandboxError(f"could not kill the sandbox: {_short(exc)}") from exc
+            raise SandboxError(f"could not kill the sandbox: {short(exc)}") from exc
 
     def remove(self, handle: SandboxHandle) -> None:
         """Remove the container (killing it if needed), its anonymous volumes and its quota
@@ -603,77 +402,12 @@ class DockerBackend(DockerTaskSandboxes):
             pass
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
-                raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
+                raise SandboxError(f"could not remove the sandbox: {short(exc)}") from exc
         except requests.RequestException as exc:
-            raise SandboxError(f"could not remove the sandbox: {_short(exc)}") from exc
+            raise SandboxError(f"could not remove the sandbox: {short(exc)}") from exc
         if volume and self.data_dir is not None:
             volumes.release(self.data_dir, volume)
         self.make_spare()
-
-    def make_spare(self) -> str | None:
-        """A spare quota volume for the next sandbox like the last one launched here (see
-        `spare_volumes`); its name, or None when none was needed or could be made."""
-        if not self.spare_volumes or self._spare_layout is None or self.data_dir is None:
-            return None
-        return volumes.make_spare(
-            self.client,
-            **self._spare_layout,
-            data_dir=self.data_dir,
-            reserve_bytes=self.reserve_bytes,
-            keep=self.spare_volumes,
-            owner=self.instance or "",
-        )
-
-    def _volume_of(self, handle: SandboxHandle) -> str | None:
-        """The quota volume's name from the container's label (a sandbox another process made)."""
-        try:
-            labels = self.client.api.inspect_container(handle.id)["Config"]["Labels"] or {}
-        except (docker.errors.DockerException, requests.RequestException):
-            return None
-        return labels.get(volumes.LABEL_VOLUME)
-
-    def sweep_warm(self) -> list[str]:
-        """Remove this engine's stale warm sandboxes, then fill the pool (`WarmPool.sweep`)."""
-        if self.pool is None:
-            return []
-        with _docker_errors("sweep the warm sandboxes"):
-            return self.pool.sweep()
-
-    def sweep_volumes(self) -> list[str]:
-        """Release quota volumes whose container is gone, and free spares of platforms gone
-        from this host (see `volumes.sweep`)."""
-        if self.data_dir is None:
-            return []
-        return volumes.sweep(self.client, self.data_dir, gone=self._gone)
-
-    def _gone(self, instance: str) -> bool:
-        assert self.data_dir is not None
-        return instance != self.instance and instances.gone(
-            self.data_dir, instance, stale=self.instance_stale, made=time.time()
-        )
-
-    def beat(self) -> None:
-        """This platform instance is alive on this host (`instances.beat`)."""
-        if self.data_dir is not None:
-            instances.beat(self.data_dir, self.instance)
-
-    def sweep_gone_instances(self) -> list[str]:
-        """Beat, then remove this engine's sandboxes of platform instances gone from this host
-        (no heartbeat for `instance_stale` s) with their quota volumes (`instances.sweep_gone`);
-        the ids removed."""
-        if self.data_dir is None or not self.instance:
-            return []
-        with _docker_errors("sweep the sandboxes of gone platforms"):
-            return instances.sweep_gone(
-                self.client,
-                data_dir=self.data_dir,
-                instance=self.instance,
-                engine=self.warm_engine,
-                stale=self.instance_stale,
-                remove=lambda container_id, run_id: self._remove(
-                    SandboxHandle(container_id, run_id)
-                ),
-            )
 
     # --- finding sandboxes again ----------------------------------------------------------
 
@@ -681,7 +415,7 @@ class DockerBackend(DockerTaskSandboxes):
         """Managed containers (any state), narrowed by extra `label: value` pairs."""
         labels = self._labels({LABEL_MANAGED: "1", **(label_filter or {})})
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
-        with _docker_errors("list sandboxes"):
+        with docker_errors("list sandboxes"):
             containers = self.client.api.containers(all=True, filters=filters)
             found = [
                 SandboxInfo(
@@ -709,7 +443,7 @@ class DockerBackend(DockerTaskSandboxes):
         own: only the backend's labels and the pool's)."""
         labels = self._labels({LABEL_MANAGED: "1", **(label_filter or {})})
         wanted = [f"{key}={value}" for key, value in labels.items()] + [label]
-        with _docker_errors("list sandboxes"):
+        with docker_errors("list sandboxes"):
             containers = self.client.api.containers(all=True, filters={"label": wanted})
         found = []
         for item in containers:
@@ -751,76 +485,9 @@ class DockerBackend(DockerTaskSandboxes):
         except docker.errors.NotFound as exc:
             raise SandboxError(f"the sandbox of run {handle.run_id} no longer exists") from exc
         except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise SandboxError(f"could not look up the sandbox: {_short(exc)}") from exc
-
-
-_clients: dict[tuple[int, str], docker.DockerClient] = {}
-_clients_lock = threading.Lock()
-
-
-def shared_client() -> docker.DockerClient:
-    """`docker.from_env()`, made once per process and engine (DOCKER_HOST): a new client costs
-    a connection and a `/version` call (10-25 ms), which every launch and every run paid."""
-    key = (os.getpid(), os.environ.get("DOCKER_HOST", ""))
-    with _clients_lock:
-        if key not in _clients:
-            with _docker_errors("reach the Docker engine"):
-                _clients[key] = docker.from_env()
-        return _clients[key]
-
-
-def _kind(info: Mapping[str, object]) -> FileKind:
-    mode = int(info.get("mode", 0) or 0)
-    if mode & _GO_MODE_SYMLINK or info.get("linkTarget"):
-        return FileKind.SYMLINK
-    if mode & _GO_MODE_DIR:
-        return FileKind.DIRECTORY
-    if mode & _GO_MODE_NAMED_PIPE:
-        return FileKind.FIFO
-    if mode & _GO_MODE_SOCKET:
-        return FileKind.SOCKET
-    if mode & (_GO_MODE_DEVICE | _GO_MODE_CHAR_DEVICE):
-        return FileKind.DEVICE
-    if mode & _GO_MODE_IRREGULAR:
-        return FileKind.OTHER
-    return FileKind.FILE
-
-
-@contextmanager
-def _docker_errors(action: str, *, image: str | None = None) -> Iterator[None]:
-    """Turn docker SDK and HTTP errors into SandboxError("could not <action>: …")."""
-    try:
-        yield
-    except SandboxError:
-        raise
-    except docker.errors.ImageNotFound as exc:
-        hint = f"image {image} is missing; run `python manage.py sandbox_image`" if image else ""
-        raise SandboxError(f"could not {action}: {hint or _short(exc)}") from exc
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not {action}: {_short(exc)}") from exc
-
-
-def _read_capped(stream: Iterator[bytes], *, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    for chunk in stream:
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            raise SandboxError(f"the archive grew past {limit} bytes while reading it")
-    return b"".join(chunks)
-
-
-def _container_name() -> str:
-    """A sandbox's name: random, nothing of its run (the run id is in its labels), since
-    every container on the network can look a name up (and an address back to its name)."""
-    return f"belvedir-{secrets.token_hex(8)}"
+            raise SandboxError(f"could not look up the sandbox: {short(exc)}") from exc
 
 
 def _volume_stem(run_id: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:80]
     return f"belvedir-{safe}-{secrets.token_hex(3)}"
-
-
-def _short(exc: BaseException) -> str:
-    return re.sub(r"\s+", " ", str(exc)).strip()[:300]

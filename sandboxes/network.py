@@ -14,7 +14,7 @@ bridge interface `br-belvedir`). Around it, iptables rules tagged `belvedir-sand
   internet (NAT out) stays reachable. An operator may let sandboxes reach chosen private
   networks (an internal package mirror): BELVEDIR_SANDBOX_ALLOW_CIDRS, accepted before the
   drops. DNS keeps working: sandboxes ask the host's nameservers (/etc/resolv.conf)
-  straight, from a resolv.conf of their own (`sandboxes.docker`; Docker's embedded
+  straight, from a resolv.conf of their own (`sandboxes.dockerhost`; Docker's embedded
   resolver at 127.0.0.11 would answer the other sandboxes' names, and forwards to the same
   servers from the container's namespace), so DNS (port 53) to exactly those nameservers is
   accepted before the drops (this machine's resolver is on a private address);

@@ -1,7 +1,7 @@
 """The Docker backend's part for task sandboxes (managed Harbor): the `SandboxBackend`
 methods that build task images, run commands in a running sandbox and move files in and out
 (`sandboxes.base`), on the engine the backend talks to. The work itself is in
-`sandboxes.tasks` and `sandboxes.taskbuild`; this is where the backend hands them its client,
+`sandboxes.tasks`, `sandboxes.taskbuild` and `sandboxes.taskexec`; this is where the backend hands them its client,
 its labels and its instance.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandboxes import tasks
+from sandboxes import taskexec, tasks
 from sandboxes.base import LABEL_INSTANCE, BuiltImage, SandboxHandle, SandboxSpec
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class DockerTaskSandboxes:
         timeout: float,
         user: str = "",
     ) -> Iterator[dict]:
-        return tasks.exec_events(
+        return taskexec.exec_events(
             self.client,
             handle.id,
             command=command,
@@ -90,10 +90,10 @@ class DockerTaskSandboxes:
         )
 
     def put_files(self, handle: SandboxHandle, *, path: str, chunks: Iterable[bytes]) -> None:
-        tasks.put_tar(self.client, handle.id, path=path, chunks=chunks)
+        taskexec.put_tar(self.client, handle.id, path=path, chunks=chunks)
 
     def path_size(self, handle: SandboxHandle, path: str) -> int | None:
-        return tasks.path_size(self.client, handle.id, path)
+        return taskexec.path_size(self.client, handle.id, path)
 
     def get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
-        return tasks.get_tar(self.client, handle.id, path=path, max_bytes=max_bytes)
+        return taskexec.get_tar(self.client, handle.id, path=path, max_bytes=max_bytes)

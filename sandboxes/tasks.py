@@ -1,48 +1,30 @@
-"""Task sandboxes on the Docker engine: what the managed Harbor workspace asks of a container
-besides the run sandbox's lifecycle (docs/task-sandboxes.md). Pure Python and docker SDK, no
-Django: build a task's image from its environment directory (cached by content), run a
-command with a time limit and stream its output, put a tar into a directory, read one back.
+"""Task images on the Docker engine: what the managed Harbor workspace asks of the engine to
+make a task sandbox (docs/task-sandboxes.md). Pure Python and docker SDK, no Django: build a
+task's image from its environment directory (cached by content), find and remove the images
+of past runs, measure what a task sandbox wrote. Commands and files in a running one:
+`sandboxes.taskexec`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import posixpath
-import queue
-import socket
 import tarfile
-import threading
-import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import docker
 import docker.errors
 import requests
-from docker.utils.socket import frames_iter
 
 from sandboxes import dockerfile, taskbuild, taskpolicy
 from sandboxes.base import SandboxError, SandboxSpec
 
 IMAGE_REPOSITORY = "belvedir-task"
 LABEL_TASK_IMAGE = "belvedir.task_image"
-HEARTBEAT_SECONDS = 15.0
-EXEC_BACKLOG = 16  # output chunks an exec stream holds before it stops reading from the engine
 BUILD_LOG_TAIL = 3000
 # Docker's default capabilities, less those a task has no use for (raw sockets, device nodes,
 # audit, file capabilities, chroot): Harbor task images run as root and install packages.
 TASK_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
 TASK_CAPABILITIES += ("SETPCAP", "NET_BIND_SERVICE")
-# `timeout` (coreutils) kills the command's whole process group at the deadline; images
-# without it still get the platform's own deadline. `bash -c` as Harbor's own Docker and Modal
-# environments run it: a login shell would read /etc/profile, which resets PATH on Debian
-# (the image's ENV PATH and the PATH a caller passes would be lost).
-_RUN = (
-    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -c "$1"; '
-    'else exec bash -c "$1"; fi'
-)
 
 
 class BuildFailed(SandboxError):
@@ -293,239 +275,3 @@ def written_bytes(client: docker.DockerClient, container_ids: list[str]) -> dict
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not measure the task sandboxes' disks: {exc}") from exc
     return {item["Id"]: int(item.get("SizeRw") or 0) for item in found}
-
-
-def exec_events(
-    client: docker.DockerClient,
-    container_id: str,
-    *,
-    command: str,
-    cwd: str | None,
-    env: dict[str, str],
-    timeout: float,
-    user: str = "",
-) -> Iterator[dict]:
-    """Run `command` under `bash -c` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
-    {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
-    "timed_out"} (or {"error"} when the engine lost it)."""
-    try:
-        created = client.api.exec_create(
-            container_id,
-            ["sh", "-c", _RUN, str(max(1, int(timeout))), command],
-            environment=env or None,
-            workdir=cwd or None,
-            user=user,
-        )
-        output = client.api.exec_start(created["Id"], stream=True, demux=True)
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        yield {"error": f"could not start the command: {exc}"}
-        return
-    # Bounded: the output waits in the engine while the caller reads slowly, not in memory.
-    events: queue.Queue = queue.Queue(maxsize=EXEC_BACKLOG)
-    closed = threading.Event()
-
-    def put(item) -> bool:
-        while not closed.is_set():
-            try:
-                events.put(item, timeout=1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read() -> None:
-        try:
-            for out, err in output:
-                if (out and not put(("stdout", out))) or (err and not put(("stderr", err))):
-                    return  # nobody reads any more
-        except Exception as exc:  # the container went away under it
-            put(("error", str(exc)))
-        finally:
-            with contextlib.suppress(Exception):
-                output.close()
-        put(("end", None))
-
-    threading.Thread(target=read, daemon=True, name=f"exec {created['Id'][:12]}").start()
-    try:
-        yield from _exec_events(client, created["Id"], events, timeout)
-    finally:
-        closed.set()
-
-
-def _exec_events(
-    client: docker.DockerClient, exec_id: str, events: queue.Queue, timeout: float
-) -> Iterator[dict]:
-    started = time.monotonic()
-    deadline = started + timeout + 5  # `timeout` kills first; this is the platform's own stop
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            yield {"exit_code": -1, "timed_out": True}
-            return
-        try:
-            kind, data = events.get(timeout=min(HEARTBEAT_SECONDS, left))
-        except queue.Empty:
-            if time.monotonic() < deadline:
-                yield {"heartbeat": True}
-            continue
-        if kind in ("stdout", "stderr"):
-            yield {"stream": kind, "data": data.decode("utf-8", errors="replace")}
-        elif kind == "error":
-            yield {"error": f"the command's output broke off: {data}"}
-            return
-        else:
-            break
-    try:
-        code = client.api.exec_inspect(exec_id).get("ExitCode")
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        yield {"error": f"could not read the command's exit code: {exc}"}
-        return
-    code = -1 if code is None else int(code)
-    timed_out = code == 137 and time.monotonic() - started >= timeout - 1
-    yield {"exit_code": code, "timed_out": timed_out}
-
-
-# Files move through the container's own `tar` (docker exec), as Harbor's Docker environment
-# does when `docker cp` fails: under gVisor, Docker's archive API (docker cp) reads and writes
-# the container's root on the host, which misses what the sandbox keeps in its own kernel (its
-# /tmp is a tmpfs of its own, where Harbor packs its transfers). As root, as Harbor's uploads.
-# An image without tar falls back to Docker's archive API.
-TRANSFER_USER = "0"
-_PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4'
-_SIZE = (
-    '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
-    'if s=$(du -sb -- "$0" 2>/dev/null); then echo "$s" | cut -f1; '
-    'else k=$(du -sk -- "$0" | cut -f1); echo $((k * 1024)); fi'
-)
-NO_TAR = 4
-
-
-def run_quietly(
-    client: docker.DockerClient, container_id: str, cmd: list[str], user: str = ""
-) -> tuple[int, str]:
-    """Run a small command to its end (as `user`; "": the image's): (exit code, output)."""
-    try:
-        created = client.api.exec_create(container_id, cmd, user=user)
-        output = client.api.exec_start(created["Id"])
-        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not run {cmd[0]} in the task sandbox: {exc}") from exc
-    return int(code if code is not None else -1), output.decode(errors="replace")
-
-
-def put_tar(
-    client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
-) -> None:
-    """Extract a tar (streamed from `chunks`) into directory `path`, created when missing."""
-    code, output = run_quietly(client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER)
-    if code == NO_TAR:
-        return _put_archive(client, container_id, path=path, chunks=chunks)
-    if code != 0:
-        raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
-    try:
-        created = client.api.exec_create(
-            container_id, ["tar", "-x", "-f", "-", "-C", path], stdin=True, user=TRANSFER_USER
-        )
-        connection = client.api.exec_start(created["Id"], socket=True)
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
-    raw = getattr(connection, "_sock", connection)
-    said: list[bytes] = []
-
-    def read_complaints() -> None:  # tar's output, read as it comes so it never blocks
-        with contextlib.suppress(Exception):  # the connection closed under it
-            said.extend(part for _, part in frames_iter(connection, tty=False) if part)
-
-    reader = threading.Thread(target=read_complaints, daemon=True)
-    reader.start()
-    try:
-        try:
-            for chunk in chunks:
-                raw.sendall(chunk)
-        except OSError:
-            pass  # tar stopped reading: its exit code and message say why
-        finally:
-            with contextlib.suppress(OSError):
-                raw.shutdown(socket.SHUT_WR)
-            reader.join(60)
-    finally:
-        connection.close()
-    try:
-        code = client.api.exec_inspect(created["Id"]).get("ExitCode")
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
-    if code != 0:
-        message = b"".join(said).decode(errors="replace").strip()[-300:]
-        raise SandboxError(f"could not extract the tar into {path}: {message or code}")
-
-
-def _put_archive(
-    client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
-) -> None:
-    try:
-        done = client.api.put_archive(container_id, path, chunks)
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"could not extract the tar into {path}: {exc.explanation}") from exc
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
-    if not done:
-        raise SandboxError(f"could not extract the tar into {path}")
-
-
-def path_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
-    """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
-    code, output = run_quietly(client, container_id, ["sh", "-c", _SIZE, path], TRANSFER_USER)
-    if code == 3:
-        return None
-    if code == NO_TAR:
-        return _archive_size(client, container_id, path)
-    if code != 0 or not output.strip().isdigit():
-        raise SandboxError(f"could not read {path}: {output.strip()[:300]}")
-    return int(output.strip())
-
-
-def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
-    try:
-        _, stat = client.api.get_archive(container_id, path, chunk_size=1)
-    except docker.errors.NotFound:
-        return None
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not read {path}: {exc}") from exc
-    return int(stat.get("size") or 0)
-
-
-def get_tar(
-    client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
-) -> Iterator[bytes]:
-    """A tar of `path` as docker cp gives it (under its base name), streamed; cut off past
-    `max_bytes`."""
-    normal = posixpath.normpath(path)
-    parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
-    code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
-    try:
-        if code != 0:  # no tar in the image: Docker's archive API
-            stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
-        else:
-            created = client.api.exec_create(
-                container_id, ["tar", "-c", "-f", "-", "-C", parent, "--", base], user=TRANSFER_USER
-            )
-            parts = client.api.exec_start(created["Id"], stream=True, demux=True)
-            stream = (out for out, _ in parts if out)
-    except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise SandboxError(f"could not read {path}: {exc}") from exc
-    sent = 0
-    for chunk in stream:
-        sent += len(chunk)
-        if sent > max_bytes + (1 << 20):  # the tar's headers and padding on top
-            return
-        yield chunk
-
-
-def read_limited(source: BinaryIO, *, limit: int, chunk: int = 1 << 16) -> Iterator[bytes]:
-    """`source` in chunks; SandboxError once it passes `limit` bytes."""
-    total = 0
-    while data := source.read(chunk):
-        total += len(data)
-        if total > limit:
-            raise SandboxError(f"the upload is over {limit:,} bytes")
-        yield data

@@ -46,7 +46,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -54,14 +53,13 @@ import docker.errors
 import requests
 
 from sandboxes.base import LABEL_INSTANCE, SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from sandboxes.warmclaims import MAKING_GRACE_SECONDS, Claims, Member, member_at
 
 LABEL_WARM = "belvedir.warm"  # a pool member: its pool's key (the shape and the engine)
 LABEL_WARM_ENGINE = "belvedir.warm_engine"  # the worker host's engine that keeps it
 POOL_DIR = ".warm"
 GO_FILE = ".belvedir-go"  # in the workdir; the waiter deletes it before anything runs
 SWEEP_CLAIM = "-"
-MAKING_GRACE_SECONDS = 120  # a member this young may still be waiting for its .ready file
-CLAIM_GRACE = 60  # an empty claim file this old was left by a process killed as it claimed
 # A launch that finds the pool empty while a member is being made on this host waits this long
 # for it (polling every TAKE_POLL_SECONDS) before it starts a sandbox of its own: under gVisor on
 # 2 busy cores a member takes ~0.5-1 s to make, a cold start as long again beside it.
@@ -103,21 +101,6 @@ exec(code, {{"__name__": "__main__", "__file__": path}})
 """
 
 
-@dataclass(frozen=True)
-class Member:
-    """One warm sandbox as its maker recorded it on this host."""
-
-    id: str
-    name: str
-    key: str
-    image_id: str
-    workdir: str  # its workdir's folder on this host
-    volume: str
-    created: float
-    instance: str = ""  # the platform instance that made it (records before it had none)
-    engine: str = ""  # the engine it runs on (LABEL_WARM_ENGINE)
-
-
 def shape(spec: SandboxSpec) -> SandboxSpec:
     """What of a spec the pool's sandboxes share: all but the run, its env and workspace."""
     return dataclasses.replace(spec, run_id="", env={}, workspace=None)
@@ -148,81 +131,6 @@ def send_go(workdir: Path, env: dict[str, str], entrypoint: str) -> None:
     finally:
         os.close(fd)
     os.rename(partial, workdir / GO_FILE)
-
-
-class Claims:
-    """The state files of a host's warm sandboxes, in `<data dir>/.warm/` (see the module's
-    docstring): who claimed which member, what each member's maker recorded."""
-
-    def __init__(self, folder: Path) -> None:
-        self.dir = folder
-
-    def claim(self, container_id: str, owner: str) -> bool:
-        """Claim a member for `owner`: its claim file appears whole or not at all (written
-        aside, then linked into place, which fails if it exists), so a process killed half-way
-        never leaves an empty claim that nothing would ever remove."""
-        partial = self._path(container_id, f"claim.{os.getpid()}.{threading.get_ident()}")
-        try:
-            partial.write_text(owner)
-            os.link(partial, self._path(container_id, "claim"))
-        except FileExistsError:
-            return False
-        except FileNotFoundError:  # no pool folder: nothing to claim
-            return False
-        finally:
-            partial.unlink(missing_ok=True)
-        return True
-
-    def _abandoned(self, container_id: str) -> bool:
-        """An empty claim older than a claim takes: left by a process killed as it claimed."""
-        path = self._path(container_id, "claim")
-        try:
-            return path.stat().st_size == 0 and time.time() - path.stat().st_mtime > CLAIM_GRACE
-        except OSError:
-            return False
-
-    def claimed_by(self, container_id: str) -> str | None:
-        try:
-            return self._path(container_id, "claim").read_text()
-        except OSError:
-            return None
-
-    def claim_age(self, container_id: str) -> float | None:
-        """Seconds since the member was claimed; None if it is not."""
-        try:
-            return time.time() - self._path(container_id, "claim").stat().st_mtime
-        except OSError:
-            return None
-
-    def records(self) -> list[Member]:
-        """Every member recorded on this host: of any pool, engine and instance."""
-        paths = self.dir.glob("*.ready") if self.dir.is_dir() else []
-        return [member for path in paths if (member := _member_at(path)) is not None]
-
-    def forget(self, container_id: str) -> None:
-        """Its state: the ready and claim files, and any a killed process left half-written."""
-        for path in self.dir.glob(f"{container_id}.*"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-    def forget_removed(self, engine: str, present: set[str]) -> list[str]:
-        """Forget the records of `engine`'s members whose container is not in `present` (the
-        engine's warm containers, listed just before), past the time a member takes to be
-        made; a record of no engine (made before records named theirs) only while no run
-        holds it. The ids forgotten."""
-        forgotten = []
-        for member in self.records():
-            if member.id in present or time.time() - member.created < MAKING_GRACE_SECONDS:
-                continue
-            if member.engine == engine or (
-                not member.engine and self.claimed_by(member.id) is None
-            ):
-                self.forget(member.id)
-                forgotten.append(member.id)
-        return forgotten
-
-    def _path(self, container_id: str, kind: str) -> Path:
-        return self.dir / f"{container_id}.{kind}"
 
 
 class WarmPool(Claims):
@@ -488,7 +396,7 @@ class WarmPool(Claims):
         return sum(1 for m in self.members() if m.key == self.key and self.claimed_by(m.id) is None)
 
     def _read_ready(self, container_id: str) -> Member | None:
-        return _member_at(self._path(container_id, "ready"))
+        return member_at(self._path(container_id, "ready"))
 
     def _making_path(self) -> Path:
         return self.dir / f".making-{self.key}"
@@ -530,11 +438,3 @@ class WarmPool(Claims):
                 finally:
                     path.unlink(missing_ok=True)
                 return
-
-
-def _member_at(path: Path) -> Member | None:
-    """The member a `.ready` file records; None when it is gone or unreadable."""
-    try:
-        return Member(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None

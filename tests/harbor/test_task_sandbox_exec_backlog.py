@@ -8,7 +8,7 @@ import time
 import docker
 import pytest
 
-from sandboxes import tasks
+from sandboxes import taskexec
 
 pytestmark = pytest.mark.docker
 
@@ -41,7 +41,7 @@ def container():
 def test_a_slow_reader_holds_the_commands_output_back_in_the_engine(container):
     client, running = container
     threads = threading.active_count()
-    events = tasks.exec_events(
+    events = taskexec.exec_events(
         client,
         running.id,
         command="head -c 400000000 /dev/zero",

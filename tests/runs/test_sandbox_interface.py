@@ -145,3 +145,12 @@ def test_the_gateway_command_asks_the_backend_whose_an_address_is(settings):
     assert found.warm_dir == Path(settings.BELVEDIR_SANDBOX_DATA_DIR) / warm.POOL_DIR
     settings.BELVEDIR_SANDBOX_HOST_NETWORK = True
     assert isinstance(tenants(), MappedTenants)
+
+
+def test_no_sandbox_module_is_over_500_lines():
+    long = {
+        path.name: lines
+        for path in sorted((ROOT / "sandboxes").glob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > 500
+    }
+    assert long == {}

@@ -20,7 +20,7 @@ import pytest
 from runs.contract import run_model_secrets
 from runs.executor import execute_run
 from runs.sandbox_config import get_backend, warm_template
-from sandboxes import warm
+from sandboxes import warm, warmclaims
 from sandboxes.base import SandboxHandle, tar_files
 from tests.runs.helpers import (
     Background,
@@ -231,7 +231,7 @@ def test_a_claim_cut_short_never_strands_a_warm_sandbox(warm_settings, monkeypat
     claim = backend.pool.dir / f"{member.id}.claim"
     claim.write_text("")  # an empty claim, just made: a claim may still be under way
     assert backend.sweep_warm() == [] and exists(member.id)
-    old = time.time() - warm.CLAIM_GRACE - 1
+    old = time.time() - warmclaims.CLAIM_GRACE - 1
     os.utime(claim, (old, old))
     assert member.id in backend.sweep_warm() and not exists(member.id)
     assert not list(backend.pool.dir.glob(f"{member.id}.*"))
