@@ -14,6 +14,13 @@ def score_text(value) -> str:
     return f"{value:.{SCORE_DECIMALS}f}"
 
 
+def score_with_error(score, stderr) -> str:
+    """A score with its standard error when it has one: "0.620 ± 0.069"; else `score_text`."""
+    if score_text(stderr) == "—" or score_text(score) == "—":
+        return score_text(score)
+    return f"{score_text(score)} ± {score_text(stderr)}"
+
+
 def counted(number: int, noun: str) -> str:
     """ "1 task", "2 tasks"; an irregular plural after a comma: counted(3, "entry,entries")."""
     singular, _, plural = noun.partition(",")

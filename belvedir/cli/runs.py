@@ -7,9 +7,22 @@ import sys
 import time
 
 from belvedir.cli.client import Client, out
-from belvedir.text import score_text
+from belvedir.text import score_text, score_with_error
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def _score(run: dict) -> str:
+    """The score with its standard error when the API gives one: "0.620 ± 0.069"."""
+    return score_with_error(run["score"], run.get("score_stderr"))
+
+
+def _interval(run: dict) -> str:
+    """ " (95% CI 0.484–0.756, 50 tasks)" when the run has one."""
+    if run.get("score_stderr") is None:
+        return ""
+    low, high = score_text(run.get("score_ci_low")), score_text(run.get("score_ci_high"))
+    return f" (95% CI {low}–{high}, {run.get('n_tasks')} tasks)"
 
 
 def cmd_runs_launch(client: Client, args) -> int:
@@ -42,7 +55,7 @@ def cmd_runs_list(client: Client, args) -> int:
             params[field] = getattr(args, field)
     data = client.get("/api/v1/runs", params=params)
     lines = [
-        f"{r['id']}  {r['status']:<9}  score={score_text(r['score'])}  {r['harness_name']}  {r['model']}"
+        f"{r['id']}  {r['status']:<9}  score={_score(r)}  {r['harness_name']}  {r['model']}"
         for r in data["results"]
     ]
     out(args, data, lines or ["no runs"])
@@ -54,7 +67,7 @@ def cmd_runs_get(client: Client, args) -> int:
     out(
         args,
         run,
-        [f"{run['id']}  {run['status']}  score={score_text(run['score'])}", *run["notes"]],
+        [f"{run['id']}  {run['status']}  score={_score(run)}{_interval(run)}", *run["notes"]],
     )
     return 0 if run["status"] != "failed" else 1
 
@@ -79,7 +92,7 @@ def cmd_runs_watch(client: Client, args) -> int:
             if args.json:
                 print(json.dumps(run, indent=2))
             else:
-                print(f"\n{run['id']} {run['status']} score={score_text(run['score'])}")
+                print(f"\n{run['id']} {run['status']} score={_score(run)}{_interval(run)}")
                 for note in run["notes"]:
                     print(note)
             return 0 if run["status"] == "succeeded" else 1

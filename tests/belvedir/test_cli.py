@@ -234,3 +234,24 @@ def test_runs_list_and_get_show_the_score_with_the_pages_precision(cli, owner):
     assert out.splitlines()[0] == f"{scored.pk}  succeeded  score=0.850"
     code, out, _ = cli("runs", "get", scored.pk, "--json")
     assert json.loads(out)["score"] == 0.85  # the API's number, untouched
+
+
+def test_runs_list_and_get_show_the_score_with_its_standard_error_and_interval(cli, owner):
+    from runs.models import Run
+
+    run = Run.objects.create(
+        project=owner.project,
+        harness_name="h",
+        status="succeeded",
+        score=0.62,
+        score_stderr=0.069341,
+        score_ci_low=0.484093,
+        score_ci_high=0.755907,
+        n_tasks=50,
+    )
+    code, out, _ = cli("runs", "list")
+    assert code == 0 and f"{run.pk}  succeeded  score=0.620 ± 0.069  h" in out
+    code, out, _ = cli("runs", "get", run.pk)
+    assert out.splitlines()[0] == (
+        f"{run.pk}  succeeded  score=0.620 ± 0.069 (95% CI 0.484–0.756, 50 tasks)"
+    )
