@@ -1,23 +1,21 @@
-"""What harbor adds to a run's life (runs/hooks.py; harbor/apps.py registers it once): a run's
-end stops its task sandboxes and settles them, each reaper pass does harbor's own pass, a
-run's heartbeat checks its task sandboxes' disk, and the run page shows them."""
+"""What harbor adds to a run's life (runs/hooks.py; harbor/apps.py registers it once, from
+its AppConfig.ready): a run's end stops its task sandboxes and settles them, each reaper pass
+does harbor's own pass, a run's heartbeat checks its task sandboxes' disk, and the run page
+shows them."""
 
 from __future__ import annotations
 
+from harbor import disk, reaper, selectors, services
 from runs import hooks
 
 
 def run_ended(run_id: str) -> None:
     """The run ended: its task sandboxes' rows stopped and settled anywhere, their containers
     removed on its engine (harbor's reaper pass does what this could not)."""
-    from harbor.services import task_sandboxes_stop_for_run
-
-    task_sandboxes_stop_for_run(run_id=run_id)
+    services.task_sandboxes_stop_for_run(run_id=run_id)
 
 
 def register() -> None:
-    from harbor import disk, reaper, selectors
-
     for registry, function in (
         (hooks.run_ended, run_ended),
         (hooks.reaper_passes, reaper.task_sandboxes_reap),
