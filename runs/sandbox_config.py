@@ -20,7 +20,7 @@ from django.db import connection
 from runs import contract
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.config import SandboxConfig, backend_for
-from sandboxes.image import ImageConfig
+from sandboxes.image_recipe import ImageConfig
 
 
 def get_backend() -> SandboxBackend:

@@ -38,18 +38,21 @@ if TYPE_CHECKING:
     from sandboxes.gateway_tenants import Tenants
     from sandboxes.taskpolicy import Policy
 
-LABEL_RUN_ID = "belvedir.run_id"
-LABEL_MANAGED = "belvedir.managed"
-LABEL_INSTANCE = "belvedir.instance"
-LABEL_TASK_SANDBOX = "belvedir.task_sandbox"  # a managed Harbor run's task container: its id
+from sandboxes.errors import SandboxError
+from sandboxes.labels import LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_SANDBOX
+
+__all__ = [  # the labels and the error live in leaf modules; callers import them from here
+    "LABEL_INSTANCE",
+    "LABEL_MANAGED",
+    "LABEL_RUN_ID",
+    "LABEL_TASK_SANDBOX",
+    "SandboxError",
+]
+
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 SANDBOX_USER = "sandbox"
-
-
-class SandboxError(Exception):
-    """Anything a sandbox backend could not do; the message is fit to show a user."""
 
 
 @dataclass(frozen=True)

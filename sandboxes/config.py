@@ -40,14 +40,16 @@ class SandboxConfig:
     instance_stale: float = 600.0
 
 
+# The backends that ship with the package, by the name BELVEDIR_SANDBOX_BACKEND gives them:
+# named by path, so this module (which every backend imports) imports none of them.
+BUILTIN_BACKENDS = {"docker": "sandboxes.docker:DockerBackend"}
+
+
 def backend_for(config: SandboxConfig) -> SandboxBackend:
     """The backend `config` names: "docker", or `package.module:Class` for a backend of one's
     own (made by its `from_config(config)`); SandboxError for any other name."""
-    if config.backend == "docker":
-        from sandboxes.docker import DockerBackend
-
-        return DockerBackend.from_config(config)
-    module, colon, name = config.backend.partition(":")
+    path = BUILTIN_BACKENDS.get(config.backend, config.backend)
+    module, colon, name = path.partition(":")
     if colon and module and name:
         try:
             backend = getattr(importlib.import_module(module), name)

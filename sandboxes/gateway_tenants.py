@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from sandboxes.base import LABEL_RUN_ID
-from sandboxes.warm import LABEL_WARM, SWEEP_CLAIM
+from sandboxes.labels import LABEL_RUN_ID, LABEL_WARM
+from sandboxes.warmclaims import SWEEP_CLAIM
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import docker.errors
 import requests
 
 from sandboxes.base import SandboxError
-from sandboxes.image import (
+from sandboxes.image_recipe import (
     IMAGE_CA_PATH,
     NODE_MODULES,
     NODE_SDK_INSTALL,

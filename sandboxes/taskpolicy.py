@@ -32,7 +32,6 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
-from sandboxes.base import SandboxError
 from sandboxes.dockerfile import (
     Instruction,
     arg,
@@ -42,6 +41,7 @@ from sandboxes.dockerfile import (
     leading_flags,
     parse,
 )
+from sandboxes.errors import SandboxError
 
 # Docker's classic builder's instructions; any other word is refused, not guessed at.
 KEYWORDS = {

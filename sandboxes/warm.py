@@ -53,13 +53,11 @@ import docker.errors
 import requests
 
 from sandboxes.base import LABEL_INSTANCE, SANDBOX_GID, SANDBOX_UID, SandboxSpec
-from sandboxes.warmclaims import MAKING_GRACE_SECONDS, Claims, Member, member_at
+from sandboxes.labels import LABEL_WARM, LABEL_WARM_ENGINE
+from sandboxes.warmclaims import MAKING_GRACE_SECONDS, SWEEP_CLAIM, Claims, Member, member_at
 
-LABEL_WARM = "belvedir.warm"  # a pool member: its pool's key (the shape and the engine)
-LABEL_WARM_ENGINE = "belvedir.warm_engine"  # the worker host's engine that keeps it
 POOL_DIR = ".warm"
 GO_FILE = ".belvedir-go"  # in the workdir; the waiter deletes it before anything runs
-SWEEP_CLAIM = "-"
 # A launch that finds the pool empty while a member is being made on this host waits this long
 # for it (polling every TAKE_POLL_SECONDS) before it starts a sandbox of its own: under gVisor on
 # 2 busy cores a member takes ~0.5-1 s to make, a cold start as long again beside it.

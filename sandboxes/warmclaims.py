@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAKING_GRACE_SECONDS = 120  # a member this young may still be waiting for its .ready file
+SWEEP_CLAIM = "-"  # the owner a sweep claims a member as, so no launch takes it meanwhile
 CLAIM_GRACE = 60  # an empty claim file this old was left by a process killed as it claimed
 
 

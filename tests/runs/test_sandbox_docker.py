@@ -31,13 +31,13 @@ from sandboxes.base import (
     tar_files,
 )
 from sandboxes.docker import DockerBackend
-from sandboxes.image import (
+from sandboxes.image import build_image
+from sandboxes.image_recipe import (
     DOCKERFILE,
     IMAGE_ENV,
     NODE_SDK_INSTALL,
     PACKAGES,
     VENV_PACKAGES,
-    build_image,
 )
 
 pytestmark = pytest.mark.docker
