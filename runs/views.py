@@ -307,7 +307,8 @@ def run_launch(request, harness_id: str | None = None):
     judge = None
     if harness is not None:
         judge = judge_shown(
-            project=harness.project,
+            # the page's project is already read: the harness's own, unless it is another's
+            project=access.project if harness.project_id == access.project.pk else harness.project,
             preset=harness.preset,
             harness_env=env_secrets.env_plain(harness.env or {}, harness.env_secrets_encrypted),
         )
