@@ -147,7 +147,16 @@ def waiting_for(run: Run) -> str:
 
 
 SERIES_RUNS = 300  # the newest scored runs a chart draws
-SERIES_FIELDS = ("id", "harness_name", "model", "score", "finished_at")
+SERIES_FIELDS = (
+    "id",
+    "harness_name",
+    "model",
+    "score",
+    "score_stderr",
+    "score_ci_low",
+    "score_ci_high",
+    "finished_at",
+)
 
 
 def score_series(
@@ -192,6 +201,10 @@ def score_chart_data(series: list[dict]) -> dict:
                         "y": run.score,
                         "run": run.pk,
                         "url": run.detail_url,
+                        # the 95% interval, drawn as an error bar (null without one)
+                        "low": run.score_ci_low if run.score_stderr is not None else None,
+                        "high": run.score_ci_high if run.score_stderr is not None else None,
+                        "stderr": run.score_stderr,
                     }
                     for run in entry["runs"]
                 ],

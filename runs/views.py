@@ -171,12 +171,21 @@ def _chart_rows(series: list[dict]) -> str:
                 entry["label"],
                 run.detail_url,
                 run.pk,
-                text.score_text(run.score),
+                _score_cell(run),
             )
             for entry in series
             for run in entry["runs"]
         ),
     )
+
+
+def _score_cell(run: Run) -> str:
+    """A chart point's score in its table: with its standard error and 95% interval."""
+    shown = text.score_with_error(run.score, run.score_stderr)
+    if run.score_stderr is None:
+        return shown
+    low, high = text.score_text(run.score_ci_low), text.score_text(run.score_ci_high)
+    return f"{shown} (95% CI {low}–{high})"
 
 
 COMPARE_MAX = 8

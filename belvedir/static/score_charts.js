@@ -1,6 +1,7 @@
 // Draws each <canvas data-score-chart="ID"> from the json_script element ID with Chart.js
-// (vendor/chartjs), on page load and on content HTMX swaps in. Without scripts the page
-// keeps the points as an open table; once the chart is drawn that table folds away.
+// (vendor/chartjs), each point's 95% interval as an error bar, on page load and on content
+// HTMX swaps in. Without scripts the page keeps the points as an open table (the intervals
+// in it too); once the chart is drawn that table folds away.
 (function () {
   "use strict";
   var DAY = 86400000;
@@ -17,6 +18,39 @@
     if (range > DAY / 2) return when;
     var style = range > 10 * 60000 ? "short" : "medium";
     return function (ms) { return new Date(ms).toLocaleTimeString([], { timeStyle: style }); };
+  }
+
+  // Each point's 95% interval (point.low to point.high, from the run's per-task results) as
+  // a vertical bar with caps, in its series' colour; points without one have none.
+  var errorBars = {
+    id: "belvedirErrorBars",
+    afterDatasetsDraw: function (chart) {
+      var ctx = chart.ctx;
+      var y = chart.scales.y;
+      chart.data.datasets.forEach(function (dataset, i) {
+        var meta = chart.getDatasetMeta(i);
+        if (meta.hidden) return;
+        ctx.save();
+        ctx.strokeStyle = dataset.borderColor;
+        ctx.lineWidth = 1.5;
+        dataset.data.forEach(function (point, j) {
+          if (point.low == null || point.high == null || !meta.data[j]) return;
+          var x = meta.data[j].x, top = y.getPixelForValue(point.high), bottom = y.getPixelForValue(point.low);
+          ctx.beginPath();
+          ctx.moveTo(x, top); ctx.lineTo(x, bottom);
+          ctx.moveTo(x - 4, top); ctx.lineTo(x + 4, top);
+          ctx.moveTo(x - 4, bottom); ctx.lineTo(x + 4, bottom);
+          ctx.stroke();
+        });
+        ctx.restore();
+      });
+    },
+  };
+
+  function pointLabel(item) {
+    var p = item.raw, text = item.dataset.label + ": " + p.y.toFixed(3);
+    if (p.stderr != null) text += " ± " + p.stderr.toFixed(3) + " (95% CI " + p.low.toFixed(3) + "–" + p.high.toFixed(3) + ")";
+    return text + " (" + p.run + ")";
   }
 
   function draw(canvas) {
@@ -43,6 +77,7 @@
     else ticks.maxTicksLimit = 6;
     new window.Chart(canvas, {
       type: "line",
+      plugins: [errorBars],
       data: {
         datasets: data.series.map(function (series, i) {
           var color = COLORS[i % COLORS.length];
@@ -60,7 +95,7 @@
           tooltip: {
             callbacks: {
               title: function (items) { return items.length ? when(items[0].raw.x) : ""; },
-              label: function (item) { return item.dataset.label + ": " + item.raw.y.toFixed(3) + " (" + item.raw.run + ")"; },
+              label: pointLabel,
             },
           },
         },

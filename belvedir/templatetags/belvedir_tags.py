@@ -23,6 +23,13 @@ def score(value) -> str:
 
 
 @register.filter
+def score_error(run) -> str:
+    """A run's score with its standard error when it has one (its `score_stderr`, issue 27):
+    "0.620 ± 0.069"; else as `score` shows it."""
+    return text.score_with_error(getattr(run, "score", None), getattr(run, "score_stderr", None))
+
+
+@register.filter
 def usd(value) -> str:
     """Integer micro-dollars as every page, message and the CLI show money (`text.usd`):
     2000000 → "$2.00", 12300 → "$0.0123"."""

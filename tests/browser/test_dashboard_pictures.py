@@ -82,6 +82,41 @@ def test_the_harness_page_draws_the_score_chart_from_its_runs(signed_in_page, ch
     expect(summary.locator(f'[data-latest="{a3.pk}"]')).to_have_text("0.250")
 
 
+# The canvas's colour just above a point's top (on its error bar) and as far above a point
+# without one (0.13 above: between the grid lines), in device pixels: alpha 0 is no bar drawn.
+BAR_PIXELS = """() => {
+  const canvas = document.querySelector("#harness-chart canvas");
+  const chart = Chart.getChart(canvas), meta = chart.getDatasetMeta(0), y = chart.scales.y;
+  const ratio = canvas.width / canvas.clientWidth, ctx = canvas.getContext("2d");
+  const alpha = (i, value) => ctx.getImageData(
+    Math.round(meta.data[i].x * ratio), Math.round(y.getPixelForValue(value) * ratio), 1, 1
+  ).data[3];
+  const points = chart.data.datasets[0].data;
+  return {
+    plugin: chart.config.plugins.map((p) => p.id),
+    bar: alpha(0, points[0].y + 0.13),
+    none: alpha(1, points[1].y + 0.13),
+  };
+}"""
+
+
+def test_the_score_chart_draws_each_runs_95_percent_interval_as_an_error_bar(
+    signed_in_page, owner, make_harness
+):
+    page = signed_in_page
+    harness = make_harness(name="barred")
+    scored_run(owner, harness, "m/one", 0.5, 3, score_stderr=0.1, score_ci_low=0.304,
+               score_ci_high=0.696, n_tasks=25)  # fmt: skip
+    scored_run(owner, harness, "m/one", 0.25, 1)  # no per-task results: no bar
+    page.goto(f"/harnesses/{harness.pk}/")
+    expect(page.locator("#harness-chart canvas")).to_be_visible()
+    pixels = page.evaluate(BAR_PIXELS)
+    assert "belvedirErrorBars" in pixels["plugin"]
+    assert pixels["bar"] > 0 and pixels["none"] == 0
+    table = page.locator("#harness-chart details.chart-data table")
+    expect(table).to_contain_text("0.500 ± 0.100 (95% CI 0.304–0.696)")
+
+
 def test_my_benchmarks_charts_every_harness_and_redraws_when_filtered(
     signed_in_page, owner, charted, make_harness
 ):

@@ -1,7 +1,12 @@
 """A finished run's score with its error bar: stored at its end from its per-task results, in
 the run API and on the run page; a run without per-task results has none and says why."""
 
+import json
+import re
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from runs import services
 from runs.models import Run
@@ -81,3 +86,49 @@ def test_a_failed_run_has_no_error_bar(owner, make_run):
     run = make_run(status="failed", results=FIFTY_TASKS)
     page = owner.web.get(f"/runs/{run.pk}/").content.decode()
     assert "±" not in page and "no error bar" not in page
+
+
+@pytest.fixture
+def barred(make_harness, make_run):
+    """A harness with a run with an error bar and one without."""
+    harness = make_harness(name="barred")
+    done = timezone.now()
+    scored = {"harness": harness, "model": "m/one", "status": "succeeded"}
+    bar = {"score_stderr": 0.1, "score_ci_low": 0.304, "score_ci_high": 0.696, "n_tasks": 25}
+    with_bar = make_run(score=0.5, finished_at=done, **scored, **bar)
+    without = make_run(score=0.75, finished_at=done - timedelta(days=1), **scored)
+    return harness, with_bar, without
+
+
+def test_my_benchmarks_lists_each_score_with_its_error_bar(owner, barred):
+    harness, with_bar, without = barred
+    html = owner.web.get("/runs/").content.decode()
+    html = html[html.index('id="compare-form"') :]  # the runs table, after the chart's
+    row = html[html.index(f">{with_bar.pk}</a>") :].split("</tr>")[0]
+    assert "<td>0.500 ± 0.100</td>" in row
+    row = html[html.index(f">{without.pk}</a>") :].split("</tr>")[0]
+    assert "<td>0.750</td>" in row
+
+
+def test_the_chart_data_and_its_table_carry_each_runs_interval(owner, barred):
+    harness, with_bar, without = barred
+    html = owner.web.get(f"/runs/?harness={harness.pk}").content.decode()
+    table = html.split('<details class="chart-data" open>')[1].split("</details>")[0]
+    assert f"{with_bar.pk}</a></td><td>0.500 ± 0.100 (95% CI 0.304–0.696)</td>" in table
+    assert f"{without.pk}</a></td><td>0.750</td>" in table
+    data = re.search(r'<script id="runs-chart-data" type="application/json">(.+?)</script>', html)
+    points = {p["run"]: p for s in json.loads(data.group(1))["series"] for p in s["points"]}
+    assert (points[with_bar.pk]["low"], points[with_bar.pk]["high"]) == (0.304, 0.696)
+    assert points[with_bar.pk]["stderr"] == 0.1
+    assert points[without.pk]["low"] is None and points[without.pk]["high"] is None
+
+
+def test_the_harness_pages_runs_and_the_dashboard_show_the_error_bar(owner, barred):
+    harness, with_bar, _ = barred
+    html = owner.web.get(
+        "/runs/", {"harness": harness.pk, "fragment": "harness-runs"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "<td>0.500 ± 0.100</td>" in html  # its recent runs
+    assert f'data-latest="{with_bar.pk}">0.500 ± 0.100</a>' in html  # its chart's latest
+    dashboard = owner.web.get("/runs/?fragment=dashboard", HTTP_HX_REQUEST="true")
+    assert "<strong>0.500 ± 0.100</strong>" in dashboard.content.decode()
