@@ -74,3 +74,12 @@ def own_data_dir(sandbox_settings, tmp_path):
     for name in diskquota.volume_names(root=data_dir):
         with contextlib.suppress(diskquota.DiskQuotaError):
             diskquota.release(root=data_dir, name=name)
+
+
+@pytest.fixture
+def upstream(settings):
+    """A platform that covers model usage (it holds an upstream key), at $2.00 per run."""
+    settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-or-operator-upstream"
+    settings.BELVEDIR_COVERED_SPEND_CAP_MICROS = 2_000_000
+    settings.BELVEDIR_SANDBOX_BASE_URL = "http://172.30.0.1:18700"
+    return settings
