@@ -42,7 +42,7 @@ from pathlib import Path
 
 from belvedir_runner import grading  # the Runner's folding, served in this repository too
 
-from belvedir_harbor import AGENT_IMPORT_PATH
+from belvedir_harbor import AGENT_IMPORT_PATH, trials
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_NAME = "belvedir-sample"
@@ -369,49 +369,6 @@ def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
     return None
 
 
-def _reward(trial: dict) -> float | None:
-    rewards = (trial.get("verifier_result") or {}).get("rewards") or {}
-    value = rewards.get("reward")
-    if value is None and len(rewards) == 1:
-        value = next(iter(rewards.values()))
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _exceptions(trial: dict) -> list[dict]:
-    """The trial's recorded exceptions, the trial's own first (Harbor's recorded_exceptions)."""
-    found = [trial.get("exception_info")]
-    found += [step.get("exception_info") for step in trial.get("step_results") or []]
-    return [e for e in found if isinstance(e, dict)]
-
-
-def _described(failure: dict) -> str:
-    kind = failure.get("exception_type", "Error")
-    return f"{kind}: {failure.get('exception_message', '')}".strip().rstrip(":")[:1000]
-
-
-def _errored(trial: dict, reward: float | None) -> str | None:
-    """Why the trial has no valid reward (it errored: its environment did not build or start,
-    its verifier crashed...), or None when its reward stands.
-
-    Harbor 0.26 says so itself (TrialResult.reward_valid, from its error policy: an agent
-    timeout keeps its reward, a build failure or a verifier crash does not); a result without
-    that field counts as errored when it has no reward."""
-    valid = trial.get("reward_valid")
-    if valid is None:
-        valid = reward is not None and all(
-            (e.get("policy") or {}).get("has_valid_reward", True) for e in _exceptions(trial)
-        )
-    if valid and reward is not None:
-        return None
-    failures = _exceptions(trial)
-    return _described(failures[0]) if failures else "the trial recorded no reward"
-
-
-def _started(path: Path) -> tuple[str, str]:
-    trial = json.loads(path.read_text())
-    return (str(trial.get("started_at") or ""), path.parent.name)
-
-
 def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
     """results.json from Harbor's job. Each task ran BELVEDIR_TASK_ATTEMPTS trials; their
     rewards are folded by BELVEDIR_GRADING with the Belvedir Runner's own definition
@@ -431,20 +388,20 @@ def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
     rewards: dict[str, list[float]] = {}
     failed: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
-    for path in sorted(job_dir.glob("*/result.json"), key=_started):
+    for path in sorted(job_dir.glob("*/result.json"), key=trials.started):
         trial = json.loads(path.read_text())
         name = str(trial.get("task_name") or path.parent.name.rsplit("__", 1)[0])
-        reward = _reward(trial)
-        why = _errored(trial, reward)
+        reward = trials.reward(trial)
+        why = trials.errored(trial, reward)
         rewards.setdefault(name, [])
         failed.setdefault(name, [])
         if why is None:
             rewards[name].append(reward)
         else:
             failed[name].append(why)
-        failures = _exceptions(trial)
+        failures = trials.exceptions(trial)
         if failures:
-            errors.setdefault(name, _described(failures[0]))
+            errors.setdefault(name, trials.described(failures[0]))
     tasks = {
         name: {
             "attempts": rewards[name],
