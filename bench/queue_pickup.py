@@ -184,7 +184,7 @@ def drain_warm_pools() -> None:
     platform instance served: the database is dropped next)."""
     from django.conf import settings
 
-    from runs.sandbox_config import get_backend
+    from belvedir.sandbox_config import get_backend
 
     for instance in {*INSTANCES.values(), settings.BELVEDIR_INSTANCE}:
         settings.BELVEDIR_INSTANCE = instance  # "": the one the database names

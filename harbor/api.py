@@ -30,13 +30,13 @@ from belvedir.files import ThreadedStreamingResponse
 from belvedir.pagination import ListAPIView, get_paginated_response
 from belvedir.parsers import JSONParser
 from belvedir.run_access import own_run
+from belvedir.sandbox_config import get_backend
 from belvedir.schema import errors
 from belvedir.text import size_text
 from harbor import services
 from harbor.containers import require_this_engine
 from harbor.models import TaskSandbox
 from runs.models import Run
-from runs.sandbox_config import get_backend
 from sandboxes import taskexec
 from sandboxes.base import SandboxBackend, SandboxError, SandboxHandle
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from belvedir.errors import Conflict
+from belvedir.sandbox_config import engine_name, spec_from_settings
 from runs.models import Run
-from runs.sandbox_config import engine_name, spec_from_settings
 from sandboxes import taskpolicy
 from sandboxes import tasks as docker_tasks
 from sandboxes.base import LABEL_TASK_SANDBOX, SandboxSpec

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from belvedir.sandbox_config import get_backend
 from harbor.models import TaskSandbox
 from harbor.services import remove, task_sandbox_settle, task_sandboxes_stop_for_run
 from runs.models import Status
-from runs.sandbox_config import get_backend
 from sandboxes.base import LABEL_TASK_SANDBOX, SandboxError, SandboxHandle
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from belvedir.errors import Forbidden, Invalid, LimitReached, Unavailable
+from belvedir.sandbox_config import engine_name, get_backend
 from billing import selectors as billing_selectors
 from billing import services as billing
 from harbor import credits
@@ -35,7 +36,6 @@ from harbor.selectors import run_is_managed
 from harnesses import managed
 from runs.contract import run_harness_env
 from runs.models import Run, Status
-from runs.sandbox_config import engine_name, get_backend
 from sandboxes import tasks as docker_tasks
 from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX, SandboxError, SandboxHandle
 

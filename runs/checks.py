@@ -4,8 +4,8 @@
 from django.conf import settings
 from django.core import checks
 
+from belvedir.isolation import isolation_status
 from harnesses.models import GPU_TYPES
-from runs.isolation import isolation_status
 
 
 @checks.register("sandbox")

@@ -27,17 +27,17 @@ if TYPE_CHECKING:
 
 RESULTS_MAX_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 16 * 1024
-WORKSPACE = "/workspace"
+WORKSPACE = entrypoint.WORKSPACE
 REPO_DIR = f"{WORKSPACE}/repo"
 CONTROL_DIR = f"{WORKSPACE}/.belvedir"
 STAGE_FILE = f"{CONTROL_DIR}/stage"
 
-ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"
+ENTRYPOINT_FILE = entrypoint.ENTRYPOINT_FILE
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
 # The entrypoint's signed exit code, written as it ends (see sandboxes/entrypoint.py).
 EXIT_FILE = entrypoint.EXIT_FILE
 # The sandbox's command: sandboxes/entrypoint.py, out of reach of the harness's env.
-COMMAND = ["/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE]
+COMMAND = list(entrypoint.COMMAND)
 # What the stage file holds after a stage ("tasks", "install") failed: only the sandbox's
 # entrypoint knows the key, so a harness cannot write it.
 stage_marker = entrypoint.stage_marker

@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 
 from django.utils.safestring import SafeString
 
+from belvedir import ansi
 from harnesses import env_secrets
 from harnesses.services import FIELDS as HARNESS_FIELDS
-from runs import ansi, contract
+from runs import contract
 from runs.models import STAGES, Run, Stage, Status
 from runs.results import score_uncertainty
 

@@ -9,7 +9,7 @@
 - finish: collect the stage marker and results.json, judge them, record the outcome.
 
 Every Run write goes through `runs.services`; the database calls here survive a dropped
-connection (`runs.db.reconnecting`).
+connection (`belvedir.db.reconnecting`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,18 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections
 
+from belvedir import git
+from belvedir.db import reconnecting
 from belvedir.errors import Invalid
+from belvedir.isolation import isolation_status
+from belvedir.sandbox_config import engine_name, get_backend, spec_from_settings
 from belvedir.text import size_text
 from harnesses import drivers, managed, policy
-from runs import contract, git, gpu
+from runs import contract, gpu
 from runs.contract import run_model_secrets, run_secret_values
-from runs.db import reconnecting
 from runs.heartbeat import Heartbeat
-from runs.isolation import isolation_status
 from runs.logtail import LogTail, pump
 from runs.models import GpuDevice, Run, Stage, Status
-from runs.sandbox_config import engine_name, get_backend, spec_from_settings
 from runs.services import (
     run_claim,
     run_finish,

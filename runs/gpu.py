@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from runs.db import reconnecting
+from belvedir.db import reconnecting
+from belvedir.sandbox_config import worker_host
 from runs.models import TERMINAL, GpuDevice
-from runs.sandbox_config import worker_host
 
 QUEUE_PREFIX = "gpu-"
 

@@ -14,10 +14,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from runs.db import reconnecting
-from runs.isolation import isolation_status
+from belvedir.db import reconnecting
+from belvedir.isolation import isolation_status
+from belvedir.sandbox_config import engine_name, worker_host
 from runs.models import WorkerHost
-from runs.sandbox_config import engine_name, worker_host
 
 
 @reconnecting

@@ -5,16 +5,17 @@ serve."""
 
 from django.conf import settings
 
+from belvedir import git
 from belvedir.errors import Invalid, Unavailable
+from belvedir.isolation import isolation_require
 from belvedir.models import Project
+from belvedir.sandbox_config import get_backend
 from harnesses import drivers, policy
 from harnesses.models import DEFAULT_GPU_TYPE, Compute, Harness
 from models_registry.models import FineTunedModel
 from models_registry.selectors import hf_token
-from runs import git, gpu, hosts
-from runs.isolation import isolation_require
+from runs import gpu, hosts
 from runs.models import MAX_ATTEMPTS, Grading
-from runs.sandbox_config import get_backend
 from sandboxes.base import SandboxError
 
 

@@ -98,7 +98,7 @@ class Run(SpendCapped):
     container_id = models.CharField(max_length=80, blank=True)
     worker = models.CharField(max_length=120, blank=True)
     # The worker host and Docker engine the run was claimed on ("host unix:///…sock"): where
-    # its sandbox lives (runs.sandbox_config.engine_name).
+    # its sandbox lives (belvedir.sandbox_config.engine_name).
     engine = models.CharField(max_length=300, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
@@ -213,7 +213,7 @@ class WorkerHost(models.Model):
     with no engine of its own accepts launches while some worker host is fresh and isolated."""
 
     name = models.CharField(max_length=120, unique=True)  # BELVEDIR_WORKER_HOST
-    engine = models.CharField(max_length=300)  # runs.sandbox_config.engine_name
+    engine = models.CharField(max_length=300)  # belvedir.sandbox_config.engine_name
     seen_at = models.DateTimeField(default=timezone.now)
     problems = models.JSONField(default=list, blank=True)  # isolation problems: none = ready
 

@@ -15,11 +15,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
+from belvedir.sandbox_config import get_backend
 from runs import gpu, hooks
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
 from runs.queue import runs_with_queued_tasks
-from runs.sandbox_config import get_backend
 from runs.services import run_enqueue, run_finish
 from sandboxes.base import SandboxError, SandboxHandle
 

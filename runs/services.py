@@ -12,8 +12,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from belvedir import audit, crypto
+from belvedir.db import reconnecting
 from belvedir.errors import Invalid, LimitReached
 from belvedir.models import ApiKey, Organization, Project
+from belvedir.sandbox_config import get_backend
 from belvedir.services import api_key_create, api_key_revoke
 from belvedir.text import counted
 from billing import services as billing
@@ -23,7 +25,6 @@ from harnesses.services import FIELDS as HARNESS_FIELDS
 from models_registry.models import FineTunedModel
 from runs import gpu, hooks
 from runs.contract import run_model_secrets
-from runs.db import reconnecting
 from runs.launch_checks import (
     check_fine_tuned,
     check_launch_input,
@@ -34,7 +35,6 @@ from runs.model_access import default_judge, model_access_check
 from runs.models import IN_FLIGHT, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
 from runs.results import score_uncertainty
-from runs.sandbox_config import get_backend
 from sandboxes.base import SandboxError, kill_run_sandboxes
 
 

@@ -17,7 +17,7 @@ package talks to an engine (or imports `docker`): a second backend implements th
 (docs/scaling.md maps each method onto Kubernetes).
 
 Settings reach a backend in one `SandboxConfig` (`sandboxes.config`), built from Django's
-settings in `runs.sandbox_config`, which also picks the configured backend.
+settings in `belvedir.sandbox_config`, which also picks the configured backend.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a sandbox backend is configured with: one `SandboxConfig`, and the backend it names.
 
-Pure on purpose: `runs.sandbox_config` reads Django's settings into a `SandboxConfig`; this
+Pure on purpose: `belvedir.sandbox_config` reads Django's settings into a `SandboxConfig`; this
 package never reads them.
 """
 

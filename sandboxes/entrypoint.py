@@ -34,8 +34,12 @@ try:  # the SHA-256 built into the interpreter: hashlib and hmac load OpenSSL (~
 except ImportError:  # older interpreters (the platform's own, for runs.contract)
     from hashlib import sha256
 
-CONTROL_DIR = "/workspace/.belvedir"
-REPO_DIR = "/workspace/repo"
+WORKSPACE = "/workspace"
+CONTROL_DIR = f"{WORKSPACE}/.belvedir"
+REPO_DIR = f"{WORKSPACE}/repo"
+ENTRYPOINT_FILE = f"{CONTROL_DIR}/entrypoint.py"  # where this file is put in the sandbox
+# The sandbox's command: this file, isolated from the harness's env (-I) and site (-S).
+COMMAND = ("/usr/bin/python3", "-I", "-S", ENTRYPOINT_FILE)
 STAGE_FILE = f"{CONTROL_DIR}/stage"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
 EXIT_FILE = f"{CONTROL_DIR}/exit"

@@ -92,7 +92,7 @@ IMAGE_ENV = {
 
 @dataclass(frozen=True)
 class ImageConfig:
-    """Where and how to build (`runs.sandbox_config.image_config()` reads the settings)."""
+    """Where and how to build (`belvedir.sandbox_config.image_config()` reads the settings)."""
 
     image: str = DEFAULT_IMAGE
     ca_bundle: Path = Path(DEFAULT_CA_BUNDLE)
@@ -105,7 +105,7 @@ class ImageConfig:
     @classmethod
     def from_env(cls) -> ImageConfig:
         """For the standalone entry point: the BELVEDIR_SANDBOX_* environment variables the
-        settings read too (Django's view of them is `runs.sandbox_config.image_config()`)."""
+        settings read too (Django's view of them is `belvedir.sandbox_config.image_config()`)."""
         env = os.environ
         return cls(
             image=env.get("BELVEDIR_SANDBOX_IMAGE") or DEFAULT_IMAGE,

@@ -2,7 +2,7 @@
 
 from django import template
 
-from runs.isolation import isolation_status
+from belvedir.isolation import isolation_status
 
 register = template.Library()
 

@@ -13,9 +13,9 @@ import docker
 import pytest
 from django.utils import timezone
 
+from belvedir.sandbox_config import instance_id
 from harbor.models import TaskSandbox
 from harbor.reaper import task_images_reap
-from runs.sandbox_config import instance_id
 from sandboxes.base import LABEL_INSTANCE
 from sandboxes.tasks import LABEL_TASK_IMAGE
 from tests.helpers.task_sandboxes import BASE_IMAGE, make_managed_run, remove_task_images

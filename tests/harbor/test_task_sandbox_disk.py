@@ -6,13 +6,13 @@ BELVEDIR_TASK_SANDBOX_DISK, with the reason on its row, in the API's refusals an
 import docker
 import pytest
 
+from belvedir.sandbox_config import get_backend
 from harbor import disk
 from harbor.models import TaskSandbox
 from harbor.services import task_sandbox_create
 from runs.heartbeat import Heartbeat
 from runs.logtail import LogTail
 from runs.models import Run
-from runs.sandbox_config import get_backend
 from sandboxes import tasks as docker_tasks
 from tests.helpers.task_sandboxes import (
     Client,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from belvedir.sandbox_config import get_backend, instance_id, spec_from_settings
 from harbor.containers import build_policy
 from harbor.services import task_sandbox_create
-from runs.sandbox_config import get_backend, instance_id, spec_from_settings
 from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,

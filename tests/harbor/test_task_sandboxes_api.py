@@ -10,11 +10,11 @@ import docker
 import pytest
 from django.utils import timezone
 
+from belvedir.sandbox_config import worker_host
 from harbor.models import TaskSandbox
 from harbor.services import task_sandbox_stop
 from runs.models import Run
 from runs.reaper import reap
-from runs.sandbox_config import worker_host
 from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,

@@ -16,11 +16,11 @@ import pytest
 from django.db import connection
 
 from belvedir import crypto
+from belvedir.sandbox_config import worker_host
 from billing.models import Kind
 from billing.services import ledger_operator_entry
 from harbor.models import TaskSandbox
 from runs.models import Run, Status, WorkerHost
-from runs.sandbox_config import worker_host
 from runs.services import run_launch
 from sandboxes.base import LABEL_TASK_SANDBOX
 from sandboxes.gateway import GatewayThread

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from runs import isolation
+from belvedir import isolation
 from sandboxes.base import LABEL_RUN_ID
 
 ROOT = Path(__file__).resolve().parents[2]

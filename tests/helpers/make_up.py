@@ -140,7 +140,7 @@ class Platform:
     def instance(self) -> tuple[str, Path]:
         """The platform instance its sandboxes are labelled with, and its sandbox data dir."""
         program = (
-            "from django.conf import settings; from runs.sandbox_config import instance_id; "
+            "from django.conf import settings; from belvedir.sandbox_config import instance_id; "
             "print(instance_id(), settings.BELVEDIR_SANDBOX_DATA_DIR)"
         )
         done = subprocess.run(

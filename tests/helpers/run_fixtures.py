@@ -186,7 +186,7 @@ def task_sandboxes_removed(db):
     yield
     import docker
 
-    from runs.sandbox_config import instance_id
+    from belvedir.sandbox_config import instance_id
     from sandboxes.base import LABEL_INSTANCE, LABEL_TASK_SANDBOX
 
     client = docker.from_env()

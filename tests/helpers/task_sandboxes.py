@@ -22,12 +22,12 @@ from django.utils import timezone
 
 from belvedir import crypto
 from belvedir.models import ApiKey
+from belvedir.sandbox_config import engine_name
 from belvedir.services import api_key_create
 from billing.models import Kind
 from billing.services import ledger_operator_entry
 from harnesses.services import FIELDS, harness_create
 from runs.models import Run, Status
-from runs.sandbox_config import engine_name
 from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX
 from tests.runs.helpers import git
 

@@ -11,8 +11,8 @@ import uuid
 import docker
 import pytest
 
+from belvedir.sandbox_config import get_backend
 from runs import services
-from runs.sandbox_config import get_backend
 from sandboxes import diskquota
 from sandboxes.base import LABEL_INSTANCE
 from tests.helpers.run_fixtures import fast_hashing

@@ -18,9 +18,9 @@ import pytest
 from django.db import connection
 from django_q.models import OrmQ
 
+from belvedir.sandbox_config import engine_name, warm_template
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox_config import engine_name, warm_template
 from sandboxes import warm
 from sandboxes.base import LABEL_RUN_ID
 from sandboxes.docker import DockerBackend

@@ -137,7 +137,7 @@ def test_a_host_coming_back_removes_its_failed_runs_sandboxes_before_taking_a_ta
     kept them) must not run beside the new runs it takes until its first timed reaper pass."""
     from pathlib import Path
 
-    from runs.sandbox_config import spec_from_settings
+    from belvedir.sandbox_config import spec_from_settings
     from sandboxes.docker import DockerBackend
 
     instance = f"test-{uuid.uuid4().hex[:8]}"  # the reaper sees only this test's sandboxes

@@ -12,11 +12,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from belvedir import isolation
+from belvedir.sandbox_config import get_backend
 from harbor import disk, reaper
 from harbor.models import TaskSandbox
-from runs import contract, isolation
+from runs import contract
 from runs.executor import execute_run
-from runs.sandbox_config import get_backend
 from sandboxes import tasks as task_defaults
 from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX, SandboxError
 from tests.helpers import fake_backend

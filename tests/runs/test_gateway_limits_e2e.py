@@ -11,8 +11,8 @@ import docker
 import pytest
 from django.db import connection
 
+from belvedir.sandbox_config import spec_from_settings
 from runs.management.commands.sandbox_gateway import organizations_of
-from runs.sandbox_config import spec_from_settings
 from sandboxes import warm
 from sandboxes.base import LABEL_RUN_ID
 from sandboxes.docker import DockerBackend

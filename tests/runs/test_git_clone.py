@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from runs import git
+from belvedir import git
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
 

@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
+from belvedir.sandbox_config import get_backend, warm_template
 from runs import contract
 from runs.reaper import reap
-from runs.sandbox_config import get_backend, warm_template
 from sandboxes import diskquota, instances, volumes
 from sandboxes.base import SandboxError, tar_files
 from sandboxes.docker import DockerBackend

@@ -15,10 +15,10 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from belvedir.env import envgpus
+from belvedir.sandbox_config import get_backend, spec_from_settings
 from runs import gpu, reaper
 from runs.models import GpuDevice, Run
 from runs.queue import runs_with_queued_tasks
-from runs.sandbox_config import get_backend, spec_from_settings
 from runs.services import run_cancel, run_enqueue
 from sandboxes.base import SandboxHandle
 from tests.helpers.run_fixtures import worker_env

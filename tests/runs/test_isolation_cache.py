@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from runs import isolation
+from belvedir import isolation
 
 
 @pytest.fixture

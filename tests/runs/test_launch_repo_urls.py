@@ -44,7 +44,7 @@ def test_file_repos_under_the_operator_root_launch_and_others_are_refused(
 
 
 def test_credentials_in_a_repo_url_never_reach_the_refusal_message():
-    from runs.git import error_reason, without_credentials
+    from belvedir.git import error_reason, without_credentials
 
     assert (
         without_credentials("https://bob:s3cret@example.com/x.git")

@@ -1,9 +1,9 @@
 """Terminal colour codes in a run's log show as colours on the run page and are gone from its
-download: never as raw "[31m" text (runs.ansi)."""
+download: never as raw "[31m" text (belvedir.ansi)."""
 
 import pytest
 
-from runs import ansi
+from belvedir import ansi
 from runs.models import Run
 
 # What pytest, pip and rich print to a terminal: colours, bold, a cleared line, a title, a

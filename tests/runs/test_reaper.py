@@ -20,9 +20,9 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from belvedir.models import ApiKey
+from belvedir.sandbox_config import get_backend, spec_from_settings
 from runs import reaper
 from runs.models import Run
-from runs.sandbox_config import get_backend, spec_from_settings
 from sandboxes.base import SandboxHandle
 from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import (

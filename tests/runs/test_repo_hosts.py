@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from belvedir import git as runs_git
 from harnesses import policy
-from runs import git as runs_git
 from tests.runs.helpers import EXAMPLES, git, git_repo_of
 
 INTERNAL_REPO_URLS = [

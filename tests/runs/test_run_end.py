@@ -3,10 +3,10 @@ the output ends, else the engine's report; and no process started for an empty i
 
 import pytest
 
+from belvedir.sandbox_config import get_backend
 from runs import executor
 from runs.executor import execute_run
 from runs.models import Run
-from runs.sandbox_config import get_backend
 from sandboxes.docker import DockerBackend
 from tests.runs.helpers import containers_of
 

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 import pytest
 
-from runs.sandbox_config import image_config
+from belvedir.sandbox_config import image_config
 from sandboxes.base import (
     LABEL_RUN_ID,
     FileKind,

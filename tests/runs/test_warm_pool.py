@@ -17,9 +17,9 @@ import uuid
 import docker
 import pytest
 
+from belvedir.sandbox_config import get_backend, warm_template
 from runs.contract import run_model_secrets
 from runs.executor import execute_run
-from runs.sandbox_config import get_backend, warm_template
 from sandboxes import warm, warmclaims
 from sandboxes.base import SandboxHandle, tar_files
 from tests.runs.helpers import (

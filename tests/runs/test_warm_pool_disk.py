@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from runs.sandbox_config import get_backend, warm_template
+from belvedir.sandbox_config import get_backend, warm_template
 from sandboxes import diskquota, warm
 from sandboxes.base import SandboxError, SandboxSpec, tar_files
 from tests.runs.helpers import exists, filled, second_platform

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core import checks
 
-from runs import isolation
+from belvedir import isolation
 from runs.models import Run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def _status_as_nobody(data_dir: Path) -> dict:
     import from."""
     program = (
         "import django, json, os; django.setup();"
-        "from runs.isolation import isolation_status;"
+        "from belvedir.isolation import isolation_status;"
         "os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534);"
         "assert os.geteuid() == 65534;"
         "s = isolation_status(); print(json.dumps({'problems': s.problems}))"

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from runs.sandbox_config import get_backend, spec_from_settings
+from belvedir.sandbox_config import get_backend, spec_from_settings
 from sandboxes import network
 from sandboxes.base import SandboxHandle
 

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
+from belvedir.sandbox_config import get_backend
 from runs.models import Run
-from runs.sandbox_config import get_backend
 from sandboxes.gateway import Gateway, Limits
 from sandboxes.gateway_tenants import MappedTenants, Tenants
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from runs import contract
+from sandboxes import entrypoint
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.config import SandboxConfig, backend_for
 from sandboxes.image_recipe import ImageConfig
@@ -89,7 +89,9 @@ def spec_from_settings(**fields: Any) -> SandboxSpec:
 def warm_template() -> SandboxSpec:
     """The shape of the warm pool's sandboxes: a run sandbox as the executor asks for one
     (the entrypoint, the workspace, the settings' image and limits, no GPU)."""
-    return spec_from_settings(run_id="", command=list(contract.COMMAND), workdir=contract.WORKSPACE)
+    return spec_from_settings(
+        run_id="", command=list(entrypoint.COMMAND), workdir=entrypoint.WORKSPACE
+    )
 
 
 def instance_id() -> str:

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.sandbox_config import image_config
+from belvedir.sandbox_config import image_config
 from sandboxes.base import SandboxError
 from sandboxes.image import build_image
 

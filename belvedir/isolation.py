@@ -28,7 +28,7 @@ from pathlib import Path
 from django.conf import settings
 
 from belvedir.errors import Unavailable
-from runs.sandbox_config import get_backend
+from belvedir.sandbox_config import get_backend
 from sandboxes import diskquota
 from sandboxes.base import SandboxError
 from sandboxes.network import NetworkConfig, NetworkSetupError, problems
