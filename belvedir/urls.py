@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from belvedir import api, member_views, views
+from belvedir import api, member_views, sdk_package, views
 from belvedir.dispatch import by_method
 from belvedir.forms import EmailLoginForm
 
@@ -100,6 +100,7 @@ urlpatterns = [
     ),
     path("api/v1/", include(api_v1)),
     path("git/", include("harnesses.git_urls")),
+    path("sdk/node/belvedir.tgz", sdk_package.node_package, name="sdk-node-package"),
 ]
 
 handler500 = "belvedir.views.server_error"
