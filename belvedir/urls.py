@@ -87,6 +87,7 @@ urlpatterns = [
     path("runs/", include("runs.urls")),
     path("models/", include("models_registry.urls")),
     path("traces/", include("traces.urls")),
+    path("harbor/", include("harbor.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script as a file of its own (?script=), not

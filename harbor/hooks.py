@@ -1,11 +1,11 @@
 """What harbor adds to a run's life (runs/hooks.py; harbor/apps.py registers it once, from
 its AppConfig.ready): a run's end stops its task sandboxes and settles them, each reaper pass
-does harbor's own pass, a run's heartbeat checks its task sandboxes' disk, and the run page
-shows them."""
+does harbor's own pass, and a run's heartbeat checks its task sandboxes' disk. The run page
+shows them by pulling harbor's partial in (harbor/views.py), not through a hook."""
 
 from __future__ import annotations
 
-from harbor import disk, reaper, selectors, services
+from harbor import disk, reaper, services
 from runs import hooks
 
 
@@ -20,7 +20,6 @@ def register() -> None:
         (hooks.run_ended, run_ended),
         (hooks.reaper_passes, reaper.task_sandboxes_reap),
         (hooks.heartbeat_checks, disk.HeartbeatCheck),
-        (hooks.run_page, selectors.page_view),
     ):
         if function not in registry:
             registry.append(function)

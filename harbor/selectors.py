@@ -9,20 +9,15 @@ from harbor.models import TaskSandbox
 from harnesses import managed
 from runs.contract import run_harness_env
 from runs.models import Run
+from runs.selectors import run_is_managed
 
 PAGE_ROWS = 50
 
 
-def run_is_managed(run: Run) -> bool:
-    snap = run.harness_snapshot or {}
-    return managed.is_managed(
-        repo_url=snap.get("repo_url", ""), preset=snap.get("preset", ""), env=run_harness_env(run)
-    )
-
-
 def page_view(run: Run) -> dict:
-    """What the run page shows of a managed Harbor run's task sandboxes: the newest rows, how
-    many at once, the price per minute (micro-dollars) and the total charged so far."""
+    """What the run page's task-sandbox partial (harbor.views.run_task_sandboxes) shows of a
+    managed Harbor run's task sandboxes: the newest rows, how many at once, the price per
+    minute (micro-dollars) and the total charged so far."""
     if not run_is_managed(run):
         return {"task_sandboxes": None}
     rows = list(TaskSandbox.objects.filter(run=run)[:PAGE_ROWS])

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runs.models import Run
     from sandboxes.base import SandboxBackend
 
 # A run ended (finished, failed, cancelled or reaped; `runs.services.run_finish` and
@@ -22,6 +21,3 @@ reaper_passes: list[Callable[[], Any]] = []
 # called every beat with (run_id, backend) and answers the `belvedir:` notes for the run's log
 # (a SandboxError: the engine did not answer, the next beat tries again).
 heartbeat_checks: list[Callable[[], Callable[[str, SandboxBackend], list[str]]]] = []
-
-# What the run page's live part shows beside the run's own (`runs.views.run_detail`): context.
-run_page: list[Callable[[Run], dict]] = []

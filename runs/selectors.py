@@ -4,7 +4,7 @@ from django.db.models import CharField, Q, QuerySet, Value
 from django.urls import reverse
 
 from belvedir.models import ApiKey, Project
-from harnesses import env_secrets
+from harnesses import env_secrets, managed
 from models_registry.models import FineTunedModel
 from runs import contract, gpu
 from runs.models import IN_FLIGHT, Run, Status
@@ -15,6 +15,17 @@ def run_of_key(key: ApiKey) -> Run | None:
     if key.kind != ApiKey.Kind.RUN:
         return None
     return Run.objects.filter(ingest_key=key).first()
+
+
+def run_is_managed(run: Run) -> bool:
+    """Whether the run is a managed Harbor run (its task sandboxes are harbor's: the run page
+    pulls harbor's partial in for it)."""
+    snap = run.harness_snapshot or {}
+    return managed.is_managed(
+        repo_url=snap.get("repo_url", ""),
+        preset=snap.get("preset", ""),
+        env=contract.run_harness_env(run),
+    )
 
 
 def run_secret_values(run: Run) -> list[str]:

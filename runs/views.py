@@ -22,7 +22,7 @@ from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
 from models_registry.selectors import fine_tuned_models_for
-from runs import display, hooks, selectors, services
+from runs import display, selectors, services
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.model_access import judge_shown
 from runs.models import Run, Status
@@ -233,11 +233,10 @@ def run_detail(request, run_id: str):
         "results": display.results_view(run),
         "score_bar": display.score_bar(run),
     }
-    for shown in hooks.run_page:  # harbor's task sandboxes
-        context.update(shown(run))
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
     context.update(
+        managed_harbor=selectors.run_is_managed(run),  # its task sandboxes: harbor's partial
         log=display.log_view(run),
         harness_config=display.harness_config(run),
         harness_changed=display.harness_changed_since(run),
