@@ -14,6 +14,12 @@ thousand), so numpy or scipy would add weight and no accuracy.
 - pass@k over n attempts of which c passed is 1 - C(n-c, k)/C(n, k), the unbiased estimator
   of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code"), computed as their
   product form so large n never overflows.
+- Two runs over the same tasks are compared by their paired differences d_i = b_i - a_i
+  (Miller 2024, sec. 4): the mean difference with the standard error sd(d)/sqrt(n), the normal
+  95% interval mean ± 1.96 SE and the two-sided p-value 2·(1 - Φ(|mean|/SE)), all the normal
+  approximation, as the score's interval is. The tasks that would be needed to tell a
+  difference of the observed size at 80% power (two-sided, α = 0.05) are
+  n = ((z_0.975 + z_0.80) · sd(d) / |mean d|)², rounded up: 7.85 · sd² / mean².
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from statistics import NormalDist
 
 CONFIDENCE = 0.95
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.959963984540054
+POWER = 0.80
+Z_POWER = NormalDist().inv_cdf(POWER)  # 0.8416212335729143
+TIE = 1e-9  # two task scores closer than this are a tie
 
 
 @dataclass(frozen=True)
@@ -98,3 +107,93 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         product *= 1.0 - k / i
     return 1.0 - product
+
+
+# --- paired comparison ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paired:
+    """B - A over the tasks both runs scored."""
+
+    n: int
+    mean: float  # the mean paired difference, B - A
+    sd: float  # the sample sd of the differences
+    stderr: float
+    ci_low: float
+    ci_high: float
+    p_value: float  # two-sided, normal approximation
+    b_won: int
+    tied: int
+    a_won: int
+    tasks_needed: int | None  # at 80% power for a difference this size; None when it is 0
+
+    @property
+    def distinguishable(self) -> bool:
+        """The 95% interval leaves 0 out (p < 0.05)."""
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+def p_value(mean_value: float, se: float) -> float:
+    """The two-sided p-value of mean/se under the normal: 2·(1 - Φ(|z|)); with no spread at
+    all, 1 for no difference and 0 for any."""
+    if se == 0:
+        return 1.0 if mean_value == 0 else 0.0
+    return 2.0 * (1.0 - NormalDist().cdf(abs(mean_value) / se))
+
+
+def tasks_needed(difference: float, sd: float) -> int | None:
+    """About how many paired tasks tell `difference` from none at 80% power, two-sided 5%:
+    ceil(((Z + Z_POWER) · sd / |difference|)²); None for no difference."""
+    if difference == 0:
+        return None
+    return max(2, math.ceil(((Z + Z_POWER) * sd / abs(difference)) ** 2))
+
+
+def paired(a: list[float], b: list[float]) -> Paired:
+    """The paired comparison of `b` against `a`, one score each per shared task (same order).
+    ValueError with fewer than 2 pairs."""
+    if len(a) != len(b):
+        raise ValueError("one score of each run per task")
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    n = len(diffs)
+    se = stderr(diffs)  # raises for n < 2
+    m = mean(diffs)
+    sd = se * math.sqrt(n)
+    low, high = m - Z * se, m + Z * se
+    b_won = sum(d > TIE for d in diffs)
+    a_won = sum(d < -TIE for d in diffs)
+    return Paired(
+        n=n,
+        mean=m,
+        sd=sd,
+        stderr=se,
+        ci_low=low,
+        ci_high=high,
+        p_value=p_value(m, se),
+        b_won=b_won,
+        tied=n - b_won - a_won,
+        a_won=a_won,
+        tasks_needed=tasks_needed(m, sd),
+    )
+
+
+def paired_sentence(result: Paired, *, a: str = "A", b: str = "B") -> str:
+    """The comparison in a sentence: who is ahead and by how much, or that these tasks cannot
+    tell them apart and about how many would."""
+    tasks = f"{result.n} shared task{'s' if result.n != 1 else ''}"
+    if result.distinguishable:
+        ahead, low, high = (b, result.ci_low, result.ci_high)
+        if result.mean < 0:
+            ahead, low, high = (a, -result.ci_high, -result.ci_low)
+        return (
+            f"{ahead} is ahead by {abs(result.mean):.3f} "
+            f"(95% CI {low:.3f} to {high:.3f}) on {tasks}"
+        )
+    head = f"{a} and {b} are not distinguishable on these {result.n} tasks"
+    if result.tasks_needed is None:
+        return f"{head}: their scores are the same on average"
+    return (
+        f"{head}: about {result.tasks_needed} tasks would be needed to tell "
+        f"a difference this size ({abs(result.mean):.3f})"
+    )
