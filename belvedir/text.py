@@ -21,6 +21,18 @@ def score_with_error(score, stderr) -> str:
     return f"{score_text(score)} ± {score_text(stderr)}"
 
 
+def p_value_text(p) -> str:
+    """A p-value as shown: "0.016", "< 0.001"; "—" when there is none."""
+    if p is None:
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def difference_text(value) -> str:
+    """A difference of scores with its sign: "+0.160", "-0.040"; "—" when there is none."""
+    return "—" if value is None else f"{value:+.{SCORE_DECIMALS}f}"
+
+
 def counted(number: int, noun: str) -> str:
     """ "1 task", "2 tasks"; an irregular plural after a comma: counted(3, "entry,entries")."""
     singular, _, plural = noun.partition(",")

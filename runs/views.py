@@ -206,7 +206,23 @@ def run_compare(request):
     names = list(dict.fromkeys(name for per_run in tasks for name in per_run))
     # Each cell: whether the run has the task, and its result.
     rows = [(name, [(name in per_run, per_run.get(name)) for per_run in tasks]) for name in names]
-    return render(request, "runs/compare.html", {"runs": runs, "task_rows": rows})
+    context = {"runs": runs, "task_rows": rows}
+    if len(runs) == 2:  # B against A, task by task (the runs' results: no query)
+        context["paired"] = _paired_view(selectors.paired_comparison(*runs))
+    return render(request, "runs/compare.html", context)
+
+
+def _paired_view(comparison: selectors.Comparison) -> dict:
+    paired = comparison.paired
+    shown = {"comparison": comparison, "paired": paired}
+    if paired is not None:
+        shown.update(
+            difference=text.difference_text(paired.mean),
+            stderr=text.score_text(paired.stderr),
+            ci=f"{text.difference_text(paired.ci_low)} to {text.difference_text(paired.ci_high)}",
+            p_value=text.p_value_text(paired.p_value),
+        )
+    return shown
 
 
 @login_required

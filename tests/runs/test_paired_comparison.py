@@ -124,3 +124,74 @@ def test_anything_but_two_run_ids_is_a_400_naming_runs(owner, runs):
     response = owner.api.get("/api/v1/runs/compare", params)
     assert response.status_code == 400
     assert response.json() == {"runs": ["Give two different run ids to compare: runs=A,B."]}
+
+
+# --- the compare page ---------------------------------------------------------------------
+
+
+def page(client, *runs):
+    response = client.web.get("/runs/compare/", {"run": [run.pk for run in runs]})
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def section(html: str) -> str:
+    return html[html.index('id="compare-paired"') :].split("</section>")[0]
+
+
+def field(html: str, name: str) -> str:
+    return html[html.index(f'data-field="{name}">') :].split(">", 1)[1].split("</td>")[0]
+
+
+def test_the_compare_page_of_two_runs_shows_the_paired_comparison(owner, pair):
+    a, b = pair()
+    shown = section(page(owner, a, b))
+    assert f'A is <a class="mono" href="/runs/{a.pk}/">{a.pk}</a> (m/a)' in shown
+    assert (
+        '<p id="compare-paired-summary"><strong>B is ahead by 0.160 (95% CI 0.030 to 0.290) '
+        "on 50 shared tasks.</strong></p>"
+    ) in shown
+    assert field(shown, "difference") == "+0.160"
+    assert field(shown, "stderr") == "0.066"
+    assert field(shown, "ci") == "+0.030 to +0.290"
+    assert field(shown, "p_value") == "0.016"
+    assert field(shown, "wins") == "B won 10, tied 38, A won 2 of 50"
+    assert 'data-field="tasks_needed"' not in shown  # told apart already
+    assert "Normal approximation" in shown and "± 1.96 standard errors" in shown
+    assert 'id="compare-unshared"' not in shown
+
+
+def test_the_page_lists_the_unshared_tasks_and_how_many_tasks_would_be_needed(owner, pair):
+    a_tasks = {"t1": 1.0, "t2": 0.0, "t3": 1.0, "t4": 1.0, "t5": 0.0, "only-a": 1.0}
+    b_tasks = {"only-b": 0.0, "t1": 1.0, "t2": 1.0, "t3": 1.0, "t4": 0.0, "t5": 1.0}
+    a, b = pair(a_tasks, b_tasks)
+    shown = section(page(owner, a, b))
+    assert "A and B are not distinguishable on these 5 tasks: about 138 tasks" in shown
+    assert field(shown, "p_value") == "0.593"
+    assert field(shown, "tasks_needed") == ("about 138 to tell a difference this size at 80% power")
+    assert '<p data-only="a">Only A (1 task): <span class="mono">only-a</span></p>' in shown
+    assert '<p data-only="b">Only B (1 task): <span class="mono">only-b</span></p>' in shown
+
+
+def test_the_page_says_why_a_run_without_per_task_results_has_no_comparison(owner, pair):
+    a, b = pair(b_tasks=None)
+    shown = section(page(owner, a, b))
+    assert (
+        f"No paired comparison: run B ({b.pk}) has no per-task results in its results.json."
+    ) in shown
+    assert 'id="compare-paired-table"' not in shown
+
+
+def test_three_runs_side_by_side_have_no_paired_comparison_but_say_it_takes_two(
+    owner, pair, make_run
+):
+    a, b = pair()
+    html = page(owner, a, b, make_run(status="succeeded", score=0.5))
+    assert 'id="compare-paired"' not in html
+    assert 'id="compare-paired-hint"' in html
+
+
+def test_the_paired_page_is_scoped_like_the_compare_page(owner, readonly, outsider, pair):
+    a, b = pair()
+    assert outsider.web.get("/runs/compare/", {"run": [a.pk, b.pk]}).status_code == 404
+    assert 'id="compare-paired-summary"' in page(readonly, a, b)

@@ -53,10 +53,12 @@ def test_a_run_page_its_live_part_and_compare_take_a_fixed_number_of_queries(
 ):
     run = seeded.runs[0].pk
     compare = "&".join(f"run={r.pk}" for r in seeded.runs[:8])
+    pair = "&".join(f"run={r.pk}" for r in seeded.runs[:2])
     pages = [
         (f"/runs/{run}/", {}, 8),
         (f"/runs/{run}/", HTMX, 5),
         (f"/runs/compare/?{compare}", {}, 6),  # 8 runs: one query for all of them
+        (f"/runs/compare/?{pair}", {}, 6),  # two: the paired comparison reads no more
     ]
     assert_bounded(owner.web, pages, django_assert_max_num_queries)
 
