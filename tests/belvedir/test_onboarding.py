@@ -1,9 +1,13 @@
 """What a visitor and a new organization see first: the landing page, the next steps, the key's
 usage snippets with the platform's URL."""
 
+import html as htmllib
 import re
+from pathlib import Path
 
 from belvedir.models import ApiKey
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -54,7 +58,7 @@ def test_the_home_page_needs_a_membership(client, db):
 def test_the_key_page_shows_cli_curl_and_sdk_snippets_with_the_platform_url(owner, settings):
     settings.BELVEDIR_BASE_URL = "https://bench.example.org"
     html = owner.web.get("/settings/project/").content.decode()
-    for snippet in ("snippet-cli", "snippet-curl", "snippet-sdk"):
+    for snippet in ("snippet-cli", "snippet-curl", "snippet-sdk", "snippet-sdk-node"):
         block = re.search(rf'<pre id="{snippet}">(.*?)</pre>', html, re.S).group(1)
         assert "bench.example.org" in block and "bv_live_…" in block
     assert "export BELVEDIR_URL=https://bench.example.org" in html
@@ -69,6 +73,7 @@ def test_the_snippets_hold_the_key_just_created(owner, settings):
     assert ApiKey.objects.filter(name="ci").exists()
     assert f"export BELVEDIR_API_KEY={plaintext}" in html
     assert f'api_key="{plaintext}"' in html
+    assert f'apiKey: "{plaintext}"' in html
 
 
 def test_read_only_members_see_the_steps_but_no_key_is_revealed(readonly):
@@ -76,3 +81,25 @@ def test_read_only_members_see_the_steps_but_no_key_is_revealed(readonly):
     assert 'data-step="harness"' in html
     usage = readonly.web.get("/settings/project/").content.decode()
     assert "bv_live_…" in usage and "BELVEDIR_API_KEY=bv_live_…" in usage
+
+
+def node_snippet(page: str) -> str:
+    return htmllib.unescape(re.search(r'<pre id="snippet-sdk-node">(.*?)</pre>', page, re.S)[1])
+
+
+def test_the_node_snippet_is_the_docs_with_the_key_the_url_and_a_session(owner, settings):
+    """docs/sdk-node.md's snippet, its environment's names given as values, after the npm
+    install of the package the platform serves (/sdk/node/belvedir.tgz)."""
+    settings.BELVEDIR_BASE_URL = "https://bench.example.org"
+    install, program = node_snippet(owner.web.get("/settings/project/").content.decode()).split(
+        "\n\n", 1
+    )
+    assert install == "npm install https://bench.example.org/sdk/node/belvedir.tgz openai"
+    docs = re.search(r"```ts\n(.*?)```", (DOCS / "sdk-node.md").read_text(), re.S)[1]
+    as_given = (
+        docs.replace("process.env.BELVEDIR_API_KEY", '"bv_live_…"')
+        .replace("process.env.BELVEDIR_BASE_URL", '"https://bench.example.org"')
+        .replace("process.env.BELVEDIR_RUN_ID", '"my-first-session"')
+        .replace('"my-benchmark"', '"my-agent"')
+    )
+    assert program == as_given.rstrip("\n")

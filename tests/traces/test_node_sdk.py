@@ -10,8 +10,10 @@ and flush() resolves only once the platform has stored every span.
 Needs sdk/node/node_modules: `make sdk-node` (`npm ci` from the lockfile; `make test` runs it).
 """
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -281,3 +283,42 @@ def test_the_committed_dist_is_built_from_src(tmp_path):
     assert built.keys() == committed.keys()
     stale = [str(path) for path in built if built[path] != committed[path]]
     assert not stale, f"sdk/node/dist is stale: npm run build in sdk/node ({stale})"
+
+
+def test_the_key_pages_node_snippet_traces_as_pasted(
+    owner, platform, fake_openai, harness_dir, settings
+):
+    """The Project settings page's Node snippet (docs/sdk-node.md's, with the key and URL), as
+    a user pastes it into agent.mjs, its task making one call: the session, its LLM span, its
+    task and the outcome form. The npm install line is tests/belvedir/test_sdk_package.py's."""
+    settings.BELVEDIR_BASE_URL = platform
+    page = owner.web.get("/settings/project/").content.decode()
+    snippet = html.unescape(re.search(r'<pre id="snippet-sdk-node">(.*?)</pre>', page, re.S)[1])
+    install, program = snippet.split("\n\n", 1)
+    assert install == f"npm install {platform}/sdk/node/belvedir.tgz openai"
+    call = (
+        f"const client = new OpenAI({{ baseURL: {json.dumps(fake_openai.base_url)}, "
+        'apiKey: "sk-fake" }); await client.chat.completions.create({ model: "gpt-4o-mini", '
+        'messages: [{ role: "system", content: "Answer briefly." }, '
+        '{ role: "user", content: "What is 2 + 2?" }] });'
+    )
+    program = (
+        program.replace("bv_live_…", owner.key)
+        .replace('"my-first-session"', '"run_node_key_page"')
+        .replace("/* ... run your agent ... */", call)
+        .replace('await reportOutcome("run_node_key_page", "success");', "")
+        + 'console.log("REPORTED", await reportOutcome("run_node_key_page", "success"));\n'
+    )
+    assert "reportOutcome(" in snippet and "await task(" in program
+    (harness_dir / "agent.mjs").write_text(program)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BELVEDIR_", "FRACTAL_"))}
+    done = _node("agent.mjs", cwd=harness_dir, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "REPORTED true", done.stdout + done.stderr
+    session = Session.objects.get(project=owner.project, external_id="run_node_key_page")
+    assert session.outcome == "success"
+    spans = list(Span.objects.filter(session=session))
+    assert sorted(s.name for s in spans) == ["answer question.workflow", "chat gpt-4o-mini"]
+    assert_spans_answer([s for s in spans if s.is_llm], fake_openai.chat_requests(), REPLY)
+    tasks_form(session=session)
+    assert [t.name for t in Task.objects.filter(session=session)] == ["answer question"]
