@@ -1,4 +1,4 @@
-"""`belvedir runs launch|list|get|watch|cancel`: benchmark runs."""
+"""`belvedir runs launch|list|get|watch|cancel|compare`: benchmark runs."""
 
 import argparse
 import json
@@ -7,7 +7,7 @@ import sys
 import time
 
 from belvedir.cli.client import Client, out
-from belvedir.text import score_text, score_with_error
+from belvedir.text import difference_text, p_value_text, score_text, score_with_error
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -99,6 +99,36 @@ def cmd_runs_watch(client: Client, args) -> int:
         time.sleep(args.interval)
 
 
+def compare_lines(data: dict) -> list[str]:
+    """GET /api/v1/runs/compare's answer as the CLI prints it."""
+    lines = [
+        f"{label} {run['id']}  score={score_text(run['score'])}  {run['harness_name']}  "
+        f"{run['model']}"
+        for label, run in (("A", data["a"]), ("B", data["b"]))
+    ]
+    lines.append(data["summary"])
+    if data["difference"] is not None:
+        low, high = difference_text(data["ci_low"]), difference_text(data["ci_high"])
+        lines += [
+            f"B - A {difference_text(data['difference'])} ± {score_text(data['stderr'])} "
+            f"(95% CI {low} to {high}), p {p_value_text(data['p_value'])} "
+            "(two-sided, normal approximation)",
+            f"tasks: B won {data['b_won']}, tied {data['tied']}, A won {data['a_won']} "
+            f"of {data['shared_tasks']}",
+        ]
+    for label, run in (("A", data["a"]), ("B", data["b"])):
+        if run["tasks_only_here"]:
+            only = run["tasks_only_here"]
+            lines.append(f"only in {label}, not compared ({len(only)}): {', '.join(only)}")
+    return lines + data["notes"]
+
+
+def cmd_runs_compare(client: Client, args) -> int:
+    data = client.get("/api/v1/runs/compare", params={"runs": f"{args.a},{args.b}"})
+    out(args, data, compare_lines(data))
+    return 0
+
+
 def register(sub) -> None:
     runs = sub.add_parser("runs", help="benchmark runs").add_subparsers(
         dest="action", required=True
@@ -131,3 +161,7 @@ def register(sub) -> None:
         p.add_argument("id")
         p.add_argument("--interval", type=float, default=1.0)
         p.set_defaults(func=func)
+    compare = runs.add_parser("compare", help="compare two runs task by task (B - A)")
+    compare.add_argument("a", help="run A's id")
+    compare.add_argument("b", help="run B's id")
+    compare.set_defaults(func=cmd_runs_compare)

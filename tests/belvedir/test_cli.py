@@ -250,3 +250,47 @@ def test_runs_list_and_get_show_the_score_with_its_standard_error_and_interval(c
     assert out.splitlines()[0] == (
         f"{run.pk}  succeeded  score=0.620 ± 0.069 (95% CI 0.484–0.756, 50 tasks)"
     )
+
+
+def test_runs_compare_prints_the_paired_comparison_and_the_unshared_tasks(cli, owner, outsider):
+    from runs.models import Run
+
+    # tests/runs/test_paired_stats.py's five tasks, each run with one task of its own
+    a_tasks = {"t1": 1.0, "t2": 0.0, "t3": 1.0, "t4": 1.0, "t5": 0.0, "only-a": 1.0}
+    b_tasks = {"only-b": 0.0, "t1": 1.0, "t2": 1.0, "t3": 1.0, "t4": 0.0, "t5": 1.0}
+    a, b = (
+        Run.objects.create(
+            project=owner.project,
+            harness_name="h",
+            status="succeeded",
+            score=sum(tasks.values()) / 6,
+            model=model,
+            results={"tasks": tasks},
+        )
+        for tasks, model in ((a_tasks, "m/a"), (b_tasks, "m/b"))
+    )
+    code, out, _ = cli("runs", "compare", a.pk, b.pk)
+    assert code == 0
+    assert out.splitlines() == [
+        f"A {a.pk}  score=0.667  h  m/a",
+        f"B {b.pk}  score=0.667  h  m/b",
+        "A and B are not distinguishable on these 5 tasks: about 138 tasks would be needed to "
+        "tell a difference this size (0.200).",
+        "B - A +0.200 ± 0.374 (95% CI -0.533 to +0.933), p 0.593 (two-sided, normal approximation)",
+        "tasks: B won 2, tied 2, A won 1 of 5",
+        "only in A, not compared (1): only-a",
+        "only in B, not compared (1): only-b",
+    ]
+    code, out, _ = cli("--json", "runs", "compare", a.pk, b.pk)
+    assert json.loads(out)["tasks_needed"] == 138
+
+    bare = Run.objects.create(project=owner.project, harness_name="h", status="succeeded")
+    code, out, _ = cli("runs", "compare", a.pk, bare.pk)
+    assert code == 0
+    assert f"No paired comparison: run B ({bare.pk}) has no per-task results" in out
+
+    theirs = Run.objects.create(project=outsider.project, harness_name="h", status="succeeded")
+    code, _, err = cli("runs", "compare", a.pk, theirs.pk)
+    assert code == 1 and "HTTP 404" in err
+    code, _, err = cli("runs", "compare", a.pk, a.pk)
+    assert code == 1 and "HTTP 400: runs: Give two different run ids to compare" in err
