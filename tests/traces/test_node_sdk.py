@@ -137,9 +137,11 @@ def assert_formed_like_the_python_sdk(project, session_id: str, fake_openai) -> 
 
     calls = fake_openai.chat_requests()
     assert len(calls) == 2
-    # Unlike the Python SDK's, these calls carry no W3C traceparent: Traceloop's Node SDK
-    # instruments no HTTP client (the router pairs such a call by session, model and tokens).
     llm = sorted((s for s in spans if s.is_llm), key=lambda s: s.start_time)
+    # Each call carries a W3C traceparent naming its LLM span, as the Python SDK's do (the SDK
+    # wraps fetch): the model router's span of it continues the client's.
+    sent = [{k.lower(): v for k, v in c["headers"].items()}.get("traceparent") for c in calls]
+    assert sent == [f"00-{s.trace_id}-{s.span_id}-01" for s in llm]
     # Named as OpenLLMetry's Node instrumentation names them ("chat {model}", OTel's GenAI
     # conventions); the Python one's are "openai.chat". Nothing reads the name.
     assert [s.name for s in llm] == ["chat gpt-4o-mini", "chat gpt-4o-mini"]

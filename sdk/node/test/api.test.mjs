@@ -112,3 +112,21 @@ test("the CommonJS build is the same API", async () => {
   const cjs = createRequire(import.meta.url)("../dist/cjs/index.js");
   assert.deepEqual(Object.keys(cjs).sort(), Object.keys(sdk).sort());
 });
+
+test("a fetch inside a span carries its W3C traceparent; outside one, or set already, not", async () => {
+  const url = `${platform.url}/echo`;
+  const before = platform.requests.length;
+  let taskSpan;
+  await sdk.task("fetching", async () => {
+    const { trace, context } = await import("@opentelemetry/api");
+    taskSpan = trace.getSpan(context.active()).spanContext();
+    await fetch(url, { method: "POST", body: "{}" });
+    await fetch(new Request(url, { method: "POST", body: "{}", headers: { traceparent: "00-keep" } }));
+  });
+  await fetch(url, { method: "POST", body: "{}" });
+  const sent = platform.requests.slice(before).filter((r) => r.url === "/echo");
+  assert.deepEqual(
+    sent.map((r) => r.headers.traceparent),
+    [`00-${taskSpan.traceId}-${taskSpan.spanId}-01`, "00-keep", undefined],
+  );
+});

@@ -19,7 +19,7 @@
  * Published as `belvedir` and, for harnesses written against the old name, as
  * `@fractalresearch/loop`: the same build, which reads the legacy FRACTAL_* variables too.
  */
-import { context, createContextKey, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, createContextKey, isSpanContextValid, SpanStatusCode, trace, } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import * as traceloop from "@traceloop/node-server-sdk";
 export const DEFAULT_BASE_URL = "https://platform.belvedir.ai";
@@ -100,6 +100,7 @@ export function initialize(options = {}) {
             instrumentModules: options.instrumentModules,
         });
         initialized = true;
+        propagateTraceContext();
         // Python's SDK flushes at exit; so does this one when the event loop runs dry.
         process.once("beforeExit", () => {
             void flush();
@@ -108,6 +109,34 @@ export function initialize(options = {}) {
     catch (err) {
         warn(`initialize() failed; the app will run untraced. ${String(err)}`);
     }
+}
+const PROPAGATING = Symbol.for("belvedir.traceparent");
+/**
+ * Give every `fetch` made inside a span a W3C `traceparent` naming that span, as the Python
+ * SDK's instrumented HTTP clients do: an LLM client's request then carries its LLM span's
+ * context (Traceloop's instrumentation makes the span active around the call), and the model
+ * router's span of the call continues it. Traceloop instruments no HTTP client in Node, so the
+ * global `fetch` is wrapped; a client built before initialize() holds the unwrapped one. A
+ * request that has a `traceparent` keeps it.
+ */
+function propagateTraceContext() {
+    const original = globalThis.fetch;
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    if (typeof original !== "function" || original[PROPAGATING])
+        return;
+    const wrapped = (input, init) => {
+        const span = trace.getSpan(context.active())?.spanContext();
+        if (!span || !isSpanContextValid(span))
+            return original(input, init);
+        const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+        if (headers.has("traceparent"))
+            return original(input, init);
+        const flags = (span.traceFlags & 0xff).toString(16).padStart(2, "0");
+        headers.set("traceparent", `00-${span.traceId}-${span.spanId}-${flags}`);
+        return original(input, { ...init, headers });
+    };
+    Object.defineProperty(wrapped, PROPAGATING, { value: true });
+    globalThis.fetch = wrapped;
 }
 /**
  * Run `fn` inside a session: every span started in it (LLM calls, HTTP, tasks) carries
