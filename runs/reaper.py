@@ -94,15 +94,13 @@ def reap() -> dict:
         reaper_pass()
     freed = gpu.devices_release_stale()
     # This instance's heartbeat on this host, and the sandboxes of instances gone from it.
-    sweep_gone = getattr(backend, "sweep_gone_instances", None)
     try:
-        gone_removed = sweep_gone() if sweep_gone is not None else []
+        gone_removed = backend.sweep_gone_instances()
     except SandboxError as exc:
         log.warning("reaper could not sweep the sandboxes of gone platforms: %s", exc)
         gone_removed = []
-    sweep_warm = getattr(backend, "sweep_warm", None)  # this engine's warm pool, if any
     try:
-        warm_removed = sweep_warm() if sweep_warm is not None else []
+        warm_removed = backend.sweep_warm()  # this engine's warm pool ([] without one)
     except SandboxError as exc:
         log.warning("reaper could not sweep the warm sandboxes: %s", exc)
         warm_removed = []

@@ -179,6 +179,17 @@ class SandboxBackend(Protocol):
         """Release the disk-quota volumes no sandbox uses any more; their names."""
         ...
 
+    def sweep_warm(self) -> list[str]:
+        """Remove this engine's stale warm sandboxes and fill its warm pool again; the ids
+        removed ([] for a backend without a warm pool)."""
+        ...
+
+    def sweep_gone_instances(self) -> list[str]:
+        """This platform instance's heartbeat on its host, then remove the sandboxes of
+        instances gone from it (no heartbeat for `instance_stale` s); the ids removed ([] for a
+        backend whose instances cannot leave sandboxes behind)."""
+        ...
+
     def kill(self, handle: SandboxHandle) -> None:
         """Stop the command at once (SIGKILL); fine if it has already stopped."""
         ...

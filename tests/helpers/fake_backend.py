@@ -178,6 +178,12 @@ class FakeBackend:
     def sweep_volumes(self) -> list[str]:
         return []
 
+    def sweep_warm(self) -> list[str]:
+        return []  # no warm pool: every sandbox is made when it is launched
+
+    def sweep_gone_instances(self) -> list[str]:
+        return []  # an engine per instance (ENGINES): no other instance's sandboxes on it
+
     def kill(self, handle: SandboxHandle) -> None:
         sandbox = self.engine.sandboxes.get(handle.id)
         if sandbox is not None and sandbox.status == RUNNING:

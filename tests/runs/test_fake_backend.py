@@ -17,9 +17,16 @@ from belvedir.sandbox_config import get_backend
 from harbor import disk, reaper
 from harbor.models import TaskSandbox
 from runs import contract
+from runs import reaper as run_reaper
 from runs.executor import execute_run
 from sandboxes import tasks as task_defaults
-from sandboxes.base import LABEL_RUN_ID, LABEL_TASK_SANDBOX, SandboxError
+from sandboxes.base import (
+    LABEL_RUN_ID,
+    LABEL_TASK_SANDBOX,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+)
 from tests.helpers import fake_backend
 from tests.helpers.task_sandboxes import make_managed_run
 
@@ -48,6 +55,22 @@ def test_the_configured_backend_can_be_one_of_ones_own(fake, settings):
     settings.BELVEDIR_SANDBOX_BACKEND = "tests.helpers.fake_backend:NoSuchBackend"
     with pytest.raises(SandboxError, match="no sandbox backend"):
         get_backend()
+
+
+@pytest.mark.django_db
+def test_the_reapers_pass_goes_through_the_fake_backend_alone(fake):
+    """Every engine call of a reaper pass is an interface method (its warm pool and gone
+    instances too): the fake, which has only those, answers them all."""
+    backend = get_backend()
+    assert isinstance(backend, SandboxBackend)  # every method of the protocol, by name
+    orphan = backend.launch(
+        SandboxSpec(run_id="run_gone", image="x", command=["sleep", "infinity"])
+    )
+
+    swept = run_reaper.reap()
+
+    assert swept["removed"] == 1 and orphan.id not in fake.sandboxes
+    assert swept["warm_removed"] == [] and swept["gone_removed"] == []
 
 
 def play_contract_harness(sandbox: fake_backend.FakeSandbox) -> int:

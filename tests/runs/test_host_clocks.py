@@ -24,6 +24,12 @@ class NoSandboxes:
     def sweep_volumes(self):
         return []
 
+    def sweep_warm(self):
+        return []
+
+    def sweep_gone_instances(self):
+        return []
+
 
 @pytest.fixture
 def clock_ahead(monkeypatch):
