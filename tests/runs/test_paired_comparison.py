@@ -159,6 +159,9 @@ def test_the_compare_page_of_two_runs_shows_the_paired_comparison(owner, pair):
     assert 'data-field="tasks_needed"' not in shown  # told apart already
     assert "Normal approximation" in shown and "± 1.96 standard errors" in shown
     assert 'id="compare-unshared"' not in shown
+    # The side-by-side columns say which run is A and which B.
+    head = page(owner, a, b).split('id="compare-table"')[1].split("</thead>")[0]
+    assert head.index(">A</span>") < head.index(a.pk) < head.index(">B</span>") < head.index(b.pk)
 
 
 def test_the_page_lists_the_unshared_tasks_and_how_many_tasks_would_be_needed(owner, pair):
@@ -187,7 +190,7 @@ def test_three_runs_side_by_side_have_no_paired_comparison_but_say_it_takes_two(
 ):
     a, b = pair()
     html = page(owner, a, b, make_run(status="succeeded", score=0.5))
-    assert 'id="compare-paired"' not in html
+    assert 'id="compare-paired"' not in html and "data-side" not in html
     assert 'id="compare-paired-hint"' in html
 
 
