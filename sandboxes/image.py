@@ -35,10 +35,12 @@ import requests
 from sandboxes.base import SandboxError
 from sandboxes.image_recipe import (
     DOCKERFILE,
+    LABEL_RECIPE_DIGEST,
     VENV_CONSTRAINTS,
     ImageConfig,
     Say,
     copy_node_sdk,
+    recipe_digest,
     short,
     split_tag,
 )
@@ -65,7 +67,8 @@ def build_image(
     client: docker.DockerClient | None = None,
     say: Say = print,
 ) -> BuildResult:
-    """Build the sandbox image unless it exists (or `force`); return what happened.
+    """Build the sandbox image unless it exists, built from this recipe (its
+    `LABEL_RECIPE_DIGEST` is `recipe_digest()`), or `force`; return what happened.
 
     `recipe="auto"` uses the Dockerfile when the base image is present or can be pulled,
     else the offline recipe. `refresh_rootfs` ignores the cached debootstrap tarball.
@@ -76,9 +79,16 @@ def build_image(
     started = time.monotonic()
 
     existing = _image_id(client, cfg.image)
-    if existing and not force:
+    digest = recipe_digest()
+    built_from = _image_label(client, cfg.image, LABEL_RECIPE_DIGEST) if existing else None
+    if existing and not force and built_from == digest:
         say(f"sandbox image: {cfg.image} already exists ({existing[7:19]}); --force rebuilds it")
         return BuildResult(cfg.image, existing, "existing", time.monotonic() - started)
+    if existing and not force:
+        say(
+            f"sandbox image: {cfg.image} ({existing[7:19]}) was built from another recipe "
+            f"({built_from or 'unlabelled'}, now {digest}): building it again"
+        )
 
     if not cfg.ca_bundle.is_file():
         raise SandboxError(f"CA bundle {cfg.ca_bundle} does not exist (BELVEDIR_SANDBOX_CA_BUNDLE)")
@@ -145,6 +155,7 @@ def _build_with_dockerfile(
                 nocache=no_cache,
                 decode=True,
                 buildargs={"BASE_IMAGE": cfg.base_image},
+                labels={LABEL_RECIPE_DIGEST: recipe_digest()},
             )
             for event in events:
                 if "error" in event:
@@ -178,6 +189,13 @@ def _image_id(client: docker.DockerClient, name: str) -> str | None:
         return client.images.get(name).id
     except docker.errors.ImageNotFound:
         return None
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"cannot inspect image {name}: {short(exc)}") from exc
+
+
+def _image_label(client: docker.DockerClient, name: str, label: str) -> str | None:
+    try:
+        return (client.images.get(name).labels or {}).get(label)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"cannot inspect image {name}: {short(exc)}") from exc
 

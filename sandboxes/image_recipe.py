@@ -4,6 +4,7 @@ the Node SDK it installs, and where and how to build (`ImageConfig`)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -115,11 +116,33 @@ class ImageConfig:
         )
 
 
+LABEL_RECIPE_DIGEST = "belvedir.sandbox.recipe_digest"
+
+
+def recipe_digest() -> str:
+    """A digest of what the image is made of (the Dockerfile, the packages, the environment,
+    the SDKs' pins and the Node SDK's files): an image labelled with another digest was built
+    from another recipe, so `build_image` builds it again instead of keeping it."""
+    digest = hashlib.sha256()
+    parts = [DOCKERFILE.read_bytes(), VENV_CONSTRAINTS.read_bytes()]
+    parts += [repr((PACKAGES, VENV_PACKAGES, sorted(IMAGE_ENV.items()), NODE_SDK_INSTALL)).encode()]
+    for name in NODE_SDK_FILES:
+        path = NODE_SDK / name
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file():
+                parts += [str(file.relative_to(NODE_SDK)).encode(), file.read_bytes()]
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:16]
+
+
 def image_env_changes() -> list[str]:
     """The `docker import --change` lines that give the offline image its metadata."""
     return [
         *(f"ENV {key}={value}" for key, value in IMAGE_ENV.items()),
         "LABEL belvedir.sandbox.recipe=offline",
+        f"LABEL {LABEL_RECIPE_DIGEST}={recipe_digest()}",
         f"USER {SANDBOX_UID}:{SANDBOX_GID}",
         f"WORKDIR {WORKSPACE}",
         'CMD ["/bin/bash"]',

@@ -7,7 +7,9 @@ host networking and talk to 127.0.0.1 only.
 from __future__ import annotations
 
 import http.server
+import io
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -19,6 +21,7 @@ import docker.errors
 import pytest
 
 from belvedir.sandbox_config import image_config
+from sandboxes import image_recipe
 from sandboxes.base import (
     LABEL_RUN_ID,
     FileKind,
@@ -35,9 +38,12 @@ from sandboxes.image import build_image
 from sandboxes.image_recipe import (
     DOCKERFILE,
     IMAGE_ENV,
+    LABEL_RECIPE_DIGEST,
     NODE_SDK_INSTALL,
     PACKAGES,
     VENV_PACKAGES,
+    ImageConfig,
+    recipe_digest,
 )
 
 pytestmark = pytest.mark.docker
@@ -418,6 +424,31 @@ def test_sandbox_image_returns_at_once_when_the_image_exists():
     assert result.recipe == "existing"
     assert result.seconds < 5
     assert "already exists" in lines[0]
+
+
+def test_an_image_built_from_another_recipe_is_built_again(backend):
+    stale = f"belvedir-sandbox-stale-{uuid.uuid4().hex[:8]}:test"
+    dockerfile = f"FROM {IMAGE}\nLABEL {LABEL_RECIPE_DIGEST}=an-older-recipe\n"
+    backend.client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=stale, rm=True)
+    lines: list[str] = []
+    try:
+        # An unknown recipe stops the build right after the decision to build, so the test
+        # sees the decision without building a whole image.
+        with pytest.raises(SandboxError, match="unknown recipe"):
+            build_image(config=ImageConfig(image=stale), recipe="none", say=lines.append)
+    finally:
+        backend.client.images.remove(stale, force=True)
+    assert "was built from another recipe (an-older-recipe, now " in lines[0], lines
+
+
+def test_the_recipe_digest_follows_the_node_sdk_the_image_installs(tmp_path, monkeypatch):
+    sdk = tmp_path / "node"
+    shutil.copytree(image_recipe.NODE_SDK, sdk, ignore=shutil.ignore_patterns("node_modules"))
+    monkeypatch.setattr(image_recipe, "NODE_SDK", sdk)
+    before = recipe_digest()
+    assert recipe_digest() == before
+    (sdk / "dist" / "esm" / "index.js").write_text("// another build\n")
+    assert recipe_digest() != before
 
 
 def test_dockerfile_sets_the_same_environment_and_packages_as_the_offline_recipe():
