@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from belvedir.models import Role
+from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.hypothesis_profiles import load_profile
 from tests.helpers.tenants import Tenant, member_of, pay_as_you_go, tenant
 
@@ -22,6 +23,11 @@ pytest_plugins = [
 # tests that count a host's containers and volumes see only their own. Workers started in
 # another process inherit it.
 os.environ.setdefault("BELVEDIR_SANDBOX_WARM", "0")
+
+
+# Playwright's sync API (the browser fixture) runs an event loop in this thread; the ORM calls the tests make
+# (fixtures, assertions) are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def pytest_configure(config):
@@ -140,3 +146,18 @@ def seeded(owner):
     from tests.helpers.seed import seed
 
     return seed(owner)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One Chromium for the whole session (tests/browser and make up's end to end): Playwright's
+    sync API keeps its event loop running in this thread while it is open, so a second
+    sync_playwright() in the same session is refused."""
+    from playwright import sync_api as playwright_api
+
+    if not os.path.exists(CHROMIUM):  # make test installs it: a missing browser is a failure
+        pytest.fail(f"no chromium at {CHROMIUM}; run scripts/prepare-machine.sh")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -26,12 +26,11 @@ import time
 import psycopg
 import pytest
 import requests
-from playwright import sync_api as playwright_api
 from playwright.sync_api import expect
 
 from runs.results import task_results
 from tests.drivers.helpers import EXPECTED, SCRIPTS, TASKS_TEXT, ScriptedLLM
-from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS, policed_page
+from tests.helpers.chromium import policed_page
 from tests.helpers.databases import database_exists, unmade_database_url
 from tests.helpers.harbor import FOUR_KINDS
 from tests.helpers.make_up import LOGS, ROOT, Platform
@@ -74,14 +73,6 @@ def judge():
         lambda host, port: FakeOpenAI(reply='{"score": 1, "reason": "fine"}', host=host, port=port)
     ) as fake:
         yield fake
-
-
-@pytest.fixture
-def browser():
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def api_of(key: str) -> requests.Session:

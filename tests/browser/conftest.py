@@ -1,26 +1,8 @@
 """Playwright against Debian's chromium and pytest-django's live server."""
 
-import os
-
 import pytest
 
-from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS, policed_page
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
-# (fixtures, assertions) are still plain synchronous code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="session")
-def browser():
-    from playwright import sync_api as playwright_api
-
-    if not os.path.exists(CHROMIUM):  # make test installs it: a missing browser is a failure
-        pytest.fail(f"no chromium at {CHROMIUM}; run scripts/prepare-machine.sh")
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+from tests.helpers.chromium import policed_page
 
 
 @pytest.fixture
