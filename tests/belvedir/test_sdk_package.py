@@ -12,7 +12,6 @@ import pytest
 from belvedir import sdk_package
 
 NPM = shutil.which("npm")
-needs_npm = pytest.mark.skipif(NPM is None, reason="needs npm")
 
 
 def members(tgz: bytes) -> dict[str, bytes]:
@@ -50,8 +49,8 @@ def test_a_package_over_the_limit_is_refused_not_served():
         sdk_package.pack(sdk_package.package_root(), max_bytes=1000)
 
 
-@needs_npm
 def test_it_holds_what_npm_pack_makes_of_sdk_node(tmp_path):
+    assert NPM, "no npm on PATH: the machine's Node.js comes with it (make test runs make sdk-node)"
     root = sdk_package.package_root()
     subprocess.run(
         [NPM, "pack", "--pack-destination", str(tmp_path), "--loglevel=error"],
@@ -68,7 +67,7 @@ def test_the_served_package_loads_from_esm_and_commonjs(client, db, tmp_path):
     """Unpacked as npm installs it, next to the lockfile's tree (make sdk-node's npm ci)."""
     deps = sdk_package.package_root() / "node_modules"
     if not deps.is_dir():
-        pytest.skip("sdk/node/node_modules is missing: run make sdk-node")
+        pytest.fail("sdk/node/node_modules is missing: make test runs make sdk-node")
     modules = tmp_path / "node_modules"
     modules.mkdir()
     for dep in deps.iterdir():
