@@ -267,6 +267,9 @@ def _task_toml(task_id: str, task: dict, kind: str, options: ExportOptions) -> s
     metadata: dict[str, object] = {**options.metadata, "task_id": task_id, "verifier_kind": kind}
     if task.get("metadata"):
         metadata["task_metadata"] = json.dumps(task["metadata"], ensure_ascii=False)
+        if task["metadata"].get("group") is not None:
+            # The Harbor driver writes it as the task's group in results.json.
+            metadata["group"] = str(task["metadata"]["group"])
     out = [f"schema_version = {_toml_string(TASK_SCHEMA_VERSION)}", "", "[metadata]"]
     out += [f"{key} = {_toml_value(value)}" for key, value in metadata.items()]
     out += ["", "[verifier]", f"timeout_sec = {float(options.verifier_timeout_sec)!r}"]

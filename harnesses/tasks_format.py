@@ -178,6 +178,9 @@ def _task(item, index: int, field: str) -> dict:
     extra = {key: value for key, value in item.items() if key not in TASK_KEYS}
     if extra or metadata is not None:
         task["metadata"] = {**extra, **(metadata or {})}
+        group = task["metadata"].get("group")
+        if isinstance(group, bool) or not isinstance(group, str | int | float | type(None)):
+            raise where.error("metadata.group", "must be text: the name of the task's group.")
     return task
 
 

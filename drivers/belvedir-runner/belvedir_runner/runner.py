@@ -228,6 +228,10 @@ class Runner:
             result["errored"] = attempts[-1]["errored"]
         if task["metadata"]:
             result["metadata"] = task["metadata"]
+        if task["metadata"].get("group") is not None:
+            # Tasks of one group are not independent: the platform clusters the score's
+            # standard error by it (docs/harness-contract.md).
+            result["group"] = str(task["metadata"]["group"])
         status = " ".join("errored" if "errored" in a else f"{a['score']:.2f}" for a in attempts)
         shown = "errored" if result["score"] is None else f"{result['score']:.3f}"
         print(f"{task['id']}: {shown} (attempts {status or '-'})", flush=True)

@@ -118,16 +118,20 @@ def _task(item, position: int) -> dict:
             f"{name}: setup.state places files for a state_diff task; this task's verifier is "
             f"{verifier.get('kind')}."
         )
+    # Keys the format does not define are optional metadata (a key in `metadata` wins).
+    metadata = {
+        **{key: value for key, value in item.items() if key not in TASK_KEYS},
+        **(metadata or {}),
+    }
+    group = metadata.get("group")
+    if isinstance(group, bool) or not isinstance(group, str | int | float | type(None)):
+        raise TasksError(f"{name}: metadata.group must be text, the name of the task's group.")
     return {
         "id": task_id,
         "prompt": prompt,
         "answer": answer,
         "verifier": _verifier(verifier, name),
-        # Keys the format does not define are optional metadata (a key in `metadata` wins).
-        "metadata": {
-            **{key: value for key, value in item.items() if key not in TASK_KEYS},
-            **(metadata or {}),
-        },
+        "metadata": metadata,
     }
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from belvedir_runner import grading  # the Runner's folding, served in this repository too
 
 from belvedir_harbor import AGENT_IMPORT_PATH, trials
+from belvedir_harbor.dataset import task_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_NAME = "belvedir-sample"
@@ -369,11 +370,13 @@ def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
     return None
 
 
-def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
+def read_job(
+    jobs_dir: Path, env, dataset_tasks: int | None = None, groups: dict | None = None
+) -> dict:
     """results.json from Harbor's job. Each task ran BELVEDIR_TASK_ATTEMPTS trials; their
     rewards are folded by BELVEDIR_GRADING with the Belvedir Runner's own definition
     (`belvedir_runner.grading`): `tasks` maps each task to {"attempts": [rewards], "score",
-    "errored": n}, and the score is the mean over the tasks that have one. A trial that errored
+    "errored": n, "group"} (its task.toml's, from `groups`), and the score is the mean over the tasks that have one. A trial that errored
     (no valid reward in Harbor's terms) is not counted 0: it is only counted in its task's
     `errored`; a task whose every trial errored has no score and is listed under `errored`
     with why; with every task errored the score is null. `errors` keeps, per task, the first
@@ -407,6 +410,7 @@ def read_job(jobs_dir: Path, env, dataset_tasks: int | None = None) -> dict:
             "attempts": rewards[name],
             "score": grading.task_result(rewards[name], len(failed[name]), rule),
             "errored": len(failed[name]),
+            **({"group": (groups or {})[name]} if name in (groups or {}) else {}),
         }
         for name in sorted(rewards)
     }
@@ -468,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         note(f"harbor run exited with {done.returncode}.")
         return done.returncode
     try:
-        results = read_job(jobs_dir, env, dataset_size(dataset_path))
+        groups = task_groups(dataset_path)
+        results = read_job(jobs_dir, env, dataset_size(dataset_path), groups)
     except (ValueError, OSError) as exc:
         note(str(exc))
         return 2
