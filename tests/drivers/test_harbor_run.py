@@ -65,12 +65,15 @@ def test_a_platform_run_uses_the_belvedir_environment_and_plain_agent_names(tmp_
 def test_harbor_runs_with_telemetry_off_and_the_model_base_for_litellm(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     env = {"HARBOR_TELEMETRY": "1", "MODEL_API_BASE": "http://router/v1", "MODEL_API_KEY": "k"}
-    out = run.harbor_env({**env, "HOME": "/nonexistent", "PYTHONPATH": "/x"})
+    # A HOME nobody can write, root included (os.access is True for root on any directory).
+    home = tmp_path / "no-such-home"
+    out = run.harbor_env({**env, "HOME": str(home), "PYTHONPATH": "/x"})
     assert out["HARBOR_TELEMETRY"] == "0"
     assert out["OPENAI_BASE_URL"] == out["OPENAI_API_BASE"] == "http://router/v1"
     assert out["OPENAI_API_KEY"] == "k"
     assert out["PYTHONPATH"].split(":") == [str(HARBOR), "/x"]
     assert out["HOME"] == str(tmp_path / ".harbor-home")  # Harbor writes its cache there
+    assert run.harbor_env({"HOME": str(tmp_path)})["HOME"] == str(tmp_path)  # a writable one stays
 
 
 @pytest.mark.parametrize(
