@@ -40,7 +40,7 @@ def sandbox_config() -> SandboxConfig:
     instances with no heartbeat on this host for BELVEDIR_INSTANCE_STALE s removed.
     """
     return SandboxConfig(
-        backend=getattr(settings, "BELVEDIR_SANDBOX_BACKEND", "docker"),
+        backend=settings.BELVEDIR_SANDBOX_BACKEND,
         ca_bundle_mount=getattr(settings, "BELVEDIR_SANDBOX_CA_MOUNT", None) or None,
         instance=instance_id(),
         data_dir=Path(settings.BELVEDIR_SANDBOX_DATA_DIR),

@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from belvedir.env import envbool, envfloat, envgpus, envint, envlist, envsize, envstr
 from belvedir.settings.core import BELVEDIR_BASE_URL
+from sandboxes.config import BUILTIN_BACKENDS
 
 # Sandbox isolation (docs/isolation.md): sandboxes join the bridge network
 # that scripts/sandbox-network.sh installs and reach the platform only through the sandbox
@@ -81,6 +82,16 @@ BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, min
 BELVEDIR_SANDBOX_WARM = envint("BELVEDIR_SANDBOX_WARM", 2, minimum=0)
 BELVEDIR_SANDBOX_WARM_MAX_AGE = envint("BELVEDIR_SANDBOX_WARM_MAX_AGE", 3600, minimum=60)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
+# The sandbox backend (sandboxes/config.py backend_for): "docker", or `package.module:Class`
+# for a backend of one's own, made by its from_config(config) (docs/scaling.md).
+BELVEDIR_SANDBOX_BACKEND = envstr("BELVEDIR_SANDBOX_BACKEND", "docker")
+if BELVEDIR_SANDBOX_BACKEND not in BUILTIN_BACKENDS and not re.match(
+    r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", BELVEDIR_SANDBOX_BACKEND
+):
+    raise ImproperlyConfigured(
+        f"BELVEDIR_SANDBOX_BACKEND must be {' or '.join(BUILTIN_BACKENDS)} or "
+        f"package.module:Class, not {BELVEDIR_SANDBOX_BACKEND!r}"
+    )
 BELVEDIR_SANDBOX_CPUS = envfloat("BELVEDIR_SANDBOX_CPUS", 2.0)
 BELVEDIR_SANDBOX_MEMORY = envstr("BELVEDIR_SANDBOX_MEMORY", "4g")
 BELVEDIR_SANDBOX_PIDS = envint("BELVEDIR_SANDBOX_PIDS", 512, minimum=16)

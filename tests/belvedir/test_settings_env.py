@@ -94,12 +94,32 @@ def _load_settings(**env) -> subprocess.CompletedProcess:
         ({"Q_TIMEOUT": "5000", "Q_RETRY": "4000"}, "Q_TIMEOUT"),
         ({"DATABASE_URL": "nonsense://"}, "DATABASE_URL"),
         ({"BELVEDIR_DEV": "0", "SECRET_KEY": ""}, "SECRET_KEY"),
+        ({"BELVEDIR_SANDBOX_BACKEND": "kubernetes"}, "BELVEDIR_SANDBOX_BACKEND"),
+        ({"BELVEDIR_SANDBOX_BACKEND": "my_backend.Backend"}, "BELVEDIR_SANDBOX_BACKEND"),
     ],
 )
 def test_the_settings_module_refuses_to_start_with_a_bad_value(env, named):
     result = _load_settings(**env)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and named in result.stderr
+
+
+def test_the_sandbox_backend_is_read_from_the_environment():
+    show = "from belvedir.sandbox_config import sandbox_config; print(sandbox_config().backend)"
+    done = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {show}"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "belvedir.settings",
+            "BELVEDIR_SANDBOX_BACKEND": "tests.helpers.fake_backend:FakeBackend",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tests.helpers.fake_backend:FakeBackend"
 
 
 def _settings_with(env: dict) -> subprocess.CompletedProcess:
