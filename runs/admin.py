@@ -52,7 +52,9 @@ class RunAdmin(admin.ModelAdmin):
         "model_api_key_encrypted",
         "judge_api_key_encrypted",
         "run_key_encrypted",
+        "harness_env_secrets_encrypted",
         "score",  # shown as shown_score, with the precision pages use
+        "covered_excess_micros",  # shown as shown_excess, in dollars
     ]
 
     @admin.display(description="score", ordering="score")
@@ -88,6 +90,13 @@ class RunAdmin(admin.ModelAdmin):
         "engine",
         "gpu_type",
         "gpu_device",
+        # The spend cap's money (billing.spend moves it, under its SQL): never typed in here.
+        "covered",
+        "model_covered",
+        "judge_covered",
+        "covered_cap_micros",
+        "covered_reserved_micros",
+        "covered_spent_micros",
         "shown_excess",
         "covered_excess_calls",
         "heartbeat_at",

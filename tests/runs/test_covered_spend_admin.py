@@ -46,3 +46,32 @@ def test_the_operator_sees_what_upstreams_reported_past_the_reservations(
     detail = superuser.get(f"/admin/runs/run/{run.pk}/change/")
     assert detail.status_code == 200, (detail.status_code, detail.get("Location"))
     assert "$0.999767" in detail.content.decode()
+
+
+MONEY = [
+    "covered",
+    "model_covered",
+    "judge_covered",
+    "covered_cap_micros",
+    "covered_reserved_micros",
+    "covered_spent_micros",
+    "covered_excess_micros",
+    "covered_excess_calls",
+]
+
+
+def test_the_runs_covered_money_is_shown_but_not_editable_in_the_admin(superuser, make_run):
+    run = make_run(covered=True, covered_cap_micros=2_000_000, covered_spent_micros=1_234_567)
+    page = superuser.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    assert "1234567" in page and "2000000" in page  # shown
+    for name in MONEY + ["harness_env_secrets_encrypted"]:
+        assert f'name="{name}"' not in page, name  # no input for it
+    # A hand-made post cannot move them either.
+    data = {name: "0" for name in MONEY} | {"covered": "", "stage": run.stage}
+    superuser.post(f"/admin/runs/run/{run.pk}/change/", data)
+    run.refresh_from_db()
+    assert (run.covered, run.covered_cap_micros, run.covered_spent_micros) == (
+        True,
+        2_000_000,
+        1_234_567,
+    )
