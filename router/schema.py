@@ -3,6 +3,8 @@ schema by the `router_endpoints` postprocessing hook. Bodies are OpenAI's: only 
 router itself reads or adds is described."""
 
 from belvedir.schema import ERROR_DESCRIPTIONS
+from belvedir.text import size_text
+from router.views import MAX_BODY_BYTES
 
 ERROR = {
     "type": "object",
@@ -83,7 +85,9 @@ def _chat_operation() -> dict:
             ),
             "404": _error("The model is not one the platform covers."),
             "405": _error("Not a POST (method_not_allowed)."),
-            "413": _error("The body is over 8 MB (body_too_large)."),
+            "413": _error(
+                f"The body is over {size_text(MAX_BODY_BYTES, iec=False)} (body_too_large)."
+            ),
             "500": _error("Something went wrong on the platform's side (server_error)."),
             "501": _error(
                 "A streamed call to a router served by WSGI (streaming_needs_asgi): streams "
