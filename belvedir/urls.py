@@ -10,7 +10,7 @@ from belvedir.forms import EmailLoginForm
 # Each app's URLs are included by their module's name, so the ground floor imports no app
 # (the floors contract in pyproject.toml). Where two apps' patterns could both match a path,
 # the earlier include wins, as one list did: harnesses' environments/generations/<id> before
-# runs' environments/<id>/export.
+# runs' environments/<id>/export, scores' runs/compare before runs' runs/<id>.
 api_v1 = [
     path("project", api.ProjectView.as_view(), name="api-project"),
     path("keys", api.ApiKeyListView.as_view(), name="api-keys"),
@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("harnesses.api_urls")),
     path("", include("traces.api_urls")),
     path("", include("billing.api_urls")),
+    path("", include("scores.api_urls")),
     path("", include("runs.api_urls")),
     path("", include("harbor.api_urls")),
     path("", include("models_registry.api_urls")),
@@ -84,6 +85,7 @@ urlpatterns = [
     path("settings/organization/audit/", views.organization_audit, name="organization-audit"),
     path("harnesses/", include("harnesses.urls")),
     path("environments/", include("harnesses.environment_urls")),
+    path("", include("scores.urls")),  # /runs/compare/, before runs' /runs/<run id>/
     path("runs/", include("runs.urls")),
     path("models/", include("models_registry.urls")),
     path("traces/", include("traces.urls")),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs import adapters, api, compare_api
+from runs import adapters, api
 
 urlpatterns = [
     path(
@@ -11,7 +11,6 @@ urlpatterns = [
         name="api-environment-export",
     ),
     path("runs", api.RunListView.as_view(), name="api-runs"),
-    path("runs/compare", compare_api.RunCompareView.as_view(), name="api-runs-compare"),
     path("runs/<str:run_id>", api.RunDetailView.as_view(), name="api-run"),
     path("runs/<str:run_id>/cancel", api.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/log", api.RunLogView.as_view(), name="api-run-log"),

@@ -13,7 +13,6 @@ from harnesses import env_secrets
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import contract
 from runs.models import STAGES, Run, Stage, Status
-from runs.results import score_uncertainty
 
 # Keys of results.json that hold per-task detail, in the order they are looked for.
 TASK_KEYS = ("tasks", "per_task", "task_results")
@@ -255,17 +254,13 @@ class ScoreBar:
 
 
 def score_bar(run: Run) -> ScoreBar | None:
-    """A succeeded run's standard error and 95% interval as stored at its end; for a run that
-    ended before they were stored, or has none, computed from its results (with why none)."""
+    """A succeeded run's standard error and 95% interval, or why it has none, as stored with
+    its end (scores/hooks.py; older runs by scores' migration 0001)."""
     if run.status != Status.SUCCEEDED:
         return None
-    if run.score_stderr is not None:
-        return ScoreBar(run.score_stderr, run.score_ci_low, run.score_ci_high, run.n_tasks)
-    got = score_uncertainty(run.results, score=run.score, grading=run.grading, k=run.attempts)
-    est = got.estimate
-    if est is None:
-        return ScoreBar(n_tasks=got.n_tasks, why_none=got.why_none)
-    return ScoreBar(est.stderr, est.ci_low, est.ci_high, got.n_tasks)
+    return ScoreBar(
+        run.score_stderr, run.score_ci_low, run.score_ci_high, run.n_tasks, run.score_interval_note
+    )
 
 
 # --- the harness configuration --------------------------------------------------------------

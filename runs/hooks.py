@@ -1,6 +1,7 @@
 """Where an app above `runs` joins a run's life without `runs` importing it (the floors: runs
-never imports harbor). The app appends its functions in its AppConfig.ready()
-(harbor/hooks.py); runs calls each at its moment, in the order they were added."""
+never imports harbor or scores). The app appends its functions in its AppConfig.ready()
+(harbor/hooks.py, scores/hooks.py); runs calls each at its moment, in the order they were
+added."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sandboxes.base import SandboxBackend
+
+# A run is being stored as succeeded (`runs.services.run_finish`): called with (run_id, score,
+# results) before the update; each answers Run fields stored in the same update as its end
+# (scores: the score's standard error, 95% interval, n_tasks, or why there is none).
+run_succeeding: list[Callable[[str, float | None, Any], dict]] = []
 
 # A run ended (finished, failed, cancelled or reaped; `runs.services.run_finish` and
 # `run_cancel`): called with its id.

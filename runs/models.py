@@ -73,12 +73,14 @@ class Run(SpendCapped):
     attempts = models.PositiveIntegerField(default=1)
     grading = models.CharField(max_length=8, choices=Grading.choices, default=Grading.PASS_AT_1)
     score = models.FloatField(null=True, blank=True)
-    # The score's standard error and 95% interval over its per-task results (runs/stats.py,
-    # from runs.results.score_uncertainty at the run's end); null without per-task results.
+    # The score's standard error and 95% interval over its per-task results (scores/stats.py,
+    # stored with a succeeded run's end by scores through runs/hooks.py); null without, and
+    # then score_interval_note says why in a sentence (blank for a run that did not succeed).
     score_stderr = models.FloatField(null=True, blank=True)
     score_ci_low = models.FloatField(null=True, blank=True)
     score_ci_high = models.FloatField(null=True, blank=True)
     n_tasks = models.PositiveIntegerField(null=True, blank=True)
+    score_interval_note = models.TextField(blank=True, default="")
     results = models.JSONField(null=True, blank=True)
     notes = models.JSONField(default=list, blank=True)
     log_tail = models.TextField(blank=True)

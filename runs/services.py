@@ -34,7 +34,6 @@ from runs.launch_checks import (
 from runs.model_access import default_judge, model_access_check
 from runs.models import IN_FLIGHT, STAGES, Grading, Run, Stage, Status
 from runs.queue import run_task_enqueue
-from runs.results import score_uncertainty
 from sandboxes.base import SandboxError, kill_run_sandboxes
 
 
@@ -350,8 +349,9 @@ def run_finish(
     }
     if traces_incomplete:
         fields["traces_incomplete"] = True
-    if status == Status.SUCCEEDED and isinstance(results, dict):
-        fields.update(_score_uncertainty(run_id=run_id, score=score, results=results))
+    if status == Status.SUCCEEDED:
+        for succeeding in hooks.run_succeeding:  # scores: the score's interval (runs/hooks.py)
+            fields.update(succeeding(run_id, score, results))
     if log_tail is not None:
         fields["log_tail"] = log_tail
         fields["log_size"] = log_size
@@ -367,16 +367,6 @@ def run_finish(
     if done or heartbeat_before is None:
         _ended(run_id=run_id)
     return done == 1
-
-
-def _score_uncertainty(*, run_id: str, score: float | None, results: dict) -> dict:
-    """The score's standard error, interval and n_tasks from the run's per-task results, as
-    the run's grading and attempts (its k) compute the score."""
-    found = Run.objects.filter(pk=run_id).values_list("grading", "attempts").first()
-    if found is None:
-        return {}
-    grading, attempts = found
-    return score_uncertainty(results, score=score, grading=grading, k=attempts).fields()
 
 
 def _ended(*, run_id: str) -> None:

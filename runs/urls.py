@@ -6,7 +6,6 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_launch, name="new"),
-    path("compare/", views.run_compare, name="compare"),
     path("model/<str:model_id>/new/", views.model_run_launch, name="model-launch"),
     path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/log.txt", views.run_log_download, name="log-download"),

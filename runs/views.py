@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from belvedir import onboarding, text
 from belvedir.access import access_for_request
 from belvedir.error_responses import form_error, form_status
-from belvedir.errors import DomainError, Invalid, NotFound
+from belvedir.errors import DomainError
 from belvedir.http import see_other
 from harnesses import env_secrets
 from harnesses.models import Compute, Harness
@@ -26,7 +26,6 @@ from runs import display, selectors, services
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.model_access import judge_shown
 from runs.models import Run, Status
-from runs.results import task_results
 
 
 @login_required
@@ -186,43 +185,6 @@ def _score_cell(run: Run) -> str:
         return shown
     low, high = text.score_text(run.score_ci_low), text.score_text(run.score_ci_high)
     return f"{shown} (95% CI {low}–{high})"
-
-
-COMPARE_MAX = 8
-
-
-@login_required
-def run_compare(request):
-    """Runs side by side: score, per-task results, duration, tokens (pulled from traces)."""
-    access = access_for_request(request)
-    ids = list(dict.fromkeys(request.GET.getlist("run")))
-    if not 2 <= len(ids) <= COMPARE_MAX:
-        raise Invalid(f"Pick between 2 and {COMPARE_MAX} runs to compare.", field="run")
-    found = access.scope(Run).in_bulk(ids)  # one query, whatever the number of runs
-    if len(found) != len(ids):
-        raise NotFound("Not found.")
-    runs = [found[run_id] for run_id in ids]
-    tasks = [task_results(run.results) for run in runs]
-    names = list(dict.fromkeys(name for per_run in tasks for name in per_run))
-    # Each cell: whether the run has the task, and its result.
-    rows = [(name, [(name in per_run, per_run.get(name)) for per_run in tasks]) for name in names]
-    context = {"runs": runs, "task_rows": rows}
-    if len(runs) == 2:  # B against A, task by task (the runs' results: no query)
-        context["paired"] = _paired_view(selectors.paired_comparison(*runs))
-    return render(request, "runs/compare.html", context)
-
-
-def _paired_view(comparison: selectors.Comparison) -> dict:
-    paired = comparison.paired
-    shown = {"comparison": comparison, "paired": paired}
-    if paired is not None:
-        shown.update(
-            difference=text.difference_text(paired.mean),
-            stderr=text.score_text(paired.stderr),
-            ci=f"{text.difference_text(paired.ci_low)} to {text.difference_text(paired.ci_high)}",
-            p_value=text.p_value_text(paired.p_value),
-        )
-    return shown
 
 
 @login_required

@@ -73,6 +73,7 @@ def test_the_floors_go_core_registry_and_billing_harnesses_runs_traces_router():
         "runs": 3,
         "traces": 4,
         "harbor": 4,
+        "scores": 4,
         "router": 5,
     }
 

@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "harnesses",
     "runs",  # before django_q: its `qcluster` command is the one manage.py runs
     "harbor",
+    "scores",
     "django_q",
     "traces",
     "billing",

@@ -255,7 +255,7 @@ def test_runs_list_and_get_show_the_score_with_its_standard_error_and_interval(c
 def test_runs_compare_prints_the_paired_comparison_and_the_unshared_tasks(cli, owner, outsider):
     from runs.models import Run
 
-    # tests/runs/test_paired_stats.py's five tasks, each run with one task of its own
+    # tests/scores/test_paired_stats.py's five tasks, each run with one task of its own
     a_tasks = {"t1": 1.0, "t2": 0.0, "t3": 1.0, "t4": 1.0, "t5": 0.0, "only-a": 1.0}
     b_tasks = {"only-b": 0.0, "t1": 1.0, "t2": 1.0, "t3": 1.0, "t4": 0.0, "t5": 1.0}
     a, b = (

@@ -1,11 +1,13 @@
 """A finished run's score with its error bar: stored at its end from its per-task results, in
 the run API and on the run page; a run without per-task results has none and says why."""
 
+import importlib
 import json
 import re
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
 from runs import services
@@ -77,9 +79,16 @@ def test_the_run_page_says_why_a_run_without_per_task_results_has_no_error_bar(o
 
 def test_a_run_that_ended_before_error_bars_were_stored_shows_one_from_its_results(owner, make_run):
     run = make_run(status="succeeded", score=0.62, results=FIFTY_TASKS, attempts=1)
+    without = make_run(status="succeeded", score=0.7, results={"score": 0.7})
     assert run.score_stderr is None
+    # what scores' migration 0001 does for such runs: from their stored results
+    importlib.import_module("scores.migrations.0001_score_uncertainty_backfill").backfill(
+        apps, None
+    )
     page = owner.web.get(f"/runs/{run.pk}/").content.decode()
     assert "± 0.069</span>" in page
+    page = owner.web.get(f"/runs/{without.pk}/").content.decode()
+    assert "(no error bar: results.json has no per-task results)" in page
 
 
 def test_a_failed_run_has_no_error_bar(owner, make_run):

@@ -1,5 +1,6 @@
-"""runs' 0026 gives the runs that succeeded before error bars were stored theirs, from their
-stored results; a run without per-task results, or that failed, keeps none."""
+"""scores' 0001 (once runs' 0026) gives the runs that succeeded before error bars were stored
+theirs, from their stored results; a run without per-task results, or that failed, keeps none
+(the first says why)."""
 
 import pytest
 from django.db import connection
@@ -43,4 +44,5 @@ def test_older_succeeded_runs_get_their_error_bar_from_their_stored_results(owne
     )
     no_tasks = Run.objects.get(pk=made["no_tasks"])
     assert no_tasks.score_stderr is None and no_tasks.n_tasks is None
+    assert no_tasks.score_interval_note == "results.json has no per-task results"
     assert Run.objects.get(pk=made["failed"]).n_tasks is None

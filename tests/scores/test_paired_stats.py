@@ -1,4 +1,4 @@
-"""runs/stats.py's paired comparison: worked examples computed by hand, the p-value against the
+"""scores/stats.py's paired comparison: worked examples computed by hand, the p-value against the
 normal's tail, the tasks needed at 80% power, and the sentence either way."""
 
 import math
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from runs import stats
+from scores import stats
 
 
 def test_five_paired_tasks_give_the_hand_computed_difference_error_and_p_value():

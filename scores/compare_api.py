@@ -1,5 +1,5 @@
-"""GET /api/v1/runs/compare?runs=A,B: two runs compared task by task (runs.selectors.
-paired_comparison, the statistics in runs/stats.py)."""
+"""GET /api/v1/runs/compare?runs=A,B: two runs compared task by task (scores.selectors.
+paired_comparison, the statistics in scores/stats.py)."""
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -10,8 +10,8 @@ from belvedir.access import Access
 from belvedir.api import AccessMixin
 from belvedir.errors import Invalid, NotFound
 from belvedir.schema import errors
-from runs import selectors
 from runs.models import Run
+from scores import selectors
 
 
 class ComparedRunSerializer(serializers.Serializer):

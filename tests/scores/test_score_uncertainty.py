@@ -1,12 +1,12 @@
-"""runs/results.py reads results.json's per-task results in each of their forms into the
-score's standard error and interval (runs/stats.py), or says why there is none."""
+"""scores/results.py reads results.json's per-task results in each of their forms into the
+score's standard error and interval (scores/stats.py), or says why there is none."""
 
 import math
 
 import pytest
 
-from runs import stats
-from runs.results import TaskScore, score_uncertainty, task_scores
+from scores import stats
+from scores.results import TaskScore, score_uncertainty, task_scores
 
 # The Belvedir Runner's form: a list of tasks naming their id, each with judged attempts.
 RUNNER = {

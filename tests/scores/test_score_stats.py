@@ -1,4 +1,4 @@
-"""runs/stats.py: worked examples computed by hand, pass@k against its closed form, and the
+"""scores/stats.py: worked examples computed by hand, pass@k against its closed form, and the
 95% interval's coverage in a seeded simulation."""
 
 import itertools
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from runs import stats
+from scores import stats
 
 
 def test_the_standard_error_of_five_pass_fail_tasks_is_the_hand_computed_one():

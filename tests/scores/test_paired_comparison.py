@@ -1,5 +1,5 @@
 """Two runs compared task by task (issue 27, item 3): GET /api/v1/runs/compare?runs=A,B and the
-compare page. The numbers are those of tests/runs/test_paired_stats.py's worked examples."""
+compare page. The numbers are those of tests/scores/test_paired_stats.py's worked examples."""
 
 import pytest
 

@@ -1,0 +1,10 @@
+"""The scores API, mounted under /api/v1/ by belvedir/urls.py (before runs': runs/compare is
+not a run id)."""
+
+from django.urls import path
+
+from scores import compare_api
+
+urlpatterns = [
+    path("runs/compare", compare_api.RunCompareView.as_view(), name="api-runs-compare"),
+]
