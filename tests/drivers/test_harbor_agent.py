@@ -130,7 +130,7 @@ AGENT_NAMES = (
 def test_every_agent_the_docs_and_cards_name_is_one_harbor_knows(image, tmp_path):
     """Harbor 0.26's own AgentName: the agents the docs name, the available scaffold cards'
     and those the driver treats specially; `belvedir` is this package's agent instead."""
-    from belvedir_harbor import run  # noqa: PLC0415
+    from belvedir_harbor import agents  # noqa: PLC0415
 
     from harnesses.catalog import PRESETS, SCAFFOLDS  # noqa: PLC0415
 
@@ -141,5 +141,6 @@ def test_every_agent_the_docs_and_cards_name_is_one_harbor_knows(image, tmp_path
     assert documented <= names, documented - names
     cards = {p.env["HARBOR_AGENT"] for p in PRESETS if p.group == SCAFFOLDS and p.available}
     assert cards <= names and cards == {"openclaw", "opencode", "pi"}
-    assert set(run.DOWNLOADED_AGENTS) <= names and set(run.LITELLM_AGENTS) <= names
+    assert set(agents.DOWNLOADED_AGENTS) <= names and set(agents.LITELLM_AGENTS) <= names
+    assert set(agents.OPENAI_COMPATIBLE_AGENTS) <= names
     assert "belvedir" not in names and agent_argument("belvedir") == AGENT_IMPORT_PATH

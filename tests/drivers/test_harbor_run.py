@@ -16,7 +16,7 @@ import pytest
 
 from tests.drivers.helpers import HARBOR
 
-from belvedir_harbor import run  # isort: skip
+from belvedir_harbor import agents, run  # isort: skip
 from belvedir_runner import runner, tracing  # isort: skip
 from runs.results import task_results  # isort: skip
 
@@ -450,18 +450,18 @@ def test_a_capped_run_says_how_many_of_the_datasets_tasks_ran(tmp_path):
     assert run.dataset_size(run.SAMPLE_DIR) == 3 and run.dataset_size(None) is None
 
 
-@pytest.mark.parametrize("agent", sorted(run.DOWNLOADED_AGENTS))
+@pytest.mark.parametrize("agent", sorted(agents.DOWNLOADED_AGENTS))
 def test_an_agent_that_downloads_itself_fails_fast_offline_naming_what_it_needed(
     agent, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(run, "NPM_REGISTRY_URL", f"http://127.0.0.1:{free_port()}/")
+    monkeypatch.setattr(agents, "NPM_REGISTRY_URL", f"http://127.0.0.1:{free_port()}/")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HARBOR_DATASET", "belvedir-sample")
     monkeypatch.setenv("HARBOR_AGENT", agent)
     assert run.main(["--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"belvedir-harbor: HARBOR_AGENT {agent} installs itself in each task")
-    assert run.DOWNLOADED_AGENTS[agent] in err and "an offline install" in err
+    assert agents.DOWNLOADED_AGENTS[agent] in err and "an offline install" in err
     # Online, or on your own Modal account: nothing refused.
     run.agent_downloads_check(
         {"HARBOR_AGENT": agent, "MODAL_TOKEN_ID": "a", "MODAL_TOKEN_SECRET": "b"}

@@ -42,7 +42,14 @@ from pathlib import Path
 
 from belvedir_runner import grading  # the Runner's folding, served in this repository too
 
-from belvedir_harbor import AGENT_IMPORT_PATH, trials
+from belvedir_harbor import AGENT_IMPORT_PATH, agents, trials
+from belvedir_harbor.agents import (
+    ANTHROPIC_AGENTS,
+    LITELLM_AGENTS,
+    Refused,
+    anthropic_settings,
+    reachable,
+)
 from belvedir_harbor.dataset import task_groups
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,43 +65,6 @@ DATASET_DIR = "harbor-dataset"
 # X-Belvedir-Tasks-Total), when HARBOR_N_TASKS fetched only the first ones.
 TASKS_TOTAL_FILE = "tasks-total"
 TASKS_DATASET = "tasks"  # results.json's dataset for a harness's Tasks field
-# Harbor agents that call the model from Harbor's own process through LiteLLM.
-LITELLM_AGENTS = ("terminus-2",)
-# Harbor agents that install themselves in each task container when the run starts, and what
-# they fetch from the internet there (Harbor 0.26's harbor/agents/installed/*.py).
-DOWNLOADED_AGENTS = {
-    "claude-code": "the npm package @anthropic-ai/claude-code (or Anthropic's installer from "
-    "downloads.claude.ai)",
-    "openclaw": "nvm from raw.githubusercontent.com, Node 24 and the npm package openclaw",
-    "opencode": "the npm package opencode-ai",
-    "pi": "the npm package @earendil-works/pi-coding-agent",
-}
-NPM_REGISTRY_URL = "https://registry.npmjs.org/"
-# Harbor agents that call Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
-# which OpenRouter serves too (at https://openrouter.ai/api); the router does not.
-ANTHROPIC_AGENTS = ("claude-code",)
-DEFAULT_MODEL_API_BASE = "https://openrouter.ai/api/v1"
-
-
-def anthropic_settings(env) -> dict[str, str]:
-    """ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL from the documented variables: MODEL_API_KEY
-    (else OPENROUTER_API_KEY) and MODEL_API_BASE (OpenRouter by default) without its /v1, which
-    Anthropic's clients add. Refused for a covered run: its base is the router, which answers
-    OpenAI chat completions only."""
-    key = (env.get("MODEL_API_KEY") or env.get("OPENROUTER_API_KEY") or "").strip()
-    if key and key == env.get("BELVEDIR_API_KEY", "").strip():
-        raise Refused(
-            f"HARBOR_AGENT {env.get('HARBOR_AGENT', '').strip()} calls Anthropic's Messages "
-            "API, which the platform's router (covered models) does not serve: give "
-            "MODEL_API_KEY (an OpenRouter or Anthropic key) and, for Anthropic itself, "
-            "MODEL_API_BASE=https://api.anthropic.com/v1."
-        )
-    base = (env.get("MODEL_API_BASE") or DEFAULT_MODEL_API_BASE).strip().rstrip("/")
-    return {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base.removesuffix("/v1")}
-
-
-class Refused(ValueError):
-    """A setting the driver cannot run with; the message names it."""
 
 
 def note(message: str) -> None:
@@ -189,27 +159,19 @@ def harbor_command(env, dataset_path: Path | None, jobs_dir: Path) -> list[str]:
     n_tasks = _whole(env, "HARBOR_N_TASKS", 1)
     command = ["harbor", "run", "-y", "--jobs-dir", str(jobs_dir)]
     command += ["-p", str(dataset_path)] if dataset_path is not None else ["-d", dataset]
-    command += ["-a", agent_argument(env.get("HARBOR_AGENT", "").strip())]
+    agent = agent_argument(env.get("HARBOR_AGENT", "").strip())
+    command += ["-a", agent]
     model = (env.get("HARBOR_MODEL") or env.get("MODEL") or "").strip()
-    api_base = env.get("MODEL_API_BASE", "").strip()
-    if agent_argument(env.get("HARBOR_AGENT", "").strip()) in LITELLM_AGENTS and api_base:
-        # LiteLLM's OpenAI-compatible route to MODEL_API_BASE (the router when covered), not
-        # the provider the model's name would pick.
-        command += ["--ak", f"api_base={api_base}"]
-        if model and not model.startswith("openai/"):
-            model = f"openai/{model}"
-    if model:
-        command += ["-m", model]
+    # The model in the form the agent needs, to MODEL_API_BASE (the router when covered), not
+    # the provider the model's name would pick.
+    command += agents.model_arguments(env, agent, model)
     command += ["-n", str(concurrency)]
     _grading(env)  # refused before anything runs, not after
     attempts = _attempts(env)
     if attempts > 1:  # one trial per attempt of each task
         command += ["--n-attempts", str(attempts)]
     where = environment_choice(env)
-    if (
-        agent_argument(env.get("HARBOR_AGENT", "").strip()) in LITELLM_AGENTS
-        and where == "belvedir"
-    ):
+    if agent in LITELLM_AGENTS and where == "belvedir":
         # asciinema's recorder never starts its shell under the platform's gVisor (20240729),
         # so terminus-2 would type into a dead pane: no recording in the managed workspace.
         command += ["--ak", "record_terminal_session=false"]
@@ -308,36 +270,14 @@ def dataset_size(dataset_path: Path | None) -> int | None:
     return sum(1 for p in dataset_path.iterdir() if (p / "task.toml").is_file())
 
 
-def reachable(url: str, timeout: float = 5.0) -> bool:
-    """Whether `url` answers from here (an offline install: no)."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-            return True
-    except urllib.error.HTTPError:
-        return True  # it answered
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
 def registry_reachable(timeout: float = 5.0) -> bool:
     """Whether Harbor's dataset registry answers from here (an offline install: no)."""
     return reachable(REGISTRY_URL, timeout)
 
 
 def agent_downloads_check(env) -> None:
-    """Refused, naming what it needed, when HARBOR_AGENT installs itself from the internet in
-    each task container and this install cannot reach the npm registry (offline): the run
-    stops before Harbor starts rather than failing in every trial. Your own Modal account's
-    containers have the internet; nothing is checked there."""
-    agent = env.get("HARBOR_AGENT", "").strip()
-    if agent not in DOWNLOADED_AGENTS or uses_modal(env) or reachable(NPM_REGISTRY_URL):
-        return
-    raise Refused(
-        f"HARBOR_AGENT {agent} installs itself in each task container when the run starts: it "
-        f"needs {DOWNLOADED_AGENTS[agent]} from the internet, and {NPM_REGISTRY_URL} cannot be "
-        "reached from here (an offline install). Offline, use belvedir, terminus-2 or oracle; "
-        "or run on your own Modal account (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)."
-    )
+    """agents.agent_downloads_check: nothing is checked on your own Modal account."""
+    agents.agent_downloads_check(env, modal=uses_modal(env))
 
 
 def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
