@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from belvedir.errors import Invalid
 from belvedir.models import Project
-from harnesses import services, tasks_format
+from harnesses import policy, services, tasks_format
 from harnesses.catalog import Preset, preset_get
 from harnesses.models import Environment, EnvironmentVersion, Harness
 
@@ -28,15 +28,6 @@ def _clean_tasks(tasks) -> list[dict]:
     if isinstance(tasks, str):
         return tasks_format.parse_tasks(tasks)
     return tasks_format.validate_tasks(tasks)
-
-
-def _clean_name(name) -> str:
-    name = str(name or "").strip()
-    if not name:
-        raise Invalid("name is required.", field="name")
-    if len(name) > NAME_MAX_CHARS:
-        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
-    return name
 
 
 def clean_description(description) -> str:
@@ -84,7 +75,7 @@ def environment_create(
     created_by=None,
 ) -> Environment:
     """A new environment at version 1. `tasks`: a list of task objects or a tasks file's text."""
-    name = _clean_name(name)
+    name = policy.validate_name(name, max_chars=NAME_MAX_CHARS)
     description = clean_description(description)
     clean = _clean_tasks(tasks)
     _check_name_free(project, name)
@@ -122,7 +113,9 @@ def environment_update(
     """Change the given fields (None: keep). A change makes a new version; no change, none."""
     environment = Environment.objects.select_for_update().get(pk=environment.pk)
     current = environment_tasks(environment=environment)
-    new_name = environment.name if name is None else _clean_name(name)
+    new_name = (
+        environment.name if name is None else policy.validate_name(name, max_chars=NAME_MAX_CHARS)
+    )
     new_description = (
         environment.description if description is None else clean_description(description)
     )

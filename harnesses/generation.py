@@ -28,7 +28,7 @@ from belvedir.models import Project
 from belvedir.text import usd
 from billing.pricing import Price, cost_micros, reported_tokens, worst_case_micros
 from billing.spend import Charge, spend_reserve, spend_settle
-from harnesses import environments, model_client, tasks_format
+from harnesses import environments, model_client, policy, tasks_format
 from harnesses.models import Environment, EnvironmentGeneration, Harness
 from models_registry.inference import resolve_api_base
 from models_registry.selectors import covered_model, lab_for_model
@@ -82,9 +82,7 @@ def generation_start(
     description = environments.clean_description(description)
     if not description:
         raise Invalid("description is required: what the tasks should test.", field="description")
-    name = (name or "").strip()
-    if len(name) > NAME_MAX_CHARS:
-        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
+    name = policy.validate_name(name, max_chars=NAME_MAX_CHARS, required=False)
     model = (model or "").strip()
     if not model or len(model) > 200 or any(c.isspace() for c in model):
         raise Invalid("model is required: a model id such as openai/gpt-4.1-mini.", field="model")

@@ -17,6 +17,18 @@ ENV_VALUE_MAX_CHARS = 32 * 1024
 REPO_URL_MAX_CHARS = 500  # Harness.repo_url
 REF_MAX_CHARS = 200  # Harness.ref
 
+
+def validate_name(value, *, max_chars: int, required: bool = True) -> str:
+    """A harness's, an environment's or an environment generation's name: stripped, at most
+    `max_chars` characters (the model field's), and not blank when `required`."""
+    name = str(value or "").strip()
+    if required and not name:
+        raise Invalid("name is required.", field="name")
+    if len(name) > max_chars:
+        raise Invalid(f"name must be at most {max_chars} characters.", field="name")
+    return name
+
+
 # Keys that change how the sandbox itself installs or runs.
 # BASH_ENV: bash sources it before the install and run commands; LD_AUDIT: like LD_PRELOAD.
 _REFUSED_EXACT = {

@@ -64,12 +64,7 @@ def _clean(
     `env_secrets_encrypted`; a masked one keeps its value from `stored_secrets`.
     `organization`: the harness's, whose credits a managed Harbor harness needs."""
     clean: dict = {}
-    name = str(data.get("name") or "").strip()
-    if not name:
-        raise Invalid("name is required.", field="name")
-    if len(name) > NAME_MAX_CHARS:
-        raise Invalid(f"name must be at most {NAME_MAX_CHARS} characters.", field="name")
-    clean["name"] = name
+    clean["name"] = policy.validate_name(data.get("name"), max_chars=NAME_MAX_CHARS)
     clean["repo_url"] = policy.validate_repo_url(data.get("repo_url"))
     clean["ref"] = policy.validate_ref(data.get("ref"))
     for command in ("install_command", "run_command"):
