@@ -49,6 +49,7 @@ class RunSerializer(serializers.ModelSerializer):
             "score_ci_low",
             "score_ci_high",
             "n_tasks",
+            "score_interval_note",
             "results",
             "notes",
             "traces_incomplete",
@@ -96,6 +97,10 @@ class RunSerializer(serializers.ModelSerializer):
             "score_ci_high": {"help_text": "The high end of the score's 95% interval."},
             "n_tasks": {
                 "help_text": "How many tasks have a score in results.json's per-task results."
+            },
+            "score_interval_note": {
+                "help_text": "Why a succeeded run's score has no interval, as its page says "
+                "('results.json has no per-task results', …); blank when it has one."
             },
             "traces_incomplete": {
                 "help_text": "Some of the run's spans never reached its session (the SDK or a "

@@ -61,6 +61,25 @@ def test_the_run_api_gives_no_error_bar_without_per_task_results(owner, finish):
     ] * 4
 
 
+def test_the_run_api_says_why_a_run_has_no_error_bar_as_its_page_does(owner, finish):
+    without = finish({"score": 0.7})
+    one_task = finish({"score": 1.0, "tasks": {"only": 1.0}})
+    with_bar = finish(FIFTY_TASKS)
+    why = {
+        without.pk: "results.json has no per-task results",
+        one_task.pk: "only 1 task has a score: an error bar needs at least 2",
+        with_bar.pk: "",
+    }
+    for run_id, note in why.items():
+        assert owner.api.get(f"/api/v1/runs/{run_id}").json()["score_interval_note"] == note
+        page = owner.web.get(f"/runs/{run_id}/").content.decode()
+        assert (f"(no error bar: {note})" in page) == bool(note)
+    listed = {
+        r["id"]: r["score_interval_note"] for r in owner.api.get("/api/v1/runs").json()["results"]
+    }
+    assert listed == why
+
+
 def test_the_run_page_shows_the_score_plus_or_minus_its_standard_error(owner, finish):
     run = finish(FIFTY_TASKS)
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
