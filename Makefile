@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3.11
 export DJANGO_SETTINGS_MODULE := belvedir.settings
 
-.PHONY: up test venv machine sdk-node sandbox-image harbor-image lint bench clean
+.PHONY: up test venv machine sdk-node sandbox-image harbor-image lint bench gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -60,6 +60,11 @@ bench: venv machine sandbox-image
 	$(PY) bench/scale.py
 	$(PY) bench/in_flight.py
 	$(PY) bench/task_build.py
+
+# On a GPU worker host: a real GPU sandbox through the platform's backend, as a table
+# (docs/operating.md#gpu-hosts); exits non-zero on any failure.
+gpu-check: venv
+	$(PY) manage.py gpu_check
 
 clean:
 	rm -rf $(VENV) staticfiles

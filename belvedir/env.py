@@ -5,6 +5,8 @@ import re
 
 from django.core.exceptions import ImproperlyConfigured
 
+from sandboxes.gpu import EXAMPLE, ShapeError, parse_shapes
+
 _TRUE = {"1", "true", "on"}
 _FALSE = {"0", "false", "off", ""}
 
@@ -119,6 +121,16 @@ def envgpus(name: str) -> dict[str, int]:
             raise ImproperlyConfigured(f"{name} names {kind} twice in {raw!r}")
         found[kind] = int(match.group(2))
     return found
+
+
+def envgpushapes(name: str) -> dict:
+    """Each GPU type's sandbox shape (`sandboxes.gpu.GpuShape`): the defaults, with what
+    `a10g:cpus=8,memory=32g,disk=100g,shm=8g;a100:memory=96g` gives in place of theirs."""
+    raw = os.environ.get(name, "")
+    try:
+        return parse_shapes(raw)
+    except ShapeError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}; write it like {EXAMPLE}") from None
 
 
 _CSP_DIRECTIVES = frozenset(

@@ -1,11 +1,9 @@
-"""System checks: sandbox isolation and the GPU types, shown when runserver, qcluster or
-`manage.py check` start."""
+"""System checks: sandbox isolation, shown when runserver, qcluster or `manage.py check` start
+(the GPU types, shapes and host: harnesses/checks.py)."""
 
-from django.conf import settings
 from django.core import checks
 
 from belvedir.isolation import isolation_status
-from harnesses.models import GPU_TYPES
 
 
 @checks.register("sandbox")
@@ -23,20 +21,3 @@ def sandbox_isolation(app_configs, **kwargs) -> list[checks.CheckMessage]:
     ]
     found += [checks.Warning(f"sandbox isolation: {w}", id="runs.W002") for w in status.warnings]
     return found
-
-
-@checks.register("gpu")
-def gpu_types(app_configs, **kwargs) -> list[checks.CheckMessage]:
-    """BELVEDIR_GPU_TYPES may only name GPU types a harness can ask for."""
-    unknown = [kind for kind in settings.BELVEDIR_GPU_TYPES if kind not in GPU_TYPES]
-    return (
-        [
-            checks.Error(
-                f"BELVEDIR_GPU_TYPES names {', '.join(unknown)}, which no harness can ask for",
-                hint=f"Use GPU types of {', '.join(GPU_TYPES)}, like a10g:1.",
-                id="runs.E001",
-            )
-        ]
-        if unknown
-        else []
-    )

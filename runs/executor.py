@@ -30,7 +30,7 @@ from django.db import close_old_connections
 from belvedir import git
 from belvedir.db import reconnecting
 from belvedir.errors import Invalid
-from belvedir.isolation import isolation_status
+from belvedir.gpu_host import gpu_sandbox, sandbox_status
 from belvedir.sandbox_config import engine_name, get_backend, spec_from_settings
 from belvedir.text import size_text
 from harnesses import drivers, managed, policy
@@ -203,7 +203,7 @@ class Execution:
         self._stop_waiting = threading.Event()  # set: `follow` no longer needs the engine's wait
 
     def execute(self, workdir: Path) -> str:
-        isolation = isolation_status()
+        isolation = sandbox_status(self.run.gpu_type)  # a GPU run's: its host's GPU check too
         if not isolation.ok:  # it went away since the launch: no untrusted code runs now
             return self.fail(
                 "belvedir: sandbox isolation is not in place on this worker "
@@ -247,10 +247,8 @@ class Execution:
             env=env,
             workspace=tar_directory(workdir, "."),
             workdir=contract.WORKSPACE,
-            # Simulated GPUs (BELVEDIR_GPU_SIMULATE): the device is claimed, none is requested.
-            gpu_device=""
-            if self.device is None or settings.BELVEDIR_GPU_SIMULATE
-            else self.device.device_id,
+            # A GPU run: its type's shape, device and runtime (belvedir.gpu_host).
+            **(gpu_sandbox(run.gpu_type, self.device.device_id) if self.device else {}),
         )
 
     def start(self, spec: SandboxSpec) -> None:

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from belvedir.db import reconnecting
+from belvedir.gpu_host import host_devices
 from belvedir.sandbox_config import worker_host
 from runs.models import TERMINAL, GpuDevice
 
@@ -53,16 +54,6 @@ def with_article(gpu_type: str) -> str:
 
 def waiting_for(gpu_type: str) -> str:
     return f"waiting for {with_article(gpu_type)} worker"
-
-
-def host_devices() -> dict[str, list[str]]:
-    """This host's devices by type, from BELVEDIR_GPU_TYPES: Docker device ids 0, 1, … in the
-    order the types are listed (a10g:1,a100:2 → A10G ["0"], A100 ["1", "2"])."""
-    devices, index = {}, 0
-    for kind, count in settings.BELVEDIR_GPU_TYPES.items():
-        devices[kind] = [str(i) for i in range(index, index + count)]
-        index += count
-    return devices
 
 
 @reconnecting

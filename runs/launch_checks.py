@@ -7,6 +7,7 @@ from django.conf import settings
 
 from belvedir import git
 from belvedir.errors import Invalid, Unavailable
+from belvedir.gpu_host import gpu_require
 from belvedir.isolation import isolation_require
 from belvedir.models import Project
 from belvedir.sandbox_config import get_backend
@@ -85,7 +86,8 @@ def check_launch_input(*, harness: Harness, attempts, grading: str) -> None:
 
 
 def gpu_type_check(gpu_type: str) -> None:
-    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES)."""
+    """Refuse a GPU run of a type no worker serves (BELVEDIR_GPU_TYPES), or whose sandboxes
+    this host cannot start (Unavailable naming what is missing: belvedir.gpu_host)."""
     served = gpu.gpu_types_served()
     if gpu_type not in served:
         raise Invalid(
@@ -95,6 +97,7 @@ def gpu_type_check(gpu_type: str) -> None:
             field="harness",
             code="gpu",
         )
+    gpu_require(gpu_type)
 
 
 FINE_TUNED_NEEDS_GPU = "fine-tuned models need a GPU harness that serves the model in the sandbox"

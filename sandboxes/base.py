@@ -66,7 +66,7 @@ class SandboxSpec:
     `runtime`: the OCI runtime ("runsc" for gVisor, "runc"); "" is the engine's default.
     `disk_bytes`: a cap on what the sandbox may write in total; None is no cap.
     `gpu_device`: the one GPU the sandbox gets (the engine's device id: an index or a UUID);
-    "" gives it none.
+    "" gives it none. `shm_bytes`: the size of /dev/shm (None: the engine's 64 MB).
     `user`: uid:gid to run as ("" runs the image's own user); `cap_add`: capabilities added
     back after every one is dropped.
     """
@@ -82,6 +82,7 @@ class SandboxSpec:
     memory: str = "4g"
     pids: int = 512
     gpu_device: str = ""
+    shm_bytes: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     runtime: str = ""
     disk_bytes: int | None = None
@@ -218,6 +219,12 @@ class SandboxBackend(Protocol):
     def runtimes(self) -> set[str]:
         """The OCI runtimes the engine offers ("runsc", "runc", ...); SandboxError (with the
         engine's own words) when it does not answer."""
+        ...
+
+    def runtime_command(self, name: str) -> list[str] | None:
+        """The path and arguments the engine runs runtime `name` with (the GPU check reads
+        runsc's --nvproxy there); None when the engine has no such runtime; SandboxError when
+        it does not answer."""
         ...
 
     def tenants(

@@ -35,7 +35,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from sandboxes import hostfiles, volumes, warm
+from sandboxes import gpu, hostfiles, volumes, warm
 from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -158,7 +158,8 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         `spec.network` is a Docker network mode or name (the isolated `belvedir-sandbox`
         network by default); the platform is reached at the gateway address the contract's
         `BELVEDIR_BASE_URL` names, never through `host.docker.internal` (the host is closed).
-        `spec.gpu_device` requests that one GPU by its device id (never all of the host's).
+        `spec.gpu_device` requests that one GPU by its device id (never all of the host's),
+        with CUDA and nvidia-smi (`sandboxes.gpu`); `spec.shm_bytes` sizes its /dev/shm.
         `spec.runtime` picks the OCI runtime ("runsc" for gVisor) when set.
         `spec.disk_bytes`: a read-only root and a quota volume of that size for the rest.
         A spec of the warm pool's shape takes a sandbox started ahead when there is one; any
@@ -259,8 +260,12 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         binds = dict(mounts)
         if spec.gpu_device:
             options["device_requests"] = [
-                DeviceRequest(device_ids=[spec.gpu_device], capabilities=[["gpu"]])
+                DeviceRequest(
+                    device_ids=[spec.gpu_device], capabilities=gpu.device_request_capabilities()
+                )
             ]
+        if spec.shm_bytes:
+            options["shm_size"] = spec.shm_bytes
         if spec.runtime:
             options["runtime"] = spec.runtime
         if spec.user:

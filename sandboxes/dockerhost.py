@@ -39,10 +39,19 @@ class DockerHost:
     def runtimes(self) -> set[str]:
         """The engine's OCI runtimes, asked within PROBE_TIMEOUT s on a client of its own
         (the backend's `client` when it was given one); SandboxError in the SDK's words."""
+        return set(self._runtimes_info())
+
+    def runtime_command(self, name: str) -> list[str] | None:
+        info = self._runtimes_info().get(name)
+        if info is None:
+            return None
+        return [str(info.get("path") or name), *(info.get("runtimeArgs") or [])]
+
+    def _runtimes_info(self) -> dict[str, dict]:
         try:
             client = self._client or docker.from_env(timeout=PROBE_TIMEOUT)
             try:
-                return set(client.info().get("Runtimes") or {})
+                return dict(client.info().get("Runtimes") or {})
             finally:
                 if client is not self._client:
                     client.close()

@@ -4,7 +4,16 @@ import re
 
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envbool, envfloat, envgpus, envint, envlist, envsize, envstr
+from belvedir.env import (
+    envbool,
+    envfloat,
+    envgpus,
+    envgpushapes,
+    envint,
+    envlist,
+    envsize,
+    envstr,
+)
 from belvedir.settings.core import BELVEDIR_BASE_URL
 from sandboxes.config import BUILTIN_BACKENDS
 
@@ -112,6 +121,12 @@ BELVEDIR_CACHE_DIR = envstr("BELVEDIR_CACHE_DIR", "/var/cache/belvedir")
 # way but no device is requested from Docker (sandboxes run without a GPU).
 BELVEDIR_GPU_TYPES = envgpus("BELVEDIR_GPU_TYPES")
 BELVEDIR_GPU_SIMULATE = envbool("BELVEDIR_GPU_SIMULATE", False)
+# Each GPU type's sandbox shape (sandboxes/gpu.py: defaults for an 8B model under vLLM), and
+# the Docker runtime GPU sandboxes run under: gVisor with --nvproxy registered under this name
+# (`runsc install --runtime=runsc-gpu -- --nvproxy`), or runc (a warning: no gVisor). A GPU
+# worker host checks both, the driver and nvidia-container-toolkit at start (belvedir/gpu_host.py).
+BELVEDIR_GPU_SHAPES = envgpushapes("BELVEDIR_GPU_SHAPES")
+BELVEDIR_GPU_RUNTIME = envstr("BELVEDIR_GPU_RUNTIME", "runsc-gpu")
 # This worker host's name for its GPU devices (two hosts may not share one); the host name
 # by default.
 BELVEDIR_WORKER_HOST = envstr("BELVEDIR_WORKER_HOST", "")

@@ -224,6 +224,9 @@ class FakeBackend:
     def runtimes(self) -> set[str]:
         return {"runc", "runsc"}
 
+    def runtime_command(self, name: str) -> list[str] | None:
+        return [name] if name in self.runtimes() else None
+
     def tenants(
         self, *, network: str, organization_of: Callable[[list[str]], Mapping[str, str]]
     ) -> Tenants:

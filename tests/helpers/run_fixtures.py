@@ -13,9 +13,12 @@ from typing import TypeVar
 import pytest
 
 from harnesses.services import harness_create
+from sandboxes.gpu import parse_shapes, shapes_text
 from tests.runs.helpers import EXAMPLES, git_repo_of, start_qcluster, stop_qcluster
 
 T = TypeVar("T")
+# A GPU sandbox this 2-CPU machine can start (Docker refuses more CPUs than the host has).
+TEST_GPU_SHAPE = "a10g:cpus=1,memory=1g,disk=2g,shm=256m"
 
 
 @pytest.fixture
@@ -43,6 +46,7 @@ def worker_env(settings) -> dict[str, str]:
         "BELVEDIR_SANDBOX_DISK": str(settings.BELVEDIR_SANDBOX_DISK),
         "BELVEDIR_GPU_TYPES": ",".join(f"{k}:{n}" for k, n in settings.BELVEDIR_GPU_TYPES.items()),
         "BELVEDIR_GPU_SIMULATE": "1" if settings.BELVEDIR_GPU_SIMULATE else "0",
+        "BELVEDIR_GPU_SHAPES": shapes_text(settings.BELVEDIR_GPU_SHAPES),
         "BELVEDIR_WORKER_HOST": settings.BELVEDIR_WORKER_HOST,
     }
 
@@ -50,9 +54,10 @@ def worker_env(settings) -> dict[str, str]:
 @pytest.fixture
 def gpu_settings(settings):
     """One simulated A10G on this host (BELVEDIR_GPU_SIMULATE=1): GPU harnesses of that type
-    launch, and their runs claim the device but run without one."""
+    launch, and their runs claim the device but run without one, in a test-sized A10G shape."""
     settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
     settings.BELVEDIR_GPU_SIMULATE = True
+    settings.BELVEDIR_GPU_SHAPES = parse_shapes(TEST_GPU_SHAPE)
     return settings
 
 

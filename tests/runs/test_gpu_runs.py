@@ -2,6 +2,7 @@
 django-q2 queue, run one at a time per device by a GPU worker host's cluster (simulated here:
 BELVEDIR_GPU_SIMULATE=1 claims devices but requests none), while CPU runs go on at once."""
 
+import dataclasses
 import os
 import signal
 import uuid
@@ -15,12 +16,14 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from belvedir.env import envgpus
+from belvedir.gpu_host import gpu_sandbox
 from belvedir.sandbox_config import get_backend, spec_from_settings
 from runs import gpu, reaper
 from runs.models import GpuDevice, Run
 from runs.queue import runs_with_queued_tasks
 from runs.services import run_cancel, run_enqueue
 from sandboxes.base import SandboxHandle
+from sandboxes.gpu import parse_shapes
 from tests.helpers.run_fixtures import worker_env
 from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
 
@@ -74,24 +77,36 @@ def test_gpu_runs_go_to_their_types_queue_and_cpu_runs_to_the_runs_queue(
 
 
 @pytest.mark.docker
-def test_a_gpu_sandbox_requests_exactly_its_one_device_by_id(settings):
+def test_a_gpu_sandbox_requests_exactly_its_one_device_by_id_in_its_types_shape(settings):
+    """What Docker is asked for (the container created, not started: no GPU here)."""
+    settings.BELVEDIR_GPU_SIMULATE = False
+    settings.BELVEDIR_GPU_RUNTIME = "runsc"  # this engine's; a GPU host's has --nvproxy
+    settings.BELVEDIR_GPU_SHAPES = parse_shapes("l4:cpus=1.5,memory=3g,shm=2g")
     backend = get_backend()
     spec = spec_from_settings(
-        run_id=f"gpu-{uuid.uuid4().hex[:8]}", command=["true"], gpu_device="1", disk_bytes=None
+        run_id=f"gpu-{uuid.uuid4().hex[:8]}", command=["true"], **gpu_sandbox("L4", "1")
     )
+    spec = dataclasses.replace(spec, disk_bytes=None)
     handle = backend._create(spec, f"belvedir-test-{spec.run_id}", {})
     try:
         client = docker.from_env()
-        requests = client.api.inspect_container(handle.id)["HostConfig"]["DeviceRequests"]
+        host = client.api.inspect_container(handle.id)["HostConfig"]
+        requests = host["DeviceRequests"]
         assert len(requests) == 1
         assert requests[0]["DeviceIDs"] == ["1"] and requests[0]["Count"] == 0
-        assert requests[0]["Capabilities"] == [["gpu"]]
+        # The GPU, with CUDA and nvidia-smi mounted in by nvidia-container-toolkit.
+        assert requests[0]["Capabilities"] == [["gpu", "compute", "utility"]]
+        assert host["ShmSize"] == 2 * 2**30
+        assert host["NanoCpus"] == 1_500_000_000 and host["Memory"] == 3 * 2**30
+        assert host["Runtime"] == "runsc"
         plain = backend._create(
             spec_from_settings(run_id=spec.run_id + "c", command=["true"], disk_bytes=None),
             f"belvedir-test-{spec.run_id}c",
             {},
         )
-        assert not client.api.inspect_container(plain.id)["HostConfig"]["DeviceRequests"]
+        plain_host = client.api.inspect_container(plain.id)["HostConfig"]
+        assert not plain_host["DeviceRequests"]
+        assert plain_host["ShmSize"] == 64 * 2**20  # Docker's default: CPU sandboxes keep it
         backend.remove(plain)
     finally:
         backend.remove(SandboxHandle(id=handle.id, run_id=spec.run_id))
@@ -245,10 +260,10 @@ def test_a_killed_gpu_workers_device_goes_to_the_next_run_after_the_reaper(
 
 def test_a_gpu_type_no_harness_can_ask_for_fails_the_system_check(settings):
     settings.BELVEDIR_GPU_TYPES = {"A10G": 1, "T4": 1}
-    errors = [m for m in run_checks() if m.id == "runs.E001"]
+    errors = [m for m in run_checks() if m.id == "harnesses.E001"]
     assert len(errors) == 1 and "BELVEDIR_GPU_TYPES names T4" in errors[0].msg
     settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
-    assert not [m for m in run_checks() if m.id == "runs.E001"]
+    assert not [m for m in run_checks() if m.id == "harnesses.E001"]
 
 
 @pytest.mark.django_db

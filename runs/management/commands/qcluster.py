@@ -32,6 +32,7 @@ from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 from django_q.scheduler import scheduler
 
+from belvedir.gpu_host import gpu_host_check, refusal
 from runs import gpu, hosts, reaper
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,8 @@ class Command(qcluster.Command):
         kill_all(descendants(cluster.pid))  # nothing of the cluster outlives it
 
     def serve_gpu(self, gpu_type: str) -> None:
-        """A GPU type's cluster (gpu-a10g) runs only where BELVEDIR_GPU_TYPES has that type:
-        it records this host's devices, which its runs then claim one each."""
+        """A GPU type's cluster (gpu-a10g) runs only where BELVEDIR_GPU_TYPES has that type
+        and GPU sandboxes can start (belvedir.gpu_host): it records this host's devices, which its runs then claim one each."""
         count = settings.BELVEDIR_GPU_TYPES.get(gpu_type)
         if not count:
             raise CommandError(
@@ -165,6 +166,9 @@ class Command(qcluster.Command):
                 f"BELVEDIR_GPU_TYPES ({', '.join(settings.BELVEDIR_GPU_TYPES) or 'unset'}) "
                 f"gives this host no {gpu_type}; set it like {gpu_type.lower()}:1"
             )
+        check = gpu_host_check(refresh=True)  # what is missing refuses to serve, not runs
+        if check.problems:
+            raise CommandError(refusal(gpu_type, check.problems))
         devices = [d for d in gpu.devices_register() if d.gpu_type == gpu_type]
         simulated = (
             " (simulated: BELVEDIR_GPU_SIMULATE=1)" if settings.BELVEDIR_GPU_SIMULATE else ""
