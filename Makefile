@@ -60,6 +60,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/scale.py
 	$(PY) bench/in_flight.py
 	$(PY) bench/task_build.py
+	$(PY) bench/harbor_managed.py
 
 # On a GPU worker host: a real GPU sandbox through the platform's backend, as a table
 # (docs/operating.md#gpu-hosts); exits non-zero on any failure.
