@@ -12,6 +12,7 @@ import queue
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -132,12 +133,30 @@ def _exec_events(
 # An image without tar falls back to Docker's archive API.
 TRANSFER_USER = "0"
 _PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4'
+# One exec where the container is known to have tar: every exec is a process started in the
+# sandbox (under gVisor, `runsc exec` on the host), most of what a transfer costs.
+_EXTRACT = 'mkdir -p -- "$0" || exit 1; exec tar -x -f - -C "$0"'
 _SIZE = (
     '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
     'if s=$(du -sb -- "$0" 2>/dev/null); then echo "$s" | cut -f1; '
     'else k=$(du -sk -- "$0" | cut -f1); echo $((k * 1024)); fi'
 )
 NO_TAR = 4
+# Whether each container's image has tar, learned by its first transfer (a container's
+# files never change kind under it: its image is fixed), so later ones skip the check.
+_HAS_TAR: OrderedDict[str, bool] = OrderedDict()
+_HAS_TAR_KEPT = 4096
+
+
+def has_tar(container_id: str) -> bool | None:
+    """What the transfers learned of the container's tar (None: not yet)."""
+    return _HAS_TAR.get(container_id)
+
+
+def _learned(container_id: str, found: bool) -> None:
+    _HAS_TAR[container_id] = found
+    while len(_HAS_TAR) > _HAS_TAR_KEPT:
+        _HAS_TAR.popitem(last=False)
 
 
 def run_quietly(
@@ -156,16 +175,22 @@ def run_quietly(
 def put_tar(
     client: docker.DockerClient, container_id: str, *, path: str, chunks: Iterable[bytes]
 ) -> None:
-    """Extract a tar (streamed from `chunks`) into directory `path`, created when missing."""
-    code, output = run_quietly(client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER)
-    if code == NO_TAR:
-        return _put_archive(client, container_id, path=path, chunks=chunks)
-    if code != 0:
-        raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
-    try:
-        created = client.api.exec_create(
-            container_id, ["tar", "-x", "-f", "-", "-C", path], stdin=True, user=TRANSFER_USER
+    """Extract a tar (streamed from `chunks`) into directory `path`, created when missing.
+    One exec once the container is known to have tar, two the first time (the check, then
+    the extraction: the body can be sent only once, so the check comes first)."""
+    command = ["sh", "-c", _EXTRACT, path]
+    if has_tar(container_id) is not True:
+        code, output = run_quietly(
+            client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER
         )
+        _learned(container_id, code != NO_TAR)
+        if code == NO_TAR:
+            return _put_archive(client, container_id, path=path, chunks=chunks)
+        if code != 0:
+            raise SandboxError(f"could not create {path}: {output.strip()[:300]}")
+        command = ["tar", "-x", "-f", "-", "-C", path]
+    try:
+        created = client.api.exec_create(container_id, command, stdin=True, user=TRANSFER_USER)
         connection = client.api.exec_start(created["Id"], socket=True)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not extract the tar into {path}: {exc}") from exc
@@ -217,6 +242,7 @@ def path_size(client: docker.DockerClient, container_id: str, path: str) -> int 
     code, output = run_quietly(client, container_id, ["sh", "-c", _SIZE, path], TRANSFER_USER)
     if code == 3:
         return None
+    _learned(container_id, code != NO_TAR)
     if code == NO_TAR:
         return _archive_size(client, container_id, path)
     if code != 0 or not output.strip().isdigit():
@@ -241,9 +267,13 @@ def get_tar(
     `max_bytes`."""
     normal = posixpath.normpath(path)
     parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
-    code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
+    found = has_tar(container_id)  # path_size, asked first, has learned it
+    if found is None:
+        code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
+        found = code == 0
+        _learned(container_id, found)
     try:
-        if code != 0:  # no tar in the image: Docker's archive API
+        if not found:  # no tar in the image: Docker's archive API
             stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
         else:
             created = client.api.exec_create(

@@ -394,3 +394,36 @@ def test_a_rebuilt_base_image_builds_the_task_image_again(managed, task_images, 
         assert labels.get("belvedir.test-rebuilt") == "1"  # built FROM the new base
     finally:
         engine.images.remove(base, force=True)
+
+
+def test_a_transfer_costs_one_process_in_the_sandbox_past_the_first(
+    managed, task_images, monkeypatch
+):
+    """Each exec is a process started in the sandbox (under gVisor a `runsc exec` on the
+    host), most of what a file transfer costs: once a container's tar is known, an upload is
+    one exec (mkdir and extract) and a download two (its size, then the tar), instead of two
+    and three."""
+    from docker.api.exec_api import ExecApiMixin
+
+    run, client = managed
+    sandbox = client.create("transfers", context_tar(fresh_dockerfile())).json()
+    task_images.add(sandbox["image"])
+    assert client.put_files(sandbox["id"], "/app/a", tar_of({"a.txt": "A"})).status == 204
+    started: list[list[str]] = []
+    original = ExecApiMixin.exec_create
+
+    def counted(self, container, cmd, *args, **kwargs):
+        started.append(cmd)
+        return original(self, container, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(ExecApiMixin, "exec_create", counted)
+
+    assert client.put_files(sandbox["id"], "/app/b/c", tar_of({"b.txt": "B"})).status == 204
+    assert len(started) == 1, started
+    got = client.get_files(sandbox["id"], "/app/b")
+    assert got.status == 200, got.body
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        assert tar.extractfile("b/c/b.txt").read() == b"B"
+    assert len(started) == 3, started
+    assert client.get_files(sandbox["id"], "/app/nothing").status == 404
+    assert len(started) == 4, started
