@@ -23,6 +23,10 @@ export BELVEDIR_VAR_DIR="${BELVEDIR_VAR_DIR:-$PWD/var}"
 VAR="$BELVEDIR_VAR_DIR"
 # shellcheck source=scripts/offline-defaults.sh
 source scripts/offline-defaults.sh  # offline: Harbor exports build FROM the sandbox image
+# shellcheck source=scripts/cluster-groups.sh
+source scripts/cluster-groups.sh
+# Clusters an earlier up.sh left running when it was killed (SIGKILL: no trap ran) go first.
+cluster_groups_stop "$VAR"
 DEMO_EMAIL="${DEMO_EMAIL:-demo@belvedir.local}"
 DEMO_PASSWORD="${DEMO_PASSWORD:-belvedir-demo}"
 
@@ -63,6 +67,8 @@ for entry in ${GPU_TYPES_//,/ }; do
   GROUPS_+=("-$!")
   GPU_CLUSTERS="${GPU_CLUSTERS:+$GPU_CLUSTERS, }$queue (pid $!, $VAR/qcluster-$queue.log)"
 done
+# Listed in $VAR/cluster-groups, so a start after this one was killed can stop them.
+cluster_groups_record "$VAR" "${GROUPS_[@]#-}"
 stop_clusters() {
   kill -TERM "$GPID" 2>/dev/null || true
   kill -TERM -- "${GROUPS_[@]}" 2>/dev/null || true
@@ -71,11 +77,14 @@ stop_clusters() {
     alive=0
     for group in "${GROUPS_[@]}"; do kill -0 -- "$group" 2>/dev/null && alive=1; done
     kill -0 "$GPID" 2>/dev/null && alive=1
-    [ "$alive" = 0 ] && return 0
+    [ "$alive" = 0 ] && break
     sleep 0.2
   done
-  kill -KILL -- "${GROUPS_[@]}" 2>/dev/null || true
-  kill -KILL "$GPID" 2>/dev/null || true
+  if [ "$alive" = 1 ]; then
+    kill -KILL -- "${GROUPS_[@]}" 2>/dev/null || true
+    kill -KILL "$GPID" 2>/dev/null || true
+  fi
+  rm -f "$(cluster_groups_file "$VAR")"
 }
 trap stop_clusters EXIT INT TERM
 # Up once the gateway says it listens (sandboxes/gateway.py logs it after its bind): a port

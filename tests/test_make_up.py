@@ -33,7 +33,7 @@ from tests.drivers.helpers import EXPECTED, SCRIPTS, TASKS_TEXT, ScriptedLLM
 from tests.helpers.chromium import policed_page
 from tests.helpers.databases import database_exists, unmade_database_url
 from tests.helpers.harbor import FOUR_KINDS
-from tests.helpers.make_up import LOGS, ROOT, Platform
+from tests.helpers.make_up import LOGS, ROOT, Platform, group_alive, stop_left_clusters
 from tests.helpers.run_fixtures import serve_to_sandboxes
 from tests.runs.helpers import containers_of, git_repo_of
 from tests.traces.fake_openai import FakeOpenAI
@@ -47,8 +47,11 @@ RUNNING = ("queued", "running")
 
 
 @pytest.fixture
-def platform(tmp_path, llm, judge):
-    """The platform, its ports chosen once the fake servers hold theirs."""
+def platform(tmp_path, tmp_path_factory, llm, judge):
+    """The platform, its ports chosen once the fake servers hold theirs. Clusters that an
+    earlier session's instance left running once its up.sh was killed are stopped first."""
+    for var in tmp_path_factory.getbasetemp().parent.glob("pytest-*/*/var"):
+        stop_left_clusters(var)
     with unmade_database_url("belvedir_up") as url:
         platform = Platform.made(url, tmp_path / "var")
         instance = platform.instance()
@@ -349,8 +352,15 @@ def test_up_serves_the_demo_and_a_new_user_runs_every_kind_of_harness_and_traces
     assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css")
 
     # A restart keeps what the users had: both still signed in, the same demo key printed.
-    platform.stop()
+    # up.sh killed with SIGKILL runs no trap: its clusters go on until the next start.
+    clusters = platform.cluster_groups()
+    assert len(clusters) == 2 and all(group_alive(g) for g in clusters), platform.logs()
+    platform.kill()
+    assert all(group_alive(g) for g in clusters)
     platform.start(tmp_path / "up-again.log")
+    assert "stopping the django-q2 clusters an earlier start left running" in platform.output()
+    assert not any(group_alive(g) for g in clusters), platform.logs()
+    assert set(platform.cluster_groups()).isdisjoint(clusters)
     again = re.search(r"API key\s+(bv_live_\S+)", platform.output())
     assert again and again.group(1) == demo_key, platform.logs()
     harnesses = login.get(f"{platform.base}/harnesses/", timeout=10)

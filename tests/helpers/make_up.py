@@ -49,6 +49,26 @@ def free_gateway_port() -> int:
     pytest.fail("no free port in 18700-18799 on 172.30.0.1")
 
 
+def stop_left_clusters(var: Path) -> None:
+    """Stop the clusters a killed up.sh of this var/ left running (none while it runs)."""
+    done = subprocess.run(
+        ["bash", "scripts/cluster-groups.sh", "stop", str(var)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @dataclass
 class Platform:
     """One instance of `make up`: its environment, var/ directory and URL."""
@@ -110,15 +130,26 @@ class Platform:
 
     def stop(self) -> None:
         """As Ctrl-C stops `make up`: SIGTERM to its process group (up.sh's trap stops the
-        gateway and the clusters)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        gateway and the clusters); then whatever clusters an up.sh that was killed left."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        stop_left_clusters(self.var)
+
+    def kill(self) -> None:
+        """SIGKILL to up.sh's process group: no trap runs, and its clusters (each in a group of
+        its own) go on; the next start stops them (scripts/cluster-groups.sh)."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def cluster_groups(self) -> list[int]:
+        """The clusters' process groups as up.sh listed them in var/cluster-groups."""
+        path = self.var / "cluster-groups"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [int(line.split()[1]) for line in lines if line.startswith("group ")]
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log else ""
