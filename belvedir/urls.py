@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from belvedir import api, member_views, sdk_package, views
+from belvedir import api, docs_pages, member_views, sdk_package, views
 from belvedir.dispatch import by_method
 from belvedir.forms import EmailLoginForm
 
@@ -104,6 +104,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("git/", include("harnesses.git_urls")),
     path("sdk/node/belvedir.tgz", sdk_package.node_package, name="sdk-node-package"),
+    path("docs/<str:name>.md", docs_pages.doc_page, name="doc-page"),
 ]
 
 handler500 = "belvedir.views.server_error"

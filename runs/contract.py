@@ -405,28 +405,48 @@ def run_fine_tuned_secrets(run: Run) -> dict[str, str]:
     return secrets
 
 
-def run_fine_tuned_env(run: Run, *, base_url: str) -> dict[str, str]:
-    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only."""
+def run_fine_tuned_env(run: Run, *, base_url: str, masked: bool = False) -> dict[str, str]:
+    """MODEL, ADAPTER_URL, MODEL_LABEL and (gated bases) HF_TOKEN, for the sandbox only
+    (`masked`: the secret ones as MASKED, nothing signed or decrypted)."""
     grant = run_adapter_grant(run)
     if grant is None:
         return {}
     env = {
         "MODEL": run.model_base,
-        "ADAPTER_URL": adapter_url(base_url, grant),
+        "ADAPTER_URL": MASKED if masked else adapter_url(base_url, grant),
         "MODEL_LABEL": run.model,
     }
-    token = run_fine_tuned_secrets(run).get("hf_token")
+    if masked:
+        token = MASKED if run.fine_tuned_model.gated else ""
+    else:
+        token = run_fine_tuned_secrets(run).get("hf_token")
     if token:
         env["HF_TOKEN"] = token
     return env
 
 
-def run_sandbox_env(run: Run, *, secrets: dict[str, str]) -> dict[str, str]:
+MASKED = "(set)"
+
+
+def run_sandbox_env_names(run: Run) -> list[str]:
+    """The names of the env the run's sandbox is given (run_sandbox_env's), for the run page:
+    its values masked, no key decrypted and nothing signed (a key counts when one was stored)."""
+    keys = ("model_api_key", "judge_api_key", "run_key")
+    secrets = {key: MASKED if getattr(run, f"{key}_encrypted") else "" for key in keys}
+    return sorted(run_sandbox_env(run, secrets=secrets, masked=True))
+
+
+def run_sandbox_env(run: Run, *, secrets: dict[str, str], masked: bool = False) -> dict[str, str]:
     """Everything the run's sandbox is given as env (`secrets`: `run_model_secrets(run)`):
     the harness's env, the model settings, the contract names, a fine-tuned model's."""
     base_url = settings.BELVEDIR_SANDBOX_BASE_URL
+    if masked:  # as pages show it: its secrets masked
+        snapshot_env = (run.harness_snapshot or {}).get("env") or {}
+        harness_env = env_secrets.env_masked(snapshot_env, run.harness_env_secrets_encrypted)
+    else:
+        harness_env = run_harness_env(run)
     return sandbox_env(
-        harness_env=run_harness_env(run),
+        harness_env=harness_env,
         run_id=run.pk,
         run_key=secrets["run_key"],
         base_url=base_url,
@@ -445,5 +465,5 @@ def run_sandbox_env(run: Run, *, secrets: dict[str, str]) -> dict[str, str]:
             run_key=secrets["run_key"],
             router_base=router_base(base_url),
         ),
-        fine_tuned=run_fine_tuned_env(run, base_url=base_url),
+        fine_tuned=run_fine_tuned_env(run, base_url=base_url, masked=masked),
     )

@@ -22,7 +22,7 @@ from harnesses.models import Compute, Harness
 from harnesses.selectors import harnesses_for
 from models_registry.models import FineTunedModel
 from models_registry.selectors import fine_tuned_models_for
-from runs import display, selectors, services
+from runs import contract, display, selectors, services
 from runs.forms import LaunchForm, ModelLaunchForm
 from runs.model_access import judge_shown
 from runs.models import Run, Status
@@ -218,6 +218,7 @@ def run_detail(request, run_id: str):
         log=display.log_view(run),
         harness_config=display.harness_config(run),
         harness_changed=display.harness_changed_since(run),
+        env_names=contract.run_sandbox_env_names(run),
     )
     return render(request, "runs/detail.html", context)
 

@@ -99,6 +99,11 @@ def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_
     assert sandbox["MODEL"] == env["MODEL"] and sandbox["ADAPTER_URL"] == env["ADAPTER_URL"]
     page = owner.web.get(f"/runs/{run.pk}/").content.decode()
     assert "fine-tuned on" in page and f'href="/models/{model.pk}/"' in page
+    # The page's harness contract names them, with none of their values.
+    real = contract.run_sandbox_env(run, secrets=contract.run_model_secrets(run))
+    assert contract.run_sandbox_env_names(run) == sorted(real)
+    assert "<li>HF_TOKEN</li>" in page and "<li>ADAPTER_URL</li>" in page
+    assert HF not in page and env["ADAPTER_URL"] not in page
     secrets = contract.run_secret_values(run)
     assert HF in secrets
     assert env["ADAPTER_URL"].rsplit("/", 1)[1] in secrets
