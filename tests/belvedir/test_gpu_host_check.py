@@ -166,3 +166,22 @@ def test_the_admin_shows_the_gpu_hosts_problems(gpu_host_here, admin_client):
     page = admin_client.get("/admin/").content.decode()
     assert "GPU sandboxes cannot start on this host" in page
     assert "nvidia-container-toolkit is not installed" in page
+
+
+@pytest.mark.django_db(transaction=True)  # the executor closes its connections
+def test_a_gpu_run_reaching_a_host_whose_driver_went_away_starts_no_sandbox(
+    gpu_host_here, make_run, settings
+):
+    from runs import executor
+    from sandboxes.labels import LABEL_RUN_ID
+
+    settings.BELVEDIR_INSTANCE = "test-gpu-host-check"
+    gpu_host_here(driver=None)
+    run = make_run(status="queued", gpu_type="A10G")
+    assert executor.execute_run(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "GPU sandboxes cannot start on this host (A10G)" in run.notes[0]
+    assert "the NVIDIA driver is not loaded" in run.notes[0] and run.platform_failed
+    assert run.container_id == ""  # no sandbox was made for it
+    assert not gpu_host.get_backend().list_by_label({LABEL_RUN_ID: run.pk})
+    assert not GpuDevice.objects.filter(run_id=run.pk).exists()  # its device is free again
