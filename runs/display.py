@@ -13,9 +13,8 @@ from harnesses import env_secrets
 from harnesses.services import FIELDS as HARNESS_FIELDS
 from runs import contract
 from runs.models import STAGES, Run, Stage, Status
+from runs.results import TASK_KEYS  # where results.json holds per-task detail, in that order
 
-# Keys of results.json that hold per-task detail, in the order they are looked for.
-TASK_KEYS = ("tasks", "per_task", "task_results")
 MAX_TASK_COLUMNS = 8
 MAX_TASK_ROWS = 500
 TASKS_SHOWN_CHARS = 2000  # of the harness's Tasks field, in the configuration shown

@@ -9,6 +9,7 @@ from belvedir import crypto
 from harnesses import env_secrets
 from runs import display
 from runs.models import Run
+from runs.results import TASK_KEYS, task_results
 
 
 def run_of(**fields) -> Run:
@@ -122,6 +123,16 @@ def test_per_task_detail_keyed_by_task_name_becomes_rows_named_by_task():
     assert tasks.rows == [["a", "1", "—"], ["b", "0", "wrong"]]
     flat = display.task_table("per_task", {"a": 1, "b": 0.25})
     assert (flat.columns, flat.rows) == (["task", "result"], [["a", "1"], ["b", "0.25"]])
+
+
+@pytest.mark.parametrize("key", TASK_KEYS)
+def test_the_page_shows_per_task_detail_under_every_key_the_scores_read(key):
+    """One list of keys for the page and for what scores read (runs.results.TASK_KEYS)."""
+    document = {"score": 0.5, key: {"a": 1.0, "b": 0.0}, "other": 1}
+    view = display.results_view(run_of(status="succeeded", score=0.5, results=document))
+    assert view.tasks.key == key and view.tasks.rows == [["a", "1"], ["b", "0"]]
+    assert task_results(document) == {"a": 1.0, "b": 0.0}
+    assert [name for name, _ in view.other] == ["other"]
 
 
 def test_a_failed_run_never_shows_the_harness_score_as_its_score():
