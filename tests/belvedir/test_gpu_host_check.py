@@ -185,3 +185,16 @@ def test_a_gpu_run_reaching_a_host_whose_driver_went_away_starts_no_sandbox(
     assert run.container_id == ""  # no sandbox was made for it
     assert not gpu_host.get_backend().list_by_label({LABEL_RUN_ID: run.pk})
     assert not GpuDevice.objects.filter(run_id=run.pk).exists()  # its device is free again
+
+
+@pytest.mark.django_db
+def test_the_admin_warns_of_gpu_sandboxes_under_runc_as_it_does_for_cpu_ones(
+    gpu_host_here, admin_client, settings
+):
+    settings.BELVEDIR_GPU_RUNTIME = "runc"  # the engine's own runc
+    assert gpu_host_here(supported=None).problems == []
+    page = admin_client.get("/admin/").content.decode()
+    assert (
+        "Sandbox isolation: GPU sandboxes run under runc (BELVEDIR_GPU_RUNTIME), not gVisor" in page
+    )
+    assert "GPU sandboxes cannot start" not in page
