@@ -1,7 +1,15 @@
 // A recorder on 127.0.0.1 standing in for the platform: keeps every request, answers
 // /api/v1/traces with `traceStatus` after `delayMs`, /api/v1/outcomes with 200 for a known
-// session and 404 otherwise.
+// session and 404 otherwise, and /v1/chat/completions as a model would (COMPLETION).
 import http from "node:http";
+
+export const COMPLETION = {
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  choices: [{ index: 0, message: { role: "assistant", content: "4" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 7, completion_tokens: 1, total_tokens: 8 },
+};
 
 export async function capture({ traceStatus = 200, delayMs = 0, sessions = [] } = {}) {
   const requests = [];
@@ -14,9 +22,10 @@ export async function capture({ traceStatus = 200, delayMs = 0, sessions = [] } 
         let status = 404;
         if (req.url === "/api/v1/traces") status = traceStatus;
         if (req.url === "/api/v1/outcomes") status = sessions.includes(entry.body?.session_id) ? 200 : 404;
+        const model = req.url === "/v1/chat/completions";
         requests.push(entry);
-        res.writeHead(status, { "Content-Type": "application/json" });
-        res.end("{}");
+        res.writeHead(model ? 200 : status, { "Content-Type": "application/json" });
+        res.end(model ? JSON.stringify({ ...COMPLETION, model: entry.body?.model }) : "{}");
       }, delayMs);
     });
   });

@@ -116,8 +116,10 @@ const PROPAGATING = Symbol.for("belvedir.traceparent");
  * SDK's instrumented HTTP clients do: an LLM client's request then carries its LLM span's
  * context (Traceloop's instrumentation makes the span active around the call), and the model
  * router's span of the call continues it. Traceloop instruments no HTTP client in Node, so the
- * global `fetch` is wrapped; a client built before initialize() holds the unwrapped one. A
- * request that has a `traceparent` keeps it.
+ * global `fetch` is wrapped: when this module is loaded, so that a client built after the
+ * import but before initialize() holds the wrapped one (until a span is active, which needs
+ * initialize(), it adds nothing), and again at initialize() if something replaced the global
+ * since. A request that has a `traceparent` keeps it.
  */
 function propagateTraceContext() {
     const original = globalThis.fetch;
@@ -138,6 +140,7 @@ function propagateTraceContext() {
     Object.defineProperty(wrapped, PROPAGATING, { value: true });
     globalThis.fetch = wrapped;
 }
+propagateTraceContext();
 /**
  * Run `fn` inside a session: every span started in it (LLM calls, HTTP, tasks) carries
  * `traceloop.association.properties.session_id`. A nested session replaces the outer one.
