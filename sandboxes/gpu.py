@@ -148,6 +148,8 @@ def device_request_capabilities() -> list[list[str]]:
 
 DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
 TOOLKIT_HOOK = "nvidia-container-runtime-hook"  # what dockerd runs for a GPU device request
+# runsc flags with which an operator runs a driver its nvproxy does not list (an ABI named).
+FORCING_FLAGS = ("nvproxy-driver-version", "nvproxy-allow-unsupported-driver")
 RUNC_GPU_WARNING = (
     "GPU sandboxes run under {runtime} (BELVEDIR_GPU_RUNTIME), not gVisor: the GPU and its "
     "driver are passed through, and a kernel or driver exploit in a harness reaches the host"
@@ -274,9 +276,16 @@ def check_host(
                 "(runsc nvproxy list-supported-drivers): a gVisor release from 2023 or later"
             )
         elif version not in supported:
-            problems.append(
+            unsupported = (
                 f"the NVIDIA driver {version} is not one this gVisor's nvproxy supports "
-                f"({', '.join(sorted(supported)[-6:])}{', …' if len(supported) > 6 else ''}): "
-                "install a supported driver, or a runsc release that supports this one"
+                f"({', '.join(sorted(supported)[-6:])}{', …' if len(supported) > 6 else ''})"
             )
+            forced = [a for a in args if a.lstrip("-").startswith(FORCING_FLAGS)]
+            if forced:  # the operator chose an ABI for it: their call, said out loud
+                warnings.append(f"{unsupported}, run anyway as {' '.join(forced)} asks")
+            else:
+                problems.append(
+                    f"{unsupported}: install a supported driver, or a runsc release that "
+                    "supports this one"
+                )
     return HostCheck(problems, warnings)

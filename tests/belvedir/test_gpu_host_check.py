@@ -73,6 +73,15 @@ def test_a_driver_version_nvproxy_does_not_support_is_refused_naming_it():
     assert "runsc nvproxy list-supported-drivers" in unknown
 
 
+def test_a_driver_abi_the_operator_forces_on_runsc_is_a_warning_not_a_refusal():
+    forced = [*NVPROXY, "--nvproxy-driver-version=550.54.15"]
+    found = check(forced, driver="550.90.12")
+    assert found.problems == []
+    (warning,) = found.warnings
+    assert "550.90.12 is not one this gVisor's nvproxy supports" in warning
+    assert "--nvproxy-driver-version=550.54.15" in warning
+
+
 def test_runc_and_nvidias_runtime_pass_with_the_isolation_warning():
     for command in (["runc"], ["/usr/bin/nvidia-container-runtime"]):
         found = check(command, runtime=command[0].rsplit("/", 1)[-1], supported=None)
