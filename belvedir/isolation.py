@@ -69,6 +69,7 @@ _SETTINGS = (
     "BELVEDIR_SANDBOX_BRIDGE",
     "BELVEDIR_SANDBOX_PORTS",
     "BELVEDIR_SANDBOX_ALLOW_CIDRS",
+    "BELVEDIR_SANDBOX_EGRESS",
     "BELVEDIR_SANDBOX_RUNTIME",
     "BELVEDIR_SANDBOX_DATA_DIR",
     "BELVEDIR_MIN_FREE_DISK",
@@ -83,6 +84,7 @@ def network_config() -> NetworkConfig:
         bridge=settings.BELVEDIR_SANDBOX_BRIDGE,
         ports=settings.BELVEDIR_SANDBOX_PORTS,
         allow_cidrs=tuple(settings.BELVEDIR_SANDBOX_ALLOW_CIDRS),
+        egress=settings.BELVEDIR_SANDBOX_EGRESS,
     )
 
 

@@ -18,6 +18,11 @@ bridge interface `br-belvedir`). Around it, iptables rules tagged `belvedir-sand
   resolver at 127.0.0.11 would answer the other sandboxes' names, and forwards to the same
   servers from the container's namespace), so DNS (port 53) to exactly those nameservers is
   accepted before the drops (this machine's resolver is on a private address);
+- with BELVEDIR_SANDBOX_EGRESS=none (an offline or air-gapped host, or an operator who wants
+  sandboxes to reach nothing but the platform), forwarded traffic from the bridge is refused
+  altogether after BELVEDIR_SANDBOX_ALLOW_CIDRS: no internet and no DNS, each attempt rejected
+  at once (a connection refused, a name that does not resolve) as on a host without a route
+  out; the gateway IP's port range (INPUT) stays open, so runs still reach the platform;
 - IPv6 from the bridge is dropped altogether (the network has no IPv6).
 
 Pure Python and the `docker`/`iptables` commands, no Django: `scripts/sandbox-network.sh`
@@ -44,6 +49,8 @@ LINK_LOCAL = "169.254.0.0/16"
 # Private (RFC 1918) and carrier-grade NAT networks: the platform's and its neighbours'.
 PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 RESERVED_NETWORKS = {"host", "bridge", "none", "default"}
+# BELVEDIR_SANDBOX_EGRESS: the internet (NAT out, the default), or nothing past the platform.
+EGRESS_CHOICES = ("internet", "none")
 _TIMEOUT = 20
 
 
@@ -83,11 +90,12 @@ class NetworkConfig:
     ports: str = "18700:18799"
     allow_cidrs: tuple[str, ...] = ()  # forwarded traffic accepted before the drops
     dns_servers: tuple[str, ...] = field(default_factory=host_resolvers)  # port 53 accepted
+    egress: str = "internet"  # or "none": nothing forwarded but allow_cidrs (EGRESS)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NetworkConfig:
-        """From BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS,ALLOW_CIDRS} (defaults
-        above; ALLOW_CIDRS comma-separated)."""
+        """From BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS,ALLOW_CIDRS,EGRESS}
+        (defaults above; ALLOW_CIDRS comma-separated)."""
         env = os.environ if environ is None else environ
         defaults = cls()
         return cls(
@@ -97,6 +105,7 @@ class NetworkConfig:
             bridge=env.get("BELVEDIR_SANDBOX_BRIDGE") or defaults.bridge,
             ports=env.get("BELVEDIR_SANDBOX_PORTS") or defaults.ports,
             allow_cidrs=split_cidrs(env.get("BELVEDIR_SANDBOX_ALLOW_CIDRS") or ""),
+            egress=env.get("BELVEDIR_SANDBOX_EGRESS") or defaults.egress,
         ).validated()
 
     def validated(self) -> NetworkConfig:
@@ -116,6 +125,10 @@ class NetworkConfig:
             raise NetworkSetupError(f"bad sandbox subnet or gateway: {exc}") from None
         if gateway not in subnet:
             raise NetworkSetupError(f"the gateway {gateway} is not in the subnet {subnet}")
+        if self.egress not in EGRESS_CHOICES:
+            raise NetworkSetupError(
+                f"BELVEDIR_SANDBOX_EGRESS must be {' or '.join(EGRESS_CHOICES)}, not {self.egress!r}"
+            )
         self.port_range()
         self.allowed_networks()
         return self
@@ -173,7 +186,9 @@ def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
             f"-A {inbound} -d {config.gateway}/32 -p tcp -m tcp --dport {ports} {_tag()} -j ACCEPT",
             f"-A {inbound} {_tag()} -j DROP",
         ],
-        forward: [
+        forward: _offline_rules(config, forward)
+        if config.egress == "none"
+        else [
             *(
                 f"-A {forward} -d {server}/32 -p {proto} -m {proto} --dport 53 {_tag()} -j ACCEPT"
                 for server in config.dns_servers
@@ -187,6 +202,15 @@ def chain_rules(config: NetworkConfig) -> dict[str, list[str]]:
             f"-A {forward} {_tag()} -j RETURN",
         ],
     }
+
+
+def _offline_rules(config: NetworkConfig, forward: str) -> list[str]:
+    """BELVEDIR_SANDBOX_EGRESS=none: the allowed networks, then every other forwarded packet
+    rejected (no DNS either), so a connection fails at once instead of timing out."""
+    return [
+        *(f"-A {forward} -d {cidr} {_tag()} -j ACCEPT" for cidr in config.allowed_networks()),
+        f"-A {forward} {_tag()} -j REJECT --reject-with icmp-port-unreachable",
+    ]
 
 
 def hook_rules(config: NetworkConfig) -> list[tuple[str, str, str]]:

@@ -8,7 +8,8 @@
 # link-local address. The rules live in sandboxes/network.py; `check` only reports;
 # `uninstall` takes a bridge's rules out again (each bridge has its own chains, so a second
 # sandbox network, scripts/second-engine.sh's, never changes the first's rules).
-# Settings: BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS}. See docs/isolation.md.
+# Settings: BELVEDIR_SANDBOX_{NETWORK,SUBNET,GATEWAY,BRIDGE,PORTS,ALLOW_CIDRS,EGRESS}
+# (EGRESS=none: no internet, no DNS, as on an offline host). See docs/isolation.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 sandboxes/network.py "${1:-install}"

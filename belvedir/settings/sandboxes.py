@@ -37,6 +37,10 @@ if not re.match(r"^\d{1,5}(:\d{1,5})?$", BELVEDIR_SANDBOX_PORTS):
 # Private networks sandboxes may reach anyway (an internal package mirror), comma-separated
 # CIDRs; everything else in 10/8, 172.16/12, 192.168/16, 100.64/10 is dropped by the firewall.
 BELVEDIR_SANDBOX_ALLOW_CIDRS = envlist("BELVEDIR_SANDBOX_ALLOW_CIDRS", [])
+# "none": sandboxes reach nothing but the platform (and ALLOW_CIDRS), as on an offline host.
+BELVEDIR_SANDBOX_EGRESS = envstr("BELVEDIR_SANDBOX_EGRESS", "internet")
+if BELVEDIR_SANDBOX_EGRESS not in ("internet", "none"):
+    raise ImproperlyConfigured("BELVEDIR_SANDBOX_EGRESS must be internet or none")
 BELVEDIR_SANDBOX_GATEWAY_UPSTREAM = envstr(
     "BELVEDIR_SANDBOX_GATEWAY_UPSTREAM", "http://127.0.0.1:8000"
 )

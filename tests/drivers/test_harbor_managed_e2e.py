@@ -11,6 +11,9 @@ environment asks the platform for (docs/task-sandboxes.md), through the sandbox 
 - A suite card on the sample dataset shipped with the driver (`belvedir-sample`), with Harbor's
   `oracle`, and with Harbor's own `terminus-2` agent driving a tmux session in the task sandbox
   while a scripted model (through the router) types the answer.
+
+The catalog's cards exactly as prefilled (Runner on Harbor, the suites and the scaffolds,
+offline): tests/harnesses/test_catalog_e2e.py.
 """
 
 import json
@@ -23,7 +26,6 @@ from billing.services import ledger_operator_entry
 from harbor.models import TaskSandbox
 from harnesses.environments import environment_create, environment_harness_create
 from harnesses.services import harness_create, harness_update
-from models_registry.models import CoveredModel, Lab
 from runs.executor import execute_run
 from runs.models import Run
 from runs.results import task_results
@@ -155,21 +157,8 @@ def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_th
     assert_every_task_sandbox_stopped(run, 3)
 
 
-@pytest.fixture
-def covered_model(db):
-    lab = Lab.objects.create(name="Fake Lab", slug="fakelab", vendor_prefixes="fakelab")
-    return CoveredModel.objects.create(
-        model_id=COVERED,
-        display_name="Fake model",
-        lab=lab,
-        input_price_micros=1_000_000,
-        output_price_micros=2_000_000,
-        max_output_tokens=1000,
-    )
-
-
 def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
-    owner, install, judge, covered_model, settings, django_capture_on_commit_callbacks
+    owner, install, judge, fakelab_model, settings, django_capture_on_commit_callbacks
 ):
     with FakeUpstream(words=5) as upstream:  # every answer is "w0 w1 w2 w3 w4"
         settings.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
@@ -195,32 +184,6 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
     assert {s.session.external_id for s in calls} == {run.pk}
     assert {s.model for s in calls} == {COVERED}
     assert_every_task_sandbox_stopped(run, 4)
-
-
-def test_the_runner_on_harbor_card_as_prefilled_runs_its_tasks_field(
-    owner, install, covered_model, django_capture_on_commit_callbacks
-):
-    """The card exactly as shipped (its example Tasks, HARBOR_AGENT=belvedir, the platform's
-    default judge), launched with a covered model and no key: its Tasks field runs as a Harbor
-    dataset and the run finishes with a score; model and judge both through the router."""
-    with FakeUpstream(words=5) as upstream:
-        install.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
-        install.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
-        install.BELVEDIR_DEFAULT_JUDGE_MODEL = COVERED
-        harness = harness_create(
-            project=owner.project, created_by=owner.user, preset="harbor-runner", name="card"
-        )
-        assert "HARBOR_DATASET" not in harness.env and harness.tasks
-        run = launch(owner, django_capture_on_commit_callbacks, harness, model=COVERED)
-    assert run.status == "succeeded", (run.notes, run.log_tail)
-    assert run.model_covered and run.judge_covered
-    assert run.harness_snapshot["env"]["JUDGE_MODEL"] == COVERED  # the card's prefill
-    assert run.results["dataset"] == "tasks" and list(run.results["tasks"]) == ["refund-policy"]
-    # The judge's reply ("w0 w1 ...") holds no verdict: a 0, a score all the same.
-    assert run.score == 0.0 and run.results["tasks"]["refund-policy"]["errored"] == 0
-    # The agent's call and the verifier's judge call, both through the router.
-    assert len(upstream.requests) == 2
-    assert_every_task_sandbox_stopped(run, 1)
 
 
 def test_the_belvedir_agent_asks_the_agent_service_for_each_task(
@@ -312,31 +275,6 @@ def test_a_run_whose_task_images_cannot_build_fails_instead_of_scoring_zero(
     assert not judge.requests  # no verifier ran
 
 
-def test_a_registry_dataset_fails_fast_offline_saying_it_needs_an_online_install(
-    owner, install, judge, django_capture_on_commit_callbacks
-):
-    harness = harness_create(
-        project=owner.project, created_by=owner.user, preset="terminal-bench-2-1", name="tb"
-    )
-    assert harness.env["HARBOR_DATASET"] == "terminal-bench@2.1"
-    run = launch(
-        owner,
-        django_capture_on_commit_callbacks,
-        harness,
-        model="oracle",
-        model_api_base=judge.base_url,
-        model_api_key="sk-unused",
-    )
-    assert run.status == "failed"
-    assert "registry datasets need an online install" in run.log_tail
-    # The install step (`--check`) already stops it, before Harbor is started; the note says
-    # why (the driver's own words), not only its exit code.
-    assert run.notes[0] == "belvedir: the install command exited with code 2."
-    assert "registry datasets need an online install" in run.notes[1]
-    assert run.notes[1].startswith("belvedir: the harness-harbor driver said: HARBOR_DATASET")
-    assert not TaskSandbox.objects.filter(run=run).exists()
-
-
 # Terminus-2's JSON answers: type the answer into the task's shell and say it is done, then
 # confirm when it asks "Are you sure...?" (its second `task_complete` ends the episode loop).
 TERMINUS_TYPES_THE_ANSWER = json.dumps(
@@ -356,7 +294,7 @@ TERMINUS_CONFIRMS = json.dumps(
 
 
 def test_terminus_2_solves_a_sample_task_in_a_task_sandbox_through_the_router(
-    owner, install, covered_model, settings, django_capture_on_commit_callbacks
+    owner, install, fakelab_model, settings, django_capture_on_commit_callbacks
 ):
     # tmux (and asciinema, for its recording) come with the sandbox image the task builds
     # FROM: offline, Terminus-2 could not install them.

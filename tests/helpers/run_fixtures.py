@@ -210,6 +210,26 @@ def fast_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+FAKELAB_MODEL = "fakelab/fake-model"
+
+
+@pytest.fixture
+def fakelab_model(db):
+    """A covered model of a fake lab, `fakelab/fake-model`, for runs whose model (or judge)
+    is covered through the router to a local upstream."""
+    from models_registry.models import CoveredModel, Lab
+
+    lab = Lab.objects.create(name="Fake Lab", slug="fakelab", vendor_prefixes="fakelab")
+    return CoveredModel.objects.create(
+        model_id=FAKELAB_MODEL,
+        display_name="Fake model",
+        lab=lab,
+        input_price_micros=1_000_000,
+        output_price_micros=2_000_000,
+        max_output_tokens=1000,
+    )
+
+
 @pytest.fixture
 def make_run(owner):
     """A Run row written directly (no launch, no sandbox), for pages, lists and caps."""

@@ -84,6 +84,24 @@ def test_operator_allowed_networks_are_accepted_before_the_private_drops():
     assert NetworkConfig.from_env(env).allow_cidrs == ("10.20.0.0/16", "192.168.5.7")
 
 
+def test_no_egress_forwards_nothing_but_the_allowed_networks_not_even_dns():
+    """BELVEDIR_SANDBOX_EGRESS=none (an offline host): the allowed networks, then everything
+    else from the bridge rejected, the host's nameservers too; the gateway's ports (INPUT) as
+    ever. A live sandbox on such a network: tests/helpers/offline_network.py's check."""
+    config = NetworkConfig(allow_cidrs=("10.20.0.0/16",), dns_servers=("10.9.9.9",), egress="none")
+    tag = "-m comment --comment belvedir-sandbox"
+    assert network.chain_rules(config)[network.FWD_CHAIN] == [
+        f"-A BELVEDIR-SANDBOX-FWD -d 10.20.0.0/16 {tag} -j ACCEPT",
+        f"-A BELVEDIR-SANDBOX-FWD {tag} -j REJECT --reject-with icmp-port-unreachable",
+    ]
+    assert (
+        network.chain_rules(config)[network.IN_CHAIN]
+        == (network.chain_rules(CONFIG)[network.IN_CHAIN])
+    )
+    assert NetworkConfig.from_env({"BELVEDIR_SANDBOX_EGRESS": "none"}).egress == "none"
+    assert NetworkConfig.from_env({}).egress == "internet"
+
+
 def test_a_second_sandbox_network_has_chains_of_its_own():
     second = NetworkConfig(
         name="belvedir-sandbox2", subnet="172.31.0.0/24", gateway="172.31.0.1", bridge="br-b2"
@@ -202,6 +220,7 @@ def test_the_check_reports_what_is_missing_without_changing_anything():
         ({"gateway": "10.0.0.1"}, "is not in the subnet"),
         ({"bridge": "a-bridge-name-too-long"}, "is not an interface name"),
         ({"allow_cidrs": ("10.0.0.0/33",)}, "must list IPv4 networks"),
+        ({"egress": "off"}, "BELVEDIR_SANDBOX_EGRESS must be internet or none"),
     ],
 )
 def test_a_bad_network_setting_is_refused_by_name(values, message):

@@ -1,0 +1,223 @@
+"""Every available catalog card, exactly as prefilled, run on an offline install (issue 24's
+catalog test and its offline fail-fast end to end).
+
+Each card becomes a harness through the API's `{"preset": slug}` (what the New Harness page's
+card and `belvedir benchmarks add --preset` post: every field the card's, Tasks included), is
+launched with a covered model and no key, and runs through the runs cluster (`manage.py
+qcluster`, one worker, on this test's database) under gVisor, in sandboxes on a network with no
+egress (tests/helpers/offline_network.py: what a host with no route out gives them, the platform
+still reachable through the sandbox gateway). What each card must do follows from the card
+itself, so a new card is covered as soon as it is in the catalog:
+
+- a registry dataset (the suites) fails at its install step with the driver's note that registry
+  datasets need an online install, before Harbor or any task sandbox starts;
+- an agent that installs itself from the internet (openclaw, opencode, pi) fails at its install
+  step with the driver's note naming what it needed;
+- every other card (the Belvedir Runner, Runner on Harbor) finishes with a score: the model and
+  the card's default judge (the platform's, covered) both through the router, the judge giving
+  every answer 1, so the score is 1, never "succeeded, 0.000".
+
+One network, gateway and cluster serve all the cards (module-scoped).
+"""
+
+import json
+import socket
+
+import docker
+import pytest
+from django.conf import settings as django_settings
+from django.test.utils import override_settings
+
+from billing.models import Kind
+from billing.services import ledger_operator_entry
+from harbor.models import TaskSandbox
+from harnesses.catalog import HARBOR_REPO, PRESETS
+from runs.models import Run
+from runs.results import task_results
+from sandboxes.gateway import GatewayThread
+from sandboxes.network import host_resolvers
+from tests.drivers.helpers import HARBOR  # noqa: F401  (puts the drivers on sys.path)
+from tests.helpers.harbor import harbor_image
+from tests.helpers.offline_network import network_settings, offline_network  # noqa: F401
+from tests.helpers.run_fixtures import FAKELAB_MODEL, sandbox_ports, worker_env
+from tests.helpers.scripted_model import ScriptedModel
+from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
+
+from belvedir_harbor import agents, run as harbor_run  # isort: skip
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+COVERED = FAKELAB_MODEL
+VERDICT = '{"score": 1, "reason": "fine"}'  # every reply: the agent's answer and the judge's
+AVAILABLE = [p for p in PRESETS if p.available]
+INSTALL_FAILED = "belvedir: the install command exited with code 2."
+DRIVER_SAID = "belvedir: the harness-harbor driver said: "
+
+
+def expected(preset) -> str:
+    """What the card does offline: `registry`, `download` or `score` (see the module)."""
+    dataset = preset.env.get("HARBOR_DATASET", "").strip()
+    if dataset and harbor_run.dataset_kind(dataset) == "registry":
+        return "registry"
+    if preset.env.get("HARBOR_AGENT", "").strip() in agents.DOWNLOADED_AGENTS:
+        return "download"
+    return "score"
+
+
+@pytest.fixture(scope="module")
+def offline_install(offline_network, live_server, django_db_setup, tmp_path_factory):  # noqa: F811
+    """The platform at the live server with its sandboxes on the offline network: its sandbox
+    gateway there, the settings of this process (the web: API, router, task sandboxes) and of
+    the runs cluster's worker alike; the cluster is stopped afterwards as scripts/up.sh stops
+    it. Yields the cluster's log."""
+    from tests.runs.helpers import subprocess_database_url  # noqa: PLC0415
+
+    tmp = tmp_path_factory.mktemp("catalog")
+    gateway = GatewayThread(
+        host=offline_network.gateway, ports=sandbox_ports(), upstream=live_server.url
+    )
+    values = {
+        **network_settings(offline_network),
+        "BELVEDIR_SANDBOX_BASE_URL": gateway.url,
+        "BELVEDIR_BASE_URL": live_server.url,
+        "BELVEDIR_CACHE_DIR": str(tmp / "cache"),
+        "BELVEDIR_EXPORT_BASE_IMAGE": "belvedir-sandbox:latest",
+        "BELVEDIR_HARBOR_IMAGE": harbor_image(),
+        "BELVEDIR_SANDBOX_MEMORY": "2g",
+        "BELVEDIR_SANDBOX_CPUS": 1.0,
+        "BELVEDIR_SANDBOX_DISK": 2 * 2**30,
+    }
+    override = override_settings(**values)
+    override.enable()
+    log = tmp / "qcluster.log"
+    process = None
+    try:
+        assert subprocess_database_url()  # the test database exists (django_db_setup)
+        process = start_qcluster(
+            "runs",
+            log,
+            Q_WORKERS="1",
+            **{**worker_env(django_settings), **{k: str(v) for k, v in values.items()}},
+        )
+        yield log
+    finally:
+        if process is not None:
+            stop_qcluster(process)
+        override.disable()
+        gateway.stop()
+
+
+def test_a_sandbox_on_the_offline_network_reaches_the_platform_and_nothing_else(
+    offline_network,  # noqa: F811
+    tmp_path,
+):
+    """The boundary the catalog test relies on, tried from inside: on the egress-off network a
+    gVisor sandbox connects to a port of the gateway IP's range, but DNS to the host's own
+    nameservers (let through on the default network) is refused at once, and no name resolves.
+    """
+    listener = socket.create_server((offline_network.gateway, sandbox_ports()[0]))
+    port = listener.getsockname()[1]
+    servers = host_resolvers()
+    # The host's nameservers as the sandbox's own resolv.conf, as the Docker backend gives it.
+    resolv_conf = tmp_path / "resolv.conf"
+    resolv_conf.write_text("".join(f"nameserver {server}\n" for server in servers))
+    resolv_conf.chmod(0o644)
+    probe = (
+        "import socket\n"
+        f"socket.create_connection(({offline_network.gateway!r}, {port}), timeout=5).close()\n"
+        "print('gateway: reached')\n"
+        "for server in " + repr(list(servers)) + ":\n"
+        "    try:\n"
+        "        socket.create_connection((server, 53), timeout=5).close()\n"
+        "        print('dns: reached', server)\n"
+        "    except OSError as exc:\n"
+        "        print('dns: refused' if isinstance(exc, ConnectionRefusedError) else exc)\n"
+        "try:\n"
+        "    socket.getaddrinfo('registry.npmjs.org', 443)\n"
+        "    print('name: resolved')\n"
+        "except OSError:\n"
+        "    print('name: unresolved')\n"
+    )
+    client = docker.from_env()
+    try:
+        output = client.containers.run(
+            "belvedir-sandbox:latest",
+            ["python3", "-c", probe],
+            network=offline_network.name,
+            runtime="runsc",
+            volumes={str(resolv_conf): {"bind": "/etc/resolv.conf", "mode": "ro"}},
+            remove=True,
+        ).decode()
+    finally:
+        client.close()
+        listener.close()
+    lines = output.strip().splitlines()
+    assert lines[0] == "gateway: reached", output
+    assert lines[1:-1] == ["dns: refused"] * len(servers), output
+    assert lines[-1] == "name: unresolved", output
+
+
+@pytest.mark.parametrize("preset", AVAILABLE, ids=lambda p: p.slug)
+def test_every_available_card_as_prefilled_scores_or_fails_fast_saying_what_it_needs_offline(
+    preset, offline_install, owner, settings, fakelab_model
+):
+    ledger_operator_entry(
+        organization=owner.org, kind=Kind.CREDIT, amount_micros=5_000_000, note="catalog"
+    )
+    with ScriptedModel([VERDICT]) as model:
+        settings.BELVEDIR_ROUTER_UPSTREAM_BASE = model.base_url
+        settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
+        settings.BELVEDIR_DEFAULT_JUDGE_MODEL = COVERED  # what the judged cards prefill
+        made = owner.api.post("/api/v1/harnesses", {"preset": preset.slug}, format="json")
+        assert made.status_code == 201, made.json()
+        harness = made.json()
+        assert harness["tasks"] == preset.tasks and harness["env"] == preset.prefilled_env()
+        launched = owner.api.post(
+            "/api/v1/runs", {"harness": harness["id"], "model": COVERED}, format="json"
+        )
+        assert launched.status_code == 201, launched.json()
+        run_id = launched.json()["id"]
+        wait_for(
+            lambda: Run.objects.get(pk=run_id).status in ("succeeded", "failed", "cancelled"),
+            600,
+            f"the {preset.slug} run to end",
+            on_timeout=offline_install.read_text,
+        )
+        calls = len(model.requests)
+    run = Run.objects.get(pk=run_id)
+    outcome = expected(preset)
+    if outcome == "score":
+        assert run.status == "succeeded", (run.notes, run.log_tail)
+        assert run.score == 1.0, run.results
+        # The card's own Tasks ran, each scored.
+        scored = task_results(run.results)
+        assert scored == {task["id"]: 1.0 for task in json.loads(preset.tasks)}, run.results
+        assert run.model_covered and run.judge_covered
+        assert calls >= 2  # the agent's answer and the judge's verdict, through the router
+        if preset.repo == HARBOR_REPO:  # each task in a task sandbox, stopped with the run
+            sandboxes = TaskSandbox.objects.filter(run=run)
+            assert sandboxes.count() == len(scored)
+            assert {s.status for s in sandboxes} == {"stopped"}
+            assert run.results["dataset"] == "tasks"  # the Tasks field, no HARBOR_DATASET
+    else:
+        assert run.status == "failed" and run.score is None, (run.notes, run.log_tail)
+        assert run.notes[0] == INSTALL_FAILED, run.notes
+        note = run.notes[1]
+        assert note.startswith(DRIVER_SAID), run.notes
+        if outcome == "registry":
+            assert "registry datasets need an online install" in note, note
+            assert preset.env["HARBOR_DATASET"] in note
+        else:
+            agent = preset.env["HARBOR_AGENT"]
+            assert f"HARBOR_AGENT {agent} installs itself in each task container" in note
+            assert agents.DOWNLOADED_AGENTS[agent] in note
+            assert f"{agents.NPM_REGISTRY_URL} cannot be reached from here" in note
+        assert not TaskSandbox.objects.filter(run=run).exists()  # stopped before Harbor ran
+        assert calls == 0  # no model was called
+    wait_for(lambda: containers_of(run.pk) == [], 30, "the run's containers to be removed")
+
+
+def test_the_catalog_test_knows_every_kind_of_available_card():
+    """Each available card falls in one of the three outcomes, and each outcome has a card."""
+    kinds = {p.slug: expected(p) for p in AVAILABLE}
+    assert set(kinds.values()) == {"registry", "download", "score"}, kinds
