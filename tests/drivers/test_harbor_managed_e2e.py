@@ -74,9 +74,9 @@ def judge():
         yield fake
 
 
-def four_kinds_harness(owner, **env):
+def four_kinds_harness(owner, tasks=FOUR_KINDS, **env):
     environment = environment_create(
-        project=owner.project, created_by=owner.user, name="Four kinds", tasks=FOUR_KINDS
+        project=owner.project, created_by=owner.user, name="Four kinds", tasks=tasks
     )
     harness = environment_harness_create(environment=environment, preset="harbor-runner")
     # Its Tasks field is what runs: the platform's Harbor export of the run's Tasks.
@@ -163,7 +163,10 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
     with FakeUpstream(words=5) as upstream:  # every answer is "w0 w1 w2 w3 w4"
         settings.BELVEDIR_ROUTER_UPSTREAM_BASE = upstream.base_url
         settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
-        harness = four_kinds_harness(owner, HARBOR_AGENT="belvedir")
+        # Two groups (docs/tasks-format.md, metadata.group): the judged and the checked tasks.
+        groups = {"capital": "judged", "refund": "judged", "sum": "checked", "todo": "checked"}
+        tasks = [{**task, "group": groups[task["id"]]} for task in FOUR_KINDS]
+        harness = four_kinds_harness(owner, tasks, HARBOR_AGENT="belvedir")
         run = launch(
             owner, django_capture_on_commit_callbacks, harness, model=COVERED, **judged_by(judge)
         )
@@ -173,6 +176,10 @@ def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
     # one-call agent does not make.
     assert task_results(run.results) == {"capital": 1.0, "refund": 1.0, "sum": 0.0, "todo": 0.0}
     assert run.score == 0.5
+    # The driver wrote each task's group, and the score's standard error is clustered by it:
+    # 0.5 over 2 groups (0.289 over 4 independent tasks).
+    assert {name: t.get("group") for name, t in run.results["tasks"].items()} == groups
+    assert run.score_stderr == pytest.approx(0.5) and run.n_tasks == 4
     assert run.results["agent"] == "belvedir" and run.results["model"] == COVERED
     # Each task's model call went through the router to the upstream, and is a span of the
     # run's session.
