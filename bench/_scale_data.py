@@ -11,7 +11,7 @@ Shape (all counts are module constants):
 * 100,000 runs: 20,000 in the project (2,000 of them of harness 0), 80,000 spread over the
   others. Statuses mostly succeeded, some failed/cancelled/running/queued; 5 model names; every
   10th run of the project against one of its 5 fine-tuned models, every 25th reporting a
-  fine-tuned model's name as results.model.
+  fine-tuned model's name as results.model; each succeeded run with its score's interval.
 * 20,000 sessions: 4,000 in the project (each of its first 4,000 runs has one), one of them
   with 10,000 spans; 1,000,000 spans: 10,000 in that session, the rest spread evenly over the
   other 19,999 (about 50 each), every third an LLM call; parents make a tree of depth 2.
@@ -165,6 +165,11 @@ def seed() -> dict:
             "model": model,
             "fine_tuned_model_id": ftm,
             "score": score,
+            # the score's interval, as a run's end stores it (50 tasks: stderr ~0.05-0.07)
+            "score_stderr": f"CASE WHEN ({status}) = 'succeeded' THEN 0.05 + (g % 3) / 100.0 END",
+            "score_ci_low": f"CASE WHEN ({status}) = 'succeeded' THEN GREATEST(0, ({score}) - 0.1) END",
+            "score_ci_high": f"CASE WHEN ({status}) = 'succeeded' THEN LEAST(1, ({score}) + 0.1) END",
+            "n_tasks": f"CASE WHEN ({status}) = 'succeeded' THEN 50 END",
             "results": results,
             "created_at": created,
             "started_at": f"{created} + interval '2 seconds'",
@@ -175,6 +180,10 @@ def seed() -> dict:
             "status": [STATUSES],
             "model": [MODELS],
             "score": [STATUSES],
+            "score_stderr": [STATUSES],
+            "score_ci_low": [STATUSES, STATUSES],
+            "score_ci_high": [STATUSES, STATUSES],
+            "n_tasks": [STATUSES],
             "results": [STATUSES, STATUSES, MODELS],
             "created_at": [now],
             "started_at": [now],

@@ -58,6 +58,19 @@ def pages(ids: dict) -> list[tuple[str, str, bool]]:
         ),
         ("Harness page (2,000 runs)", f"/harnesses/{harness}/", False),
         ("Harness runs + chart (partial)", f"/runs/?harness={harness}&fragment=harness-runs", True),
+        ("Harness leaderboard (partial)", f"/scores/harnesses/{harness}/leaderboard/", True),
+        ("Harness leaderboard, best", f"/scores/harnesses/{harness}/leaderboard/?pick=best", False),
+        ("API harness leaderboard", f"/api/v1/harnesses/{harness}/leaderboard", False),
+        (
+            "Environment leaderboard (partial, 3 harnesses)",
+            f"/scores/environments/{ids['environment']}/leaderboard/",
+            True,
+        ),
+        (
+            "API environment leaderboard ?pick=best",
+            f"/api/v1/environments/{ids['environment']}/leaderboard?pick=best",
+            False,
+        ),
         ("Run page", f"/runs/{run}/", False),
         ("Run trace summary (partial)", f"/traces/?fragment=run-summary&run={run}", True),
         ("Sessions list", "/traces/", False),
@@ -100,6 +113,21 @@ def session_page_ids(session_id: str, deep: int = 9_800) -> dict:
         "span_cursor": str(SpanCursor.of(spans[deep - 1])),
         "span_details": reverse("traces:span", args=[session_id, llm.pk]),
     }
+
+
+def leaderboard_ids(project) -> dict:
+    """An environment at version 2 that three of the project's harnesses were made from (about
+    6,000 runs): harness 0 and 2 took v2, harness 1 v1. Kept across --reuse-db."""
+    from harnesses.models import Environment, Harness
+
+    environment, _ = Environment.objects.get_or_create(
+        project=project, name="Scale tasks", defaults={"version": 2}
+    )
+    for number, version in ((0, 2), (1, 1), (2, 2)):
+        Harness.objects.filter(pk=f"har_s0_{number}").update(
+            environment=environment, environment_version=version
+        )
+    return {"environment": environment.pk}
 
 
 def explain_slowest(client, key: str, path: str, htmx: bool) -> None:
@@ -206,6 +234,7 @@ def main() -> int:
         t0 = time.perf_counter()
         ids = _scale_data.existing() if reuse else _scale_data.seed()
         ids |= session_page_ids(ids["big_session"])
+        ids |= leaderboard_ids(ids["project"])
         for step, seconds in ids["timings"].items():
             print(f"  seeded {step:24s} {seconds:6.1f} s", flush=True)
         print(f"seeded in {time.perf_counter() - t0:.1f} s", flush=True)

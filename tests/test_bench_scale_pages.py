@@ -36,6 +36,7 @@ def test_every_page_the_scale_benchmark_measures_answers(owner, seeded, make_fin
         "big_session": seeded.big_session.pk,
     }
     ids |= scale.session_page_ids(seeded.big_session.pk, deep=100)
+    ids |= scale.leaderboard_ids(owner.project)
     pages = scale.pages(ids)
     assert any(path.startswith(f"/api/v1/models/{model.pk}/benchmarks") for _, path, _ in pages)
     for label, path, htmx in pages:
