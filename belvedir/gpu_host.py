@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +29,15 @@ from sandboxes.base import SandboxError
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 60.0
 PROBES: gpu.HostProbes = gpu.REAL_PROBES  # how the host is looked at; tests give their own
-_SETTINGS = ("BELVEDIR_GPU_TYPES", "BELVEDIR_GPU_SIMULATE", "BELVEDIR_GPU_RUNTIME")
+_SETTINGS = (
+    "BELVEDIR_GPU_TYPES",
+    "BELVEDIR_GPU_SIMULATE",
+    "BELVEDIR_GPU_RUNTIME",
+    "BELVEDIR_GPU_SHAPES",
+    "BELVEDIR_SANDBOX_DISK",
+    "BELVEDIR_SANDBOX_DATA_DIR",
+    "BELVEDIR_MIN_FREE_DISK",
+)
 _lock = threading.Lock()
 _cached: tuple[float, tuple, gpu.HostCheck] | None = None
 
@@ -46,6 +55,10 @@ def _check() -> gpu.HostCheck:
         runtime=runtime,
         runtime_command=command,
         devices_wanted=sum(types.values()),
+        shapes={kind: shape_of(kind) for kind in types},
+        disk=(Path(settings.BELVEDIR_SANDBOX_DATA_DIR), settings.BELVEDIR_MIN_FREE_DISK)
+        if settings.BELVEDIR_SANDBOX_DISK
+        else None,
         probes=PROBES,
     )
 
@@ -117,16 +130,25 @@ def host_devices() -> dict[str, list[str]]:
     return devices
 
 
+def shape_of(gpu_type: str) -> gpu.GpuShape:
+    return settings.BELVEDIR_GPU_SHAPES.get(gpu_type, gpu.FALLBACK_SHAPE)
+
+
 def gpu_sandbox(gpu_type: str, device_id: str) -> dict[str, Any]:
     """The SandboxSpec fields of a GPU run's sandbox: its type's shape (BELVEDIR_GPU_SHAPES;
     no disk quota where BELVEDIR_SANDBOX_DISK turns them off), then the device and
-    BELVEDIR_GPU_RUNTIME. Simulated GPUs (BELVEDIR_GPU_SIMULATE): the shape, no device, the
-    CPU sandboxes' runtime."""
-    shape = settings.BELVEDIR_GPU_SHAPES.get(gpu_type, gpu.FALLBACK_SHAPE)
+    BELVEDIR_GPU_RUNTIME. Simulated GPUs (BELVEDIR_GPU_SIMULATE): the shape (its CPUs at
+    most the host's, its disk at most BELVEDIR_SANDBOX_DISK), no device, the CPU sandboxes'
+    runtime."""
+    shape = shape_of(gpu_type)
+    cpus, disk = shape.cpus, shape.disk_bytes
+    if settings.BELVEDIR_GPU_SIMULATE:  # a development machine: its CPUs, the CPU runs' disk
+        cpus = min(cpus, float(PROBES.cpu_count()))
+        disk = min(disk, settings.BELVEDIR_SANDBOX_DISK)
     fields: dict[str, Any] = {
-        "cpus": shape.cpus,
+        "cpus": cpus,
         "memory": shape.memory,
-        "disk_bytes": shape.disk_bytes if settings.BELVEDIR_SANDBOX_DISK else None,
+        "disk_bytes": disk if settings.BELVEDIR_SANDBOX_DISK else None,
         "shm_bytes": shape.shm_bytes,
     }
     if not settings.BELVEDIR_GPU_SIMULATE:

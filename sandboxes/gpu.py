@@ -21,12 +21,15 @@ nvidia-container-toolkit (its nvidia-container-runtime-hook) on the host. Pure: 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from sandboxes import diskquota
 
 GiB = 2**30
 
@@ -165,6 +168,8 @@ class HostProbes:
     device_count: Callable[[], int]
     # The driver versions a runsc binary supports (by its path); None: it cannot say.
     supported_drivers: Callable[[str], list[str] | None]
+    cpu_count: Callable[[], int] = lambda: os.cpu_count() or 1
+    free_disk: Callable[[Path], int] = diskquota.free_disk_bytes  # of the volumes' folder
 
 
 def _driver_version() -> str | None:
@@ -222,15 +227,33 @@ def check_host(
     runtime: str,
     runtime_command: list[str] | None,
     devices_wanted: int,
+    shapes: Mapping[str, GpuShape] | None = None,
+    disk: tuple[Path, int] | None = None,
     probes: HostProbes = REAL_PROBES,
 ) -> HostCheck:
     """What stops GPU sandboxes from starting on this host, and what weakens them.
 
     `runtime`: BELVEDIR_GPU_RUNTIME; `runtime_command`: the engine's path and arguments for it
     (None: the engine has no such runtime); `devices_wanted`: the devices BELVEDIR_GPU_TYPES
-    gives this host."""
+    gives this host; `shapes`: its types' shapes (Docker refuses more CPUs than the host has);
+    `disk`: the quota volumes' folder and the free space kept (a shape's disk must fit)."""
     problems: list[str] = []
     warnings: list[str] = []
+    cpus = probes.cpu_count()
+    free = probes.free_disk(disk[0]) if disk is not None else None
+    for kind, shape in (shapes or {}).items():
+        if shape.cpus > cpus:
+            problems.append(
+                f"the {kind} shape asks for {shape.cpus:g} CPUs but this host has {cpus}, "
+                f"which Docker refuses: lower it with BELVEDIR_GPU_SHAPES={kind.lower()}:cpus={cpus}"
+            )
+        if disk is not None and free is not None and shape.disk_bytes + disk[1] > free:
+            problems.append(
+                f"the {kind} shape's {shape.disk_bytes / GiB:.0f} GiB disk does not fit this "
+                f"host's {free / GiB:.0f} GiB free in {disk[0]} (less "
+                f"BELVEDIR_MIN_FREE_DISK, {disk[1] / GiB:.0f} GiB): free some, or lower it with "
+                f"BELVEDIR_GPU_SHAPES={kind.lower()}:disk=…"
+            )
     version = probes.driver_version()
     if version is None:
         problems.append(

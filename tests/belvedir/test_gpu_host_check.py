@@ -18,12 +18,16 @@ from sandboxes.gpu import HostProbes, check_host
 SUPPORTED = ["535.104.12", "550.54.15"]
 
 
-def probes(*, driver="550.54.15", toolkit=True, devices=1, supported=SUPPORTED) -> HostProbes:
+def probes(
+    *, driver="550.54.15", toolkit=True, devices=1, supported=SUPPORTED, cpus=64, free_gib=4096
+) -> HostProbes:
     return HostProbes(
         driver_version=lambda: driver,
         toolkit=lambda: toolkit,
         device_count=lambda: devices,
         supported_drivers=lambda path: supported,
+        cpu_count=lambda: cpus,
+        free_disk=lambda path: free_gib * 2**30,
     )
 
 
@@ -58,6 +62,26 @@ def test_each_missing_piece_is_named():
     assert "gives this host 2 GPU(s) but it has 1" in missing
     everything = check(driver=None, toolkit=False, runtime_command=None).problems
     assert len(everything) == 3
+
+
+def test_a_shape_asking_more_cpus_than_the_host_has_is_refused_naming_the_setting(gpu_host_here):
+    found = gpu_host_here(cpus=4).problems  # the default A10G shape asks for 8
+    (refused,) = [p for p in found if "CPUs" in p]
+    assert "the A10G shape asks for 8 CPUs but this host has 4" in refused
+    assert "BELVEDIR_GPU_SHAPES=a10g:cpus=4" in refused
+    assert not [p for p in gpu_host_here(cpus=8).problems if "CPUs" in p]
+
+
+def test_a_shape_whose_disk_does_not_fit_the_free_disk_is_refused(gpu_host_here, settings):
+    settings.BELVEDIR_SANDBOX_DISK = 10 * 2**30
+    settings.BELVEDIR_MIN_FREE_DISK = 2 * 2**30
+    found = gpu_host_here(free_gib=101).problems  # the A10G's 100 GiB and 2 GiB kept free
+    (refused,) = [p for p in found if "disk" in p]
+    assert "the A10G shape's 100 GiB disk does not fit this host's 101 GiB free" in refused
+    assert "BELVEDIR_GPU_SHAPES=a10g:disk=" in refused
+    assert not [p for p in gpu_host_here(free_gib=102).problems if "disk" in p]
+    settings.BELVEDIR_SANDBOX_DISK = 0  # no quota volumes: nothing to fit
+    assert not [p for p in gpu_host_here(free_gib=1).problems if "disk" in p]
 
 
 def test_gvisor_without_nvproxy_is_refused_naming_its_arguments():
@@ -115,7 +139,7 @@ def gpu_host_here(settings, monkeypatch):
 def test_the_engines_runsc_without_nvproxy_is_what_this_host_lacks(gpu_host_here):
     runsc = gpu_host.get_backend().runtime_command("runsc")
     supported = gpu.REAL_PROBES.supported_drivers(runsc[0])
-    found = gpu_host_here(driver=supported[0], supported=supported)
+    found = gpu_host_here(driver=supported[0], supported=supported)  # runsc's own list
     assert len(found.problems) == 1
     assert "'runsc' runtime runs gVisor without --nvproxy" in found.problems[0]
 

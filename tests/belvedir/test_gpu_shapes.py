@@ -1,6 +1,8 @@
 """GPU sandboxes' shapes per type (BELVEDIR_GPU_SHAPES) and what a GPU run's sandbox is made of:
 its shape, its device and runtime, none of them under BELVEDIR_GPU_SIMULATE but the shape."""
 
+import os
+
 import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
@@ -90,7 +92,9 @@ def test_a_simulated_gpu_gets_the_shape_but_no_device_nor_the_gpu_runtime(settin
     settings.BELVEDIR_GPU_SIMULATE = True
     fields = gpu_sandbox("A100", "0")
     assert "gpu_device" not in fields and "runtime" not in fields
-    assert fields["shm_bytes"] == 16 * GiB and fields["cpus"] == 12
+    # At most the machine's own CPUs (Docker refuses more): 12 on a host that has them.
+    assert fields["shm_bytes"] == 16 * GiB and fields["cpus"] == min(12, os.cpu_count())
+    assert fields["disk_bytes"] == settings.BELVEDIR_SANDBOX_DISK  # the CPU runs' (10 GiB)
 
 
 def test_without_disk_quotas_a_gpu_sandbox_gets_none_either(settings):
