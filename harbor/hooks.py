@@ -5,7 +5,7 @@ shows them by pulling harbor's partial in (harbor/views.py), not through a hook.
 
 from __future__ import annotations
 
-from harbor import disk, reaper, services
+from harbor import disk, reaper, services, warm
 from runs import hooks
 
 
@@ -20,6 +20,7 @@ def register() -> None:
         (hooks.run_ended, run_ended),
         (hooks.reaper_passes, reaper.task_sandboxes_reap),
         (hooks.heartbeat_checks, disk.HeartbeatCheck),
+        (hooks.heartbeat_checks, warm.HeartbeatWarm),
     ):
         if function not in registry:
             registry.append(function)

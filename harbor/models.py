@@ -7,6 +7,7 @@ from belvedir import ids
 
 
 class TaskSandboxStatus(models.TextChoices):
+    WARM = "warm", "Warm"  # started ahead for its run, no task's yet (harbor/warm.py)
     STARTING = "starting", "Starting"
     RUNNING = "running", "Running"
     STOPPED = "stopped", "Stopped"
@@ -36,7 +37,7 @@ class TaskSandbox(models.Model):
     charged_micros = models.BigIntegerField(default=0)
     charged = models.BooleanField(default=False)
 
-    ALIVE = ("starting", "running")
+    ALIVE = ("warm", "starting", "running")
 
     class Meta:
         # The table runs made before harbor/ was its own app (harbor's 0001, runs' 0024): the

@@ -29,7 +29,7 @@ from belvedir.errors import Forbidden, Invalid, LimitReached, Unavailable
 from belvedir.sandbox_config import engine_name, get_backend
 from billing import selectors as billing_selectors
 from billing import services as billing
-from harbor import credits
+from harbor import credits, warm
 from harbor.containers import build_policy, container_spec, on_this_engine, require_this_engine
 from harbor.models import TaskSandbox
 from harbor.selectors import run_is_managed
@@ -55,9 +55,10 @@ def _require_managed_running(run: Run) -> None:
         raise Forbidden(f"The run is {run.status}, not running.", code="not_managed")
 
 
-def _reserve(*, run: Run, name: str) -> TaskSandbox:
+def _reserve(*, run: Run, name: str, warm_image: str = "") -> TaskSandbox:
     """A STARTING row, counted under a lock on the run so concurrent creates never pass
-    HARBOR_CONCURRENCY."""
+    HARBOR_CONCURRENCY; or, with `warm_image`, the run's own warm task sandbox of that image
+    taken, RUNNING already (harbor/warm.py). A warm one counts once it is taken."""
     cap = managed.concurrency(run_harness_env(run))
     lost = timezone.now() - timedelta(seconds=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 120)
     with transaction.atomic():
@@ -72,7 +73,11 @@ def _reserve(*, run: Run, name: str) -> TaskSandbox:
             error="lost while starting (the platform process stopped during the build)",
             stopped_at=timezone.now(),
         )
-        alive = TaskSandbox.objects.filter(run=locked, status__in=TaskSandbox.ALIVE).count()
+        alive = (
+            TaskSandbox.objects.filter(run=locked, status__in=TaskSandbox.ALIVE)
+            .exclude(status=TaskSandbox.Status.WARM)
+            .count()
+        )
         if alive >= cap:
             raise LimitReached(
                 f"The run already has {alive} task sandboxes running (HARBOR_CONCURRENCY is "
@@ -80,6 +85,8 @@ def _reserve(*, run: Run, name: str) -> TaskSandbox:
                 code="concurrency",
                 retry_after=RETRY_AFTER,
             )
+        if warm_image and (taken := warm.claim(run=locked, image=warm_image, name=name)):
+            return taken
         return TaskSandbox.objects.create(run=locked, name=name)
 
 
@@ -100,11 +107,19 @@ def task_sandbox_create(
         )
     except SandboxError as exc:
         raise Invalid(f"context: {exc}.", field="context") from None
-    sandbox = _reserve(run=run, name=name)
+    backend = get_backend()
+    tag = backend.image_tag(
+        context=context, digest=digest, organization=run.project.organization_id
+    )
+    sandbox = _reserve(run=run, name=name, warm_image="" if force_build else tag)
+    if sandbox.status == TaskSandbox.Status.RUNNING:  # a warm one, taken
+        handle = SandboxHandle(id=sandbox.container_id, run_id=run.pk)
+        if sandbox.container_id in backend.written_bytes([handle]):  # still up
+            return sandbox
+        task_sandbox_stop(sandbox=sandbox, error="its warm container was gone")
+        sandbox = _reserve(run=run, name=name)
     try:
-        return _start(
-            run=run, sandbox=sandbox, context=context, digest=digest, force_build=force_build
-        )
+        return _start(run=run, sandbox=sandbox, context=context, tag=tag, force_build=force_build)
     except BaseException as exc:
         TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.STARTING).update(
             status=TaskSandbox.Status.FAILED, error=str(exc)[:4000], stopped_at=timezone.now()
@@ -133,11 +148,10 @@ def _building(tag: str) -> Iterator[None]:
 
 
 def _start(
-    *, run: Run, sandbox: TaskSandbox, context: Path, digest: str, force_build: bool
+    *, run: Run, sandbox: TaskSandbox, context: Path, tag: str, force_build: bool
 ) -> TaskSandbox:
     backend = get_backend()
     organization = run.project.organization_id
-    tag = backend.image_tag(context=context, digest=digest, organization=organization)
     spec = container_spec(run=run, sandbox_id=sandbox.pk, image=tag)
     with _building(tag):
         cached = backend.build_image(
@@ -183,6 +197,9 @@ def task_sandbox_stop(*, sandbox: TaskSandbox, error: str = "") -> TaskSandbox:
     removes the container (its worker at the run's end, its reaper's next pass)."""
     if sandbox.container_id and on_this_engine(sandbox.run):
         remove(SandboxHandle(id=sandbox.container_id, run_id=sandbox.run_id))
+    if sandbox.status == TaskSandbox.Status.WARM:  # never taken: it ran nothing, costs nothing
+        TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.WARM).delete()
+        return sandbox
     ended = {"status": TaskSandbox.Status.FAILED, "error": error} if error else {}
     TaskSandbox.objects.filter(pk=sandbox.pk, status__in=TaskSandbox.ALIVE).update(
         **{"status": TaskSandbox.Status.STOPPED, "stopped_at": timezone.now(), **ended}

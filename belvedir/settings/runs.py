@@ -43,6 +43,9 @@ BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD = envfloat(
 if not 0 <= BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD <= 100:
     raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_PRICE_PER_MINUTE_USD must be 0 to 100 (USD)")
 BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT = envint("BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT", 1800)
+# Warm task sandboxes (harbor/warm.py): 1 (default) starts a managed Harbor run's task
+# containers ahead from its harness's last run's images; 0 turns them off.
+BELVEDIR_TASK_SANDBOX_WARM = envint("BELVEDIR_TASK_SANDBOX_WARM", 1, minimum=0) > 0
 BELVEDIR_TASK_SANDBOX_CONTEXT_MAX_BYTES = 256 * 2**20  # a build context (POST)
 BELVEDIR_TASK_SANDBOX_CONTEXT_UNPACKED_MAX_BYTES = 2**30  # the same, unpacked
 BELVEDIR_TASK_SANDBOX_UPLOAD_MAX_BYTES = 2**30  # files into a task sandbox (PUT)

@@ -3,7 +3,7 @@ runs itself never imports harbor (the floors contract), so these registrations a
 way a run's end, the reaper and the heartbeat reach it (the run page pulls harbor's partial in
 with hx-get: tests/harbor/test_task_sandbox_pages.py)."""
 
-from harbor import disk, hooks, reaper
+from harbor import disk, hooks, reaper, warm
 from runs import hooks as run_hooks
 
 
@@ -13,6 +13,7 @@ def test_harbors_functions_are_registered_once_even_if_registered_again():
     assert run_hooks.run_ended.count(hooks.run_ended) == 1
     assert run_hooks.reaper_passes.count(reaper.task_sandboxes_reap) == 1
     assert run_hooks.heartbeat_checks.count(disk.HeartbeatCheck) == 1
+    assert run_hooks.heartbeat_checks.count(warm.HeartbeatWarm) == 1
     assert not hasattr(run_hooks, "run_page")
 
 

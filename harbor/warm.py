@@ -1,0 +1,170 @@
+"""Warm task sandboxes (issue 28, item 3): a managed Harbor run's task containers started
+while Harbor still imports in the run's sandbox, from the images its harness's last run used
+and this engine holds, so a create of the same image takes a running container instead of
+starting one (under gVisor 1-2.5 s, bench/harbor_managed.py).
+
+A warm task sandbox is a row of its run (`TaskSandbox`, status `warm`) and a container made
+exactly as that run's create would make it (`containers.container_spec`: its labels name the
+run and the row). Only a create of the same run, for the same image (`belvedir-task:<key>`,
+keyed by the organization too), and not forced to build, takes it (`claim`, under the lock on
+the run the create's slot is counted under): never another run's, never another
+organization's. Not taken, it goes when its run ends, as every task sandbox of the run
+(`services.task_sandboxes_stop_for_run`, the reaper), its row deleted: it never ran anything.
+Its time is not charged (its row's `started_at` is set when a create takes it).
+
+The run's worker makes them (`HeartbeatWarm`: the first beat after the claim, in a thread of
+its own), at most HARBOR_CONCURRENCY; `BELVEDIR_TASK_SANDBOX_WARM=0` turns them off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections import Counter
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from belvedir.sandbox_config import get_backend
+from harbor.containers import container_spec, on_this_engine
+from harbor.models import TaskSandbox
+from harbor.selectors import run_is_managed
+from harnesses import managed
+from runs.contract import run_harness_env
+from runs.models import Run, Status
+from sandboxes.base import SandboxError
+
+log = logging.getLogger(__name__)
+WARM_NAME = "(warm)"
+
+
+def predicted_images(run: Run) -> list[str]:
+    """The images the run's harness's last run with task sandboxes used, each as often as it
+    did, at most HARBOR_CONCURRENCY in all (the run's own rows not counted)."""
+    if run.harness_id is None:
+        return []
+    previous = (
+        TaskSandbox.objects.filter(
+            run__harness_id=run.harness_id, run__created_at__lt=run.created_at
+        )
+        .exclude(image="")
+        .exclude(run_id=run.pk)
+        .order_by("-created_at")
+        .values_list("run_id", flat=True)
+        .first()
+    )
+    if previous is None:
+        return []
+    used = Counter(
+        TaskSandbox.objects.filter(run_id=previous)
+        .exclude(image="")
+        .exclude(status=TaskSandbox.Status.WARM)
+        .order_by("created_at")  # the first used first
+        .values_list("image", flat=True)
+    )
+    cap = managed.concurrency(run_harness_env(run))
+    images = [image for image, count in used.most_common() for _ in range(count)]
+    return images[:cap]
+
+
+def make(*, run: Run, images: list[str]) -> list[TaskSandbox]:
+    """A warm task sandbox of each image (that this engine holds) for `run`, started at once;
+    the rows made. None once the run is no longer running."""
+    backend = get_backend()
+    held = {tag for _, tags, _ in backend.built_images() for tag in tags}
+    wanted = [image for image in images if image in held]
+    made: list[TaskSandbox] = []
+    threads = [
+        threading.Thread(target=_start_one, args=(run, image, made), daemon=True)
+        for image in wanted
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return made
+
+
+def _start_one(run: Run, image: str, made: list[TaskSandbox]) -> None:
+    backend = get_backend()
+    try:
+        if not Run.objects.filter(pk=run.pk, status=Status.RUNNING).exists():
+            return
+        row = TaskSandbox.objects.create(
+            run=run, name=WARM_NAME, image=image, cached=True, status=TaskSandbox.Status.WARM
+        )
+        spec = container_spec(run=run, sandbox_id=row.pk, image=image)
+        spec = dataclasses.replace(spec, workdir=backend.image_workdir(image))
+        handle = backend.launch(spec)
+        backend.detach(handle)
+        kept = TaskSandbox.objects.filter(
+            pk=row.pk, status=TaskSandbox.Status.WARM, run__status=Status.RUNNING
+        ).update(container_id=handle.id)
+        if not kept:  # the run ended meanwhile: it must not outlive it
+            from harbor.services import remove
+
+            remove(handle)
+            TaskSandbox.objects.filter(pk=row.pk, status=TaskSandbox.Status.WARM).delete()
+            return
+        made.append(row)
+    except SandboxError as exc:
+        log.warning("run %s: no warm task sandbox of %s: %s", run.pk, image, exc)
+    finally:
+        connection.close()  # this thread's own
+
+
+def claim(*, run: Run, image: str, name: str) -> TaskSandbox | None:
+    """A warm task sandbox of `run` (this run's, never another's) running `image`, taken for
+    the task `name`; None when it has none. Called under the lock on the run."""
+    warm = (
+        TaskSandbox.objects.filter(run=run, status=TaskSandbox.Status.WARM, image=image)
+        .exclude(container_id="")
+        .order_by("created_at")
+        .first()
+    )
+    if warm is None:
+        return None
+    TaskSandbox.objects.filter(pk=warm.pk, status=TaskSandbox.Status.WARM).update(
+        status=TaskSandbox.Status.RUNNING, name=name, started_at=timezone.now()
+    )
+    warm.refresh_from_db()
+    return warm
+
+
+def warm_run(run_id: str) -> list[TaskSandbox]:
+    """What the run's worker does once: warm task sandboxes for a running managed Harbor run
+    on this engine, from its harness's last run's images."""
+    run = Run.objects.filter(pk=run_id, status=Status.RUNNING).select_related("project").first()
+    if run is None or not settings.BELVEDIR_TASK_SANDBOX_WARM or not run_is_managed(run):
+        return []
+    if not on_this_engine(run):
+        return []
+    images = predicted_images(run)
+    return make(run=run, images=images) if images else []
+
+
+class HeartbeatWarm:
+    """The run's worker's heartbeat check (runs/hooks.py heartbeat_checks) that, on its first
+    beat, makes the run's warm task sandboxes in a thread of its own; it notes nothing."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+
+    def __call__(self, run_id: str, backend) -> list[str]:
+        if self.thread is None:
+            self.thread = threading.Thread(
+                target=self._warm, args=(run_id,), daemon=True, name=f"warm {run_id}"
+            )
+            self.thread.start()
+        return []
+
+    @staticmethod
+    def _warm(run_id: str) -> None:
+        try:
+            warm_run(run_id)
+        except Exception:  # a run never fails for want of a warm sandbox
+            log.warning("run %s: no warm task sandboxes", run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own
