@@ -120,7 +120,14 @@ def probed_asgi(application):
 
 def _sandbox_id(args, kwargs, *_):
     handle = args[1] if len(args) > 1 else kwargs.get("handle")
-    return {"container": getattr(handle, "id", "")}
+    return {"container": getattr(handle, "id", ""), "command": kwargs.get("command", "")[:120]}
+
+
+def _task_launch(args, kwargs, handle) -> dict:
+    from sandboxes.base import LABEL_TASK_SANDBOX
+
+    spec = args[1] if len(args) > 1 else kwargs.get("spec")
+    return {"task": LABEL_TASK_SANDBOX in (getattr(spec, "labels", None) or {})}
 
 
 def web_probes() -> None:
@@ -160,7 +167,8 @@ def cluster_probes() -> None:
     wrap(executor, "run_claim", "claim", lambda a, k, r: {"run": k.get("run_id", "")})
     wrap(executor, "clone_repo", "clone")
     wrap(executor.Execution, "prepare", "prepare (clone, workspace tar)")
-    wrap(DockerBackend, "launch", "run sandbox start")
+    # The run's sandbox, or (harbor/warm.py) a warm task sandbox the worker starts.
+    wrap(DockerBackend, "launch", "run sandbox start", _task_launch)
     wrap(executor.Execution, "follow", "follow")
     wrap(executor.Execution, "finish", "finish")
     wrap(executor, "run_finish", "run finished", lambda a, k, r: {"run": k.get("run_id", "")})
@@ -170,6 +178,8 @@ def cluster_probes() -> None:
 
     def add(self, text):
         now, rest = time.time(), text
+        if os.environ.get("BENCH_HARBOR_OUTPUT"):  # every chunk, to read what took the time
+            emit("output", now, text=text[:300])
         # The install's --check prints the harbor command too: each marker counts only after
         # the one before it (one chunk may hold several).
         while told.get(id(self), 0) < len(names):

@@ -8,7 +8,7 @@ measured moments, in order):
     driver install (--check) | driver start (export fetched, harbor command) |
     Harbor's import under gVisor (to the first task sandbox's create) |
     tasks (first create to last stop) | Harbor's end (last stop to the output's end) |
-    finish (collect, record) | finished -> seen by the client
+    finish (collect, record) | run_finish, seen by the client
 
 Per task (its task sandbox, from its create's request to its stop's answer): the create's
 parts (slot, image key, build or cache hit, container start, the rest), each exec, upload and
@@ -31,7 +31,13 @@ class Missing(ValueError):
 
 
 def _one(events: list[dict], what: str, run: str | None = None) -> dict:
-    found = [e for e in events if e["what"] == what and (run is None or e.get("run") == run)]
+    """The first to start of the events `what` (of `run`); a warm task sandbox's start is not
+    the run sandbox's."""
+    found = [
+        e
+        for e in sorted(events, key=lambda e: e["t"])
+        if e["what"] == what and (run is None or e.get("run") == run) and not e.get("task")
+    ]
     if not found:
         raise Missing(f"no {what!r} event")
     return found[0]
@@ -69,8 +75,9 @@ def run_breakdown(events: list[dict], *, run: str, posted: float, answered: floa
         ("Harbor's import under gVisor (to the first create)", harbor["t"], first),
         ("tasks (first create to last stop)", first, last),
         ("Harbor's end (to the output's end)", last, follow["end"]),
-        ("finish (collect, record)", follow["end"], finished["end"]),
-        ("finished -> seen by the client", finished["end"], seen),
+        ("finish (collect, record)", follow["end"], finished["t"]),
+        # The client may read it finished before run_finish has returned: from its start.
+        ("run_finish, seen by the client", finished["t"], seen),
     ]
     parts = [(name, end - begin) for name, begin, end in moments]
     tasks = {sid: (task["parts"], task["total"]) for sid, task in sandboxes.items()}
@@ -120,22 +127,34 @@ def tasks_of(events: list[dict], *, not_before: float, not_after: float) -> dict
         if not stops:
             raise Missing(f"task sandbox {sid} was never stopped")
         begin, end = task["request"]["t"], stops[-1]["end"]
-        served = task["request"]["end"] - task["request"]["t"]
         counts: dict[str, int] = {}
         for call in calls:
             kind = {"/exec": "exec", "/files": "upload" if call["method"] == "PUT" else "download"}
             name = kind.get(SANDBOX_PATH.match(call["path"]).group(2) or "", "stop")
             counts[name] = counts.get(name, 0) + 1
             task["parts"][name] = task["parts"].get(name, 0.0) + call["end"] - call["t"]
-            served += call["end"] - call["t"]
         for name, n in counts.items():
             task["parts"][f"{name} (x{n})"] = task["parts"].pop(name)
+        # The client may send its next call as the last bytes of one leave the server, a
+        # little before the server's own end of it: between the calls is what their union
+        # leaves, and their overlap makes the parts sum past the total (by a few %).
+        served = _union([(c["t"], c["end"]) for c in [task["request"], *calls]])
         task["parts"]["between calls (Harbor in the run sandbox, the gateway)"] = (
             end - begin
         ) - served
         task["span"] = (begin, end)
         task["total"] = end - begin
     return found
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The time covered by these spans, counted once where they overlap."""
+    total, reach = 0.0, float("-inf")
+    for begin, end in sorted(spans):
+        if end > reach:
+            total += end - max(begin, reach)
+            reach = end
+    return total
 
 
 def adds_up(parts: list[tuple[str, float]], total: float) -> tuple[bool, float]:

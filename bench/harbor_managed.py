@@ -15,7 +15,7 @@ reachable), Harbor's `oracle` agent, concurrency 4, side by side in one run:
   exit.
 * **the platform**: a managed Harbor harness made from the same environment (the
   Runner-on-Harbor card, `HARBOR_AGENT=oracle`, `HARBOR_CONCURRENCY=4`), launched with
-  POST /api/v1/runs with a project key and read with GET /api/v1/runs/<id> every 50 ms until
+  POST /api/v1/runs with a project key and read with GET /api/v1/runs/<id> every 200 ms until
   it has finished, served as in production: uvicorn (the web app and the task-sandbox API),
   the sandbox gateway, the runs cluster (django-q2, its ORM broker: a queue in this
   benchmark's own database), the run's sandbox and every task sandbox under gVisor (`runsc`). Timed from the
@@ -61,7 +61,7 @@ DB_NAME = "belvedir_bench_harbor"
 IMAGE = os.environ.get("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 HARBOR_IMAGE = os.environ.get("BELVEDIR_HARBOR_IMAGE", "belvedir-harbor:0.26.0")
 RUNTIME = "runsc"
-POLL_S = 0.05
+POLL_S = 0.2  # the client reads the run 5 times a second: its polling is load too
 RUN_CAP_S = 300
 TIME_CAP_S = 1500
 JUDGE_KEY = "sk-bench-judge"

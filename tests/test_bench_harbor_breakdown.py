@@ -122,3 +122,22 @@ def test_a_lost_event_is_said_not_hidden():
 def test_a_part_below_zero_never_adds_up():
     parts = [("a", 5.0), ("b", -0.5), ("c", 5.5)]
     assert adds_up(parts, 10.0) == (False, float("inf"))
+
+
+def test_calls_in_flight_together_count_once_between_and_show_as_overlap():
+    events = run_events()
+    # tsb_0's download sent at start + 2.4, while its exec (2.5-3.5) runs: 1 s in flight
+    # together.
+    download = next(
+        e for e in events if e["what"] == "http" and e["method"] == "GET" and "tsb_0" in e["path"]
+    )
+    download["t"] -= 1.2
+    parts, total, tasks = breakdown(events)
+
+    task_parts, task_total = tasks["tsb_0"]
+    # Between the calls: what their union leaves (0.5 s less the two 0.1 s gaps it covers now).
+    between = task_parts["between calls (Harbor in the run sandbox, the gateway)"]
+    assert between == pytest.approx(0.3)
+    ok, missing = adds_up(list(task_parts.items()), task_total)
+    assert not ok and missing == pytest.approx(1.0 / 4.5)  # the overlap, over 10 %: it fails
+    assert adds_up(parts, total)[0]  # the run's own parts are untouched
