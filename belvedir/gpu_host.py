@@ -136,8 +136,8 @@ def shape_of(gpu_type: str) -> gpu.GpuShape:
 
 def gpu_sandbox(gpu_type: str, device_id: str) -> dict[str, Any]:
     """The SandboxSpec fields of a GPU run's sandbox: its type's shape (BELVEDIR_GPU_SHAPES;
-    no disk quota where BELVEDIR_SANDBOX_DISK turns them off), then the device and
-    BELVEDIR_GPU_RUNTIME. Simulated GPUs (BELVEDIR_GPU_SIMULATE): the shape (its CPUs at
+    no disk quota where BELVEDIR_SANDBOX_DISK turns them off), BELVEDIR_GPU_IMAGE when set,
+    then the device and BELVEDIR_GPU_RUNTIME. Simulated GPUs (BELVEDIR_GPU_SIMULATE): the shape (its CPUs at
     most the host's, its disk at most BELVEDIR_SANDBOX_DISK), no device, the CPU sandboxes'
     runtime."""
     shape = shape_of(gpu_type)
@@ -151,6 +151,8 @@ def gpu_sandbox(gpu_type: str, device_id: str) -> dict[str, Any]:
         "disk_bytes": disk if settings.BELVEDIR_SANDBOX_DISK else None,
         "shm_bytes": shape.shm_bytes,
     }
+    if settings.BELVEDIR_GPU_IMAGE:
+        fields["image"] = settings.BELVEDIR_GPU_IMAGE
     if not settings.BELVEDIR_GPU_SIMULATE:
         fields |= {"gpu_device": device_id, "runtime": settings.BELVEDIR_GPU_RUNTIME}
     return fields

@@ -242,13 +242,13 @@ class Execution:
         env = contract.run_sandbox_env(run, secrets=self.secrets)
         return spec_from_settings(
             run_id=run.pk,
-            **sandbox_image(snap),
             command=list(contract.COMMAND),
             env=env,
             workspace=tar_directory(workdir, "."),
             workdir=contract.WORKSPACE,
-            # A GPU run: its type's shape, device and runtime (belvedir.gpu_host).
-            **(gpu_sandbox(run.gpu_type, self.device.device_id) if self.device else {}),
+            # A GPU run: its type's shape, device, runtime and image (belvedir.gpu_host).
+            **(gpu_sandbox(run.gpu_type, self.device.device_id) if self.device else {})
+            | sandbox_image(snap),
         )
 
     def start(self, spec: SandboxSpec) -> None:

@@ -131,6 +131,9 @@ BELVEDIR_GPU_SIMULATE = envbool("BELVEDIR_GPU_SIMULATE", False)
 # worker host checks both, the driver and nvidia-container-toolkit at start (belvedir/gpu_host.py).
 BELVEDIR_GPU_SHAPES = envgpushapes("BELVEDIR_GPU_SHAPES")
 BELVEDIR_GPU_RUNTIME = envstr("BELVEDIR_GPU_RUNTIME", "runsc-gpu")
+# The image GPU runs' sandboxes start from (blank: BELVEDIR_SANDBOX_IMAGE): one built on it
+# with a C compiler and Python's headers, which vLLM's Triton kernels compile with at run time.
+BELVEDIR_GPU_IMAGE = envstr("BELVEDIR_GPU_IMAGE", "")
 # This worker host's name for its GPU devices (two hosts may not share one); the host name
 # by default.
 BELVEDIR_WORKER_HOST = envstr("BELVEDIR_WORKER_HOST", "")

@@ -65,13 +65,16 @@ def test_gpu_check_on_the_simulated_gpu_prints_its_table_and_fails_for_want_of_n
     assert float(found["start"][1].split(" s ")[0]) < 60
     assert found["nvidia-smi"] == ("FAIL", "nvidia-smi not found in the sandbox")
     assert found["torch CUDA"] == ("-", "torch is not in the image (not checked)")
+    assert found["compiler"][0] == "-" and "no C compiler, no Python.h" in found["compiler"][1]
     # The shape's 256m /dev/shm reached the sandbox under gVisor.
     assert found["shared memory"] == ("ok", "/dev/shm 0.2 GiB (shape 0.2 GiB)")
     assert not managed_sandboxes(simulated_a10g.BELVEDIR_INSTANCE)  # removed after
 
 
 @pytest.mark.docker
-def test_gpu_check_passes_where_nvidia_smi_answers_and_reports_the_device(simulated_a10g, tmp_path):
+def test_gpu_check_passes_in_the_gpu_image_where_nvidia_smi_answers_and_reports_the_device(
+    simulated_a10g, tmp_path
+):
     (tmp_path / "nvidia-smi").write_text(FAKE_SMI)
     (tmp_path / "nvidia-smi").chmod(0o755)  # COPY keeps the mode
     (tmp_path / "Dockerfile").write_text(
@@ -80,8 +83,9 @@ def test_gpu_check_passes_where_nvidia_smi_answers_and_reports_the_device(simula
     client = docker.from_env()
     tag = f"belvedir-test-gpu-check:{uuid.uuid4().hex[:8]}"
     client.images.build(path=str(tmp_path), tag=tag, network_mode="none", rm=True)
+    simulated_a10g.BELVEDIR_GPU_IMAGE = tag  # the image GPU runs start from
     try:
-        table, failure = gpu_check("--type", "a10g", "--image", tag)
+        table, failure = gpu_check("--type", "a10g")
     finally:
         client.images.remove(tag, force=True)
     assert failure == "", table

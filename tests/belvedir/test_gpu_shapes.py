@@ -97,6 +97,13 @@ def test_a_simulated_gpu_gets_the_shape_but_no_device_nor_the_gpu_runtime(settin
     assert fields["disk_bytes"] == settings.BELVEDIR_SANDBOX_DISK  # the CPU runs' (10 GiB)
 
 
+def test_a_gpu_image_set_is_the_gpu_runs_image_and_none_set_leaves_the_sandbox_image(settings):
+    settings.BELVEDIR_GPU_IMAGE = ""
+    assert "image" not in gpu_sandbox("A10G", "0")
+    settings.BELVEDIR_GPU_IMAGE = "belvedir-sandbox-gpu:latest"
+    assert gpu_sandbox("A10G", "0")["image"] == "belvedir-sandbox-gpu:latest"
+
+
 def test_without_disk_quotas_a_gpu_sandbox_gets_none_either(settings):
     settings.BELVEDIR_SANDBOX_DISK = 0
     assert gpu_sandbox("A10G", "0")["disk_bytes"] is None

@@ -308,3 +308,26 @@ def test_a_gpu_run_whose_preparation_fails_ends_failed_and_frees_its_device(
     run.refresh_from_db()
     assert run.status == "failed" and "internal error while preparing" in run.notes[0]
     assert not GpuDevice.objects.filter(run_id=run.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_gpu_runs_spec_has_its_types_shape_and_the_gpu_image_a_cpu_runs_has_neither(
+    make_run, gpu_settings, contract_repo, tmp_path
+):
+    from runs.executor import Execution
+
+    gpu_settings.BELVEDIR_GPU_IMAGE = "belvedir-sandbox-gpu:latest"
+    snapshot = {"repo_url": contract_repo, "run_command": "python3 run.py"}
+    run = make_run(status="running", gpu_type="A10G", harness_snapshot=snapshot)
+    device = gpu.device_claim(run_id=run.pk, gpu_type="A10G")
+    (tmp_path / "gpu").mkdir()
+    spec = Execution(run, get_backend(), device=device).prepare(tmp_path / "gpu")
+    shape = gpu_settings.BELVEDIR_GPU_SHAPES["A10G"]
+    assert spec.image == "belvedir-sandbox-gpu:latest"
+    assert (spec.cpus, spec.memory, spec.shm_bytes) == (shape.cpus, shape.memory, shape.shm_bytes)
+    assert spec.gpu_device == ""  # simulated: claimed, not requested
+    cpu = make_run(status="running", harness_snapshot=snapshot)
+    (tmp_path / "cpu").mkdir()
+    plain = Execution(cpu, get_backend()).prepare(tmp_path / "cpu")
+    assert plain.image == gpu_settings.BELVEDIR_SANDBOX_IMAGE and plain.shm_bytes is None
+    assert plain.cpus == float(gpu_settings.BELVEDIR_SANDBOX_CPUS)

@@ -5,7 +5,9 @@ For each GPU type of this host (BELVEDIR_GPU_TYPES; or --type), it checks the ho
 as a GPU run's is made (its shape, its first device, BELVEDIR_GPU_RUNTIME, the sandbox network),
 runs a probe in it and prints a table: nvidia-smi inside, the device count and memory, CUDA
 visible to Python (torch.cuda.is_available() where the image has torch), /dev/shm's size
-against the shape's and the time to start. Exit status 1 on any failure. Under
+against the shape's, whether the image can compile vLLM's Triton kernels (a C compiler and
+Python's headers: not a failure, vLLM needs them, other harnesses may not) and the time to
+start. Exit status 1 on any failure. Under
 BELVEDIR_GPU_SIMULATE=1 the sandbox gets no device, so nvidia-smi fails: as it should.
 """
 
@@ -46,6 +48,9 @@ except ImportError:
     found["torch"] = None
 except Exception as exc:
     found["torch_error"] = f"{type(exc).__name__}: {exc}"[:300]
+import sysconfig
+found["cc"] = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+found["python_h"] = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
 st = os.statvfs("/dev/shm")
 found["shm"] = st.f_blocks * st.f_frsize
 print("MARK" + json.dumps(found), flush=True)
@@ -64,8 +69,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--image",
             default="",
-            help="the sandbox image (default BELVEDIR_SANDBOX_IMAGE); one with torch also "
-            "shows CUDA from Python",
+            help="the sandbox image (default BELVEDIR_GPU_IMAGE, else BELVEDIR_SANDBOX_IMAGE); "
+            "one with torch also shows CUDA from Python",
         )
 
     def handle(self, *args, **options):
@@ -104,8 +109,7 @@ class Command(BaseCommand):
         spec = spec_from_settings(
             run_id=f"gpu-check-{secrets.token_hex(4)}",
             command=["python3", "-c", PROBE],
-            **({"image": image} if image else {}),
-            **fields,
+            **fields | ({"image": image} if image else {}),
         )
         where = f"runtime {spec.runtime or 'default'}, device {spec.gpu_device or 'none'}"
         started = time.monotonic()
@@ -171,6 +175,17 @@ class Command(BaseCommand):
             rows.append(
                 ("torch CUDA", f"torch {version}: is_available() {available}, {count}", available)
             )
+        cc, headers = found.get("cc"), found.get("python_h")
+        rows.append(
+            (
+                "compiler",
+                f"{cc}, Python.h"
+                if cc and headers
+                else f"{'no C compiler' if not cc else cc}{'' if headers else ', no Python.h'}: "
+                "vLLM's Triton kernels compile with them at run time (BELVEDIR_GPU_IMAGE)",
+                True if cc and headers else None,
+            )
+        )
         shm = int(found.get("shm") or 0)
         rows.append(
             (
