@@ -71,7 +71,9 @@ def test_a_scaffold_gets_the_model_base_and_key_variable_as_harbors_flags(agent)
 
 
 def test_other_agents_keep_their_model_arguments():
-    assert command({"HARBOR_AGENT": "oracle", "MODEL": "m"})[7:11] == ["-a", "oracle", "-m", "m"]
+    assert command({"HARBOR_AGENT": "belvedir", "MODEL": "m"})[7:11] == [
+        "-a", "belvedir_harbor.agent:BelvedirAgent", "-m", "m",
+    ]  # fmt: skip
     claude = command({"HARBOR_AGENT": "claude-code", "MODEL": "anthropic/claude-sonnet-5"})
     assert after(claude, "-m") == "anthropic/claude-sonnet-5" and "--base-url" not in claude
     terminus = command({"HARBOR_AGENT": "terminus-2", "MODEL": "m", "MODEL_API_BASE": ROUTER})
@@ -200,3 +202,11 @@ def test_harbor_gives_each_scaffold_the_model_base_and_key_in_its_own_config(
             }
         }
         assert seen["model"] == f"openai/{model}"
+
+
+def test_agents_that_call_no_model_get_no_model_argument():
+    """`-m` makes Harbor load LiteLLM to read the name (~8 s under gVisor, 2.7 s without it to
+    the first task sandbox, bench/harbor_managed.py); oracle and nop call no model."""
+    for agent in agents.MODELLESS_AGENTS:
+        got = command({"HARBOR_AGENT": agent, "MODEL": "m", "MODEL_API_BASE": ROUTER})
+        assert got[7:9] == ["-a", agent] and "-m" not in got and "--base-url" not in got

@@ -31,7 +31,7 @@ def test_a_platform_run_uses_the_belvedir_environment_and_plain_agent_names(tmp_
     command = run.harbor_command(env, dataset, tmp_path / "jobs")
     assert command == [
         *("harbor", "run", "-y", "--jobs-dir", str(tmp_path / "jobs"), "-p", str(dataset)),
-        *("-a", "oracle", "-m", "m", "-n", "2"),
+        *("-a", "oracle", "-n", "2"),  # oracle calls no model: no -m
         *("--env", "belvedir_harbor.environment:BelvedirEnvironment"),
         *("--include-task-name", "sum", "--include-task-name", "hello"),
     ]

@@ -39,6 +39,9 @@ ANTHROPIC_AGENTS = ("claude-code",)
 # (harbor/agents/factory.py): LiteLLM reads the provider `openai` and the model id MODEL,
 # which each agent sends to MODEL_API_BASE as it is (OpenRouter's vendor/model ids kept).
 OPENAI_COMPATIBLE_AGENTS = ("openclaw", "opencode", "pi")
+# Harbor's agents that call no model: `-m` would only make Harbor load LiteLLM to read the
+# name, ~8 s of a run under gVisor (bench/harbor_managed.py), for nothing.
+MODELLESS_AGENTS = ("oracle", "nop")
 OPENAI_CHAT_COMPLETIONS = "openai_chat_completions"  # Harbor's ModelApiFormat value
 DEFAULT_MODEL_API_BASE = "https://openrouter.ai/api/v1"
 
@@ -64,8 +67,11 @@ def model_arguments(env, agent: str, model: str) -> list[str]:
       (MODEL_API_KEY, else OPENROUTER_API_KEY; Harbor copies its value into the task
       container as OPENAI_API_KEY and the agent's config names that variable, never the key)
       and `--api-format openai_chat_completions` (MODEL_API_BASE is OpenAI-compatible).
+    - oracle, nop: none (they call no model; results.json still names MODEL).
     - any other: `-m MODEL` as it is.
     """
+    if agent in MODELLESS_AGENTS:
+        return []
     api_base = env.get("MODEL_API_BASE", "").strip()
     if agent in LITELLM_AGENTS:
         if not api_base:
