@@ -7,6 +7,7 @@ import socket
 from urllib.parse import urlparse
 
 from belvedir.errors import Invalid
+from belvedir.net_policy import host_allowed, internal_host_refusal
 from belvedir.validators import has_unstorable
 from harnesses import drivers, tasks_format
 
@@ -42,8 +43,9 @@ _REFUSED_EXACT = {
 }
 _REFUSED_ANY_CASE = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
 _REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
-# Harness env that the Harbor driver reads; not contract names, so allowed.
-_ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN"}
+# Harness env that the Harbor driver reads, and BELVEDIR_MODEL_PROXY=off (the sandbox gets the
+# run's raw model keys instead of the router): not contract names, so allowed.
+_ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN", "BELVEDIR_MODEL_PROXY"}
 
 
 def env_key_refusal(key: str) -> str | None:
@@ -118,38 +120,12 @@ def file_repo_refusal(path: str) -> str | None:
 
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@([A-Za-z0-9.-]+):[^\s]+$")
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-
-
-def address_refusal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    """What kind of internal address this is (loopback, private, ...), or None for a public one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    kinds = [
-        ("loopback", address.is_loopback),
-        ("unspecified", address.is_unspecified),
-        ("link-local", address.is_link_local),
-        ("multicast", address.is_multicast),
-        ("carrier-grade NAT", address.version == 4 and address in _CGNAT),
-        ("site-local", address.version == 6 and address.is_site_local),
-        ("private", address.is_private or address.is_reserved),
-    ]
-    return next((kind for kind, matched in kinds if matched), None)
 
 
 def _host_allowed(host: str, addresses: list) -> bool:
     from django.conf import settings
 
-    for entry in settings.BELVEDIR_REPO_HOST_ALLOWLIST:
-        if entry.lower() == host.lower():
-            return True
-        try:
-            network = ipaddress.ip_network(entry, strict=False)
-        except ValueError:
-            continue
-        if addresses and all(address in network for address in addresses):
-            return True
-    return False
+    return host_allowed(host, addresses, settings.BELVEDIR_REPO_HOST_ALLOWLIST)
 
 
 def repo_host_refusal(host: str) -> str | None:
@@ -172,12 +148,8 @@ def repo_host_refusal(host: str) -> str | None:
     addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
     if _host_allowed(host, addresses):
         return None
-    for address in addresses:
-        kind = address_refusal(address)
-        if kind:
-            shown = host if host == str(address) else f"{host} ({address})"
-            return f"the host {shown} is a {kind} address; repos must be on the public internet."
-    return None
+    refusal = internal_host_refusal(host, addresses)
+    return f"{refusal}; repos must be on the public internet." if refusal else None
 
 
 def _refuse_internal_host(host: str) -> None:

@@ -20,8 +20,7 @@ from billing.pricing import (
     reported_tokens,
 )
 from billing.spend import spend_reserve_async
-from router import upstream
-from router.pricing import choices_problem, forwarded_fields, refused_field
+from router.pinned import BaseRefused
 from router.services import (
     Admission,
     CallRecord,
@@ -34,6 +33,7 @@ from router.services import (
 )
 from router.settlement import settler
 from router.sse import StreamReader
+from router.targets import Target
 from runs.models import Run
 
 _call_admit = off_loop(call_admit)
@@ -61,10 +61,17 @@ async def record_refused(caller, call: CallRecord, refusal: RouterRefusal) -> No
     await settler().settle(Settlement(caller[0], caller[1], call))
 
 
-def upstream_error(status: int, content: bytes) -> tuple[JsonResponse, int, str]:
-    """The upstream's error as the router answers it, OpenAI-style: its status and message,
-    or a 502 for a refusal of the platform's account; with the status and the upstream's own
-    message, for the span."""
+def upstream_error(
+    status: int, content: bytes, *, target: Target | None = None
+) -> tuple[JsonResponse, int, str]:
+    """The upstream's error as the router answers it, only ever OpenAI-style: its status and
+    message (the user's own key never in it), a 502 for a redirect (never followed) or for a
+    refusal of the platform's account; with the status and the upstream's own message, for the
+    span."""
+    covered = target is None or target.covered
+    if 300 <= status < 400:
+        message = f"The upstream answered {status}, a redirect, which the router does not follow."
+        return error_response(502, message, type="upstream_error", code="redirect"), 502, message
     try:
         document = json.loads(content)
     except ValueError:
@@ -76,7 +83,9 @@ def upstream_error(status: int, content: bytes) -> tuple[JsonResponse, int, str]
     else:
         text = content.decode("utf-8", "replace")[:500]
         message, kind, code = f"The upstream answered {status}: {text}", "upstream_error", None
-    if status in UPSTREAM_ACCOUNT_STATUSES:
+    if not covered and len(target.key) >= 4:
+        message = message.replace(target.key, "[redacted]")
+    if status in UPSTREAM_ACCOUNT_STATUSES and covered:
         answer = error_response(
             502,
             "The platform's model upstream refused the call.",
@@ -96,9 +105,9 @@ class BodyRefused(Exception):
 
 
 def checked_body(raw: bytes | None, *, limit: int) -> dict:
-    """The call's body with only the fields the router forwards (what is reserved for is
-    what is forwarded); `BodyRefused` for one over `limit` (None), not JSON with messages, with
-    a field the router refuses or a choice count it cannot serve."""
+    """The call's body; `BodyRefused` for one over `limit` (None) or not JSON with messages.
+    (What fields a covered call may carry is checked as it is admitted:
+    `router.services.covered_body`.)"""
     if raw is None:
         message = f"The request body is over {limit // 2**20} MB."
         raise BodyRefused(
@@ -113,32 +122,25 @@ def checked_body(raw: bytes | None, *, limit: int) -> dict:
         raise BodyRefused(
             RouterRefusal(400, message, type="invalid_request_error", code=None), body
         )
-    field = refused_field(body)
-    if field is not None:
-        message = (
-            f"The router does not take {field!r}: it would change which model serves the "
-            "call or what it is billed. Call the run's model directly, without it."
-        )
-        refusal = RouterRefusal(
-            400, message, type="invalid_request_error", code="unsupported_field", param=field
-        )
-        raise BodyRefused(refusal, body)
-    body = forwarded_fields(body)
-    problem = choices_problem(body)
-    if problem is not None:
-        refusal = RouterRefusal(400, problem, type="invalid_request_error", code=None, param="n")
-        raise BodyRefused(refusal, body)
     return body
 
 
 def forwarded_body(admission: Admission, body: dict) -> dict:
-    forwarded = dict(body)
+    """What goes upstream: an own-key call's body as sent (usage asked of a stream, for its
+    span); a covered call's checked body, its output capped at what was reserved for."""
+    if not admission.covered:
+        return _usage_asked(dict(body))
+    forwarded = dict(admission.body if admission.body is not None else body)
     # Both limits, whichever the upstream reads: what was reserved for is all it may produce.
     limit = output_tokens_limit(admission.price, body)
     forwarded["max_tokens"] = forwarded["max_completion_tokens"] = limit
     for name, budget in (("reasoning", "max_tokens"), ("thinking", "budget_tokens")):
         _cap_budget(forwarded, name, budget, limit)
-    if body.get("stream"):
+    return _usage_asked(forwarded)
+
+
+def _usage_asked(forwarded: dict) -> dict:
+    if forwarded.get("stream"):
         options = forwarded.get("stream_options")
         forwarded["stream_options"] = {
             **(options if isinstance(options, dict) else {}),
@@ -173,6 +175,8 @@ async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: 
     round trip; served by ASGI, whose event loop lives as long as the process)
     when it can be; else everything in a worker thread through the ORM."""
     cached = admission_cached(token=token, model=model, body=body)
+    if cached is not None and not cached.covered:  # own-key: nothing to reserve
+        return cached
     if cached is None or not asgi:
         admitting = asyncio.ensure_future(_call_admit(token=token, model=model, body=body))
     else:
@@ -261,6 +265,8 @@ class Call:
 
     def _cost(self) -> int:
         call = self.record
+        if self.admission.price is None:  # an own-key call of a model the catalog has not
+            return 0
         return cost_micros(
             self.admission.price,
             input_tokens=call.input_tokens or 0,
@@ -271,6 +277,12 @@ class Call:
         """The upstream's response; or, when none came, the error answer (the call settled)."""
         try:
             return await sending
+        except BaseRefused as exc:  # the user's base, refused on connecting (nothing sent)
+            message = f"The model base may not be called: {exc}."
+            answer = error_response(
+                403, message, type="invalid_request_error", code="model_base_refused"
+            )
+            return await self.failed(403, message, answer)
         except httpx.TimeoutException:
             self.charge_if_sent()
             message = "The upstream did not answer in time."
@@ -289,18 +301,21 @@ class Call:
 
     async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
         """Forward a call answered whole; settled after the answer (ASGI) or before it."""
+        target = self.admission.target
         response = await self.send(
             http.post(
-                upstream.url("chat/completions"),
+                target.url("chat/completions"),
                 json=forwarded,
-                headers=upstream.headers(),
+                headers=target.headers(),
                 extensions=self.traced(),
             )
         )
         if isinstance(response, JsonResponse):
             return response
-        if response.status_code >= 400:
-            reply, status, message = upstream_error(response.status_code, response.content)
+        if response.status_code >= 300:
+            reply, status, message = upstream_error(
+                response.status_code, response.content, target=target
+            )
             return await self.failed(status, message, reply)
         try:
             document = response.json()
@@ -342,21 +357,22 @@ class Call:
 
     async def stream(self, forwarded: dict):
         """Forward a streamed call; its events pass through as they arrive (`relay`)."""
-        http = upstream.client()
+        target = self.admission.target
+        http = target.client()
         request = http.build_request(
             "POST",
-            upstream.url("chat/completions"),
+            target.url("chat/completions"),
             json=forwarded,
-            headers=upstream.headers(),
+            headers=target.headers(),
             extensions=self.traced(),
         )
         response = await self.send(http.send(request, stream=True))
         if isinstance(response, JsonResponse):
             return response
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             content = await response.aread()
             await response.aclose()
-            reply, status, message = upstream_error(response.status_code, content)
+            reply, status, message = upstream_error(response.status_code, content, target=target)
             return await self.failed(status, message, reply)
         streamed = StreamingHttpResponse(
             self.relay(response, forwarded), content_type="text/event-stream"

@@ -1,8 +1,29 @@
 """The router's reads."""
 
-from runs.model_access import covered_models_allowed
+from django.conf import settings
+
+from belvedir.models import Project
+from models_registry.models import CoveredModel, Lab
+from models_registry.selectors import chinese_lab_for_model, covered_models
 from runs.models import Run
 from runs.selectors import run_covered_models
+
+
+def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
+    """Every catalog entry `runs.model_access.covered_model_check` lets `project`'s covered runs call, read in
+    two queries whatever the catalog's size (the router's model list): none when the platform
+    covers no usage, no Chinese lab's model unless the project allows them."""
+    if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+        return []
+    entries = list(covered_models())
+    if project.chinese_models_allowed:
+        return entries
+    labs = list(Lab.objects.all())
+    return [
+        entry
+        for entry in entries
+        if not entry.lab.is_chinese and chinese_lab_for_model(entry.model_id, labs=labs) is None
+    ]
 
 
 def covered_models_list(*, run: Run) -> list[dict]:

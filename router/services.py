@@ -14,15 +14,17 @@ import secrets
 import time
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, transaction
 
 from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from belvedir.text import usd
-from billing.pricing import Price, worst_case_micros
+from billing.pricing import Price, cost_micros, worst_case_micros
 from billing.spend import Charge, spend_reserve, spend_settle
-from router.pricing import price_for
+from router.pricing import choices_problem, forwarded_fields, price_for, refused_field
+from router.targets import Target, covered_target, own_prefix, own_target
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
 from runs.selectors import run_covered_models, run_of_key
@@ -55,6 +57,7 @@ _MAX_CACHED = 4096
 _keys: dict[str, tuple[float, tuple[ApiKey, Run]]] = {}
 _prices: dict[str, tuple[float, Price | None]] = {}
 _refusals: dict[tuple[str, str], tuple[float, str | None]] = {}
+_targets: dict[tuple[str, str], tuple[float, Target]] = {}
 
 
 class RouterRefusal(Exception):
@@ -79,10 +82,20 @@ class RouterRefusal(Exception):
 
 @dataclasses.dataclass
 class Admission:
+    """An admitted call: its run, its price (None: an own-key call of a model the catalog does
+    not price), what it reserved, where it goes, and the body to forward (a covered call's
+    with the fields the router takes; an own-key call's as the harness sent it)."""
+
     key: ApiKey
     run_id: str
-    price: Price
+    price: Price | None
     reserved_micros: int
+    target: Target = dataclasses.field(default_factory=covered_target)
+    body: dict | None = None
+
+    @property
+    def covered(self) -> bool:
+        return self.target.covered
 
 
 def _fresh(cache: dict, name):
@@ -137,9 +150,60 @@ def _price(model: str) -> Price | None:
     return price
 
 
+def covered_body(body: dict, *, run: tuple[ApiKey, str]) -> dict:
+    """A covered call's body with only the fields the router forwards (what is reserved for
+    is what is forwarded); refused for a field the router refuses or a choice count it cannot
+    serve (traced in `run`)."""
+    field = refused_field(body)
+    if field is not None:
+        message = (
+            f"The router does not take {field!r}: it would change which model serves the "
+            "call or what it is billed. Call the run's model directly, without it."
+        )
+        raise RouterRefusal(
+            400,
+            message,
+            type="invalid_request_error",
+            code="unsupported_field",
+            param=field,
+            run=run,
+        )
+    body = forwarded_fields(body)
+    problem = choices_problem(body)
+    if problem is not None:
+        raise RouterRefusal(
+            400, problem, type="invalid_request_error", code=None, param="n", run=run
+        )
+    return body
+
+
+def _target(run: Run, model: str) -> Target | None:
+    """The own-key target of a call of `model` in `run` (cached like the keys), or None for a
+    covered call."""
+    prefix = own_prefix(run, model)
+    if prefix is None:
+        return None
+    fresh, found = _fresh(_targets, (run.pk, prefix))
+    if not fresh:
+        found = own_target(run, prefix)
+        _remember(_targets, (run.pk, prefix), found)
+    return found
+
+
+def _own_admission(key: ApiKey, run: Run, target: Target, price, body) -> Admission:
+    """An own-key call: nothing to reserve (it bills to the user's provider), the run running
+    (as its key's lookup last saw it), its body forwarded as the harness sent it."""
+    if run.status != Status.RUNNING:
+        raise _refusal(403, f"The run is {run.status}, not running.", key, run, "run_not_running")
+    return Admission(key, run.pk, price, 0, target=target, body=body)
+
+
 def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body) -> Admission:
     """The call's admission, to be reserved; or the refusal for a model not covered, not one of
-    the run's own (its model and its judge) or not allowed to the run's project (`why`)."""
+    the run's own (its model and its judge), not allowed to the run's project (`why`), or a
+    field the router does not take."""
+    if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
+        raise _refusal(503, "The platform has no model upstream configured.", key, run, None)
     if price is None:
         raise RouterRefusal(
             404,
@@ -158,15 +222,24 @@ def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body
         raise _refusal(403, message, key, run, "model_not_for_run")
     if why is not None:
         raise _refusal(403, why, key, run, "model_not_allowed")
+    body = covered_body(body, run=(key, run.pk))
     return Admission(
-        key=key, run_id=run.pk, price=price, reserved_micros=worst_case_micros(price, body)
+        key=key,
+        run_id=run.pk,
+        price=price,
+        reserved_micros=worst_case_micros(price, body),
+        body=body,
     )
 
 
 def call_admit(*, token: str, model: str, body: dict) -> Admission:
-    """Admit a call of a running, covered run and reserve its worst-case cost."""
+    """Admit a call of a running run: an own-key one as it is, a covered one with its
+    worst-case cost reserved."""
     key, run = run_key_authenticate(token=token)
     price = _price(model)
+    target = _target(run, model)
+    if target is not None:
+        return _own_admission(key, run, target, price, body)
     why = _project_refusal(run=run, model=model) if price is not None else None
     admission = _admission(key, run, model, price, why, body)
     if not spend_reserve(
@@ -187,6 +260,10 @@ def admission_cached(*, token: str, model: str, body: dict) -> Admission | None:
     fresh, price = _fresh(_prices, model)
     if not fresh:
         return None
+    own = own_prefix(run, model)
+    if own is not None:
+        fresh, target = _fresh(_targets, (run.pk, own))
+        return _own_admission(key, run, target, price, body) if fresh else None
     why = None
     if price is not None:
         fresh, why = _fresh(_refusals, (run.project_id, model))
@@ -228,10 +305,9 @@ def refused_reservation(key: ApiKey, run_id: str, amount: int) -> RouterRefusal:
     )
 
 
-def _refusal(status: int, message: str, key: ApiKey, run: Run, code: str) -> RouterRefusal:
-    return RouterRefusal(
-        status, message, type="invalid_request_error", code=code, run=(key, run.pk)
-    )
+def _refusal(status: int, message: str, key: ApiKey, run: Run, code: str | None) -> RouterRefusal:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return RouterRefusal(status, message, type=kind, code=code, run=(key, run.pk))
 
 
 @dataclasses.dataclass
@@ -259,6 +335,10 @@ class CallRecord:
     # The client's W3C trace context (its `traceparent`: an SDK's span of this call), which
     # the call's span continues: (trace id, parent span id), or None.
     trace_parent: tuple[str, str] | None = None
+    # An own-key call: billed to the user's provider, not the organization; what the catalog's
+    # prices say it cost (None: a model the catalog does not price).
+    billed_to_provider: bool = False
+    estimated_cost_micros: int | None = None
 
     def fail(self, status: int, error: str) -> None:
         """The call ends in an error: its status and message, for its span."""
@@ -283,6 +363,14 @@ class Settlement:
 
     @classmethod
     def of(cls, admission: Admission, call: CallRecord) -> "Settlement":
+        if not admission.covered:  # the user's provider bills it: charged nothing here
+            call.billed_to_provider, call.cost_micros = True, 0
+            if admission.price is not None:
+                call.estimated_cost_micros = cost_micros(
+                    admission.price,
+                    input_tokens=call.input_tokens or 0,
+                    output_tokens=call.output_tokens or 0,
+                )
         return cls(admission.key, admission.run_id, call, admission.reserved_micros)
 
 
@@ -334,6 +422,10 @@ def _span(run_id: str, call: CallRecord, charge: Charge) -> otlp.SpanIn:
         "belvedir.router.streamed": call.streamed,
         "http.response.status_code": call.http_status,
     }
+    if call.billed_to_provider:  # an own-key call: the run page's "billed to your provider"
+        attributes["belvedir.router.billed_to"] = "provider"
+        if call.estimated_cost_micros is not None:
+            attributes["belvedir.router.estimated_cost_micros"] = call.estimated_cost_micros
     if charge.excess_micros:  # "upstream reported more than reserved"
         attributes["belvedir.router.reserved_micros"] = charge.reserved_micros
         attributes["belvedir.router.reported_cost_micros"] = charge.cost_micros

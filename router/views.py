@@ -10,13 +10,12 @@ import functools
 import logging
 import time
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from belvedir.authentication import bearer_token
-from router import calls, upstream
+from router import calls
 from router.calls import error_response, refused
 from router.selectors import covered_models_list
 from router.services import (
@@ -101,15 +100,6 @@ async def chat_completions(request):
         message = "Streaming needs the ASGI server (uvicorn belvedir.asgi:application)."
         return error_response(501, message, type="server_error", code="streaming_needs_asgi")
     try:
-        if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
-            key, run = await _authenticate(token=bearer_token(request) or "")
-            raise RouterRefusal(
-                503,
-                "The platform has no model upstream configured.",
-                type="server_error",
-                code=None,
-                run=(key, run.pk),
-            )
         admitted = await calls.admit(
             bearer_token(request) or "", model, body, call, asgi=served_by_asgi
         )
@@ -120,10 +110,11 @@ async def chat_completions(request):
     forwarded = calls.forwarded_body(admitted.admission, body)
     if call.streamed:
         return await admitted.stream(forwarded)
+    target = admitted.admission.target
     if served_by_asgi:
-        return await admitted.complete(forwarded, upstream.client(), settle_later=True)
+        return await admitted.complete(forwarded, target.client(), settle_later=True)
     # WSGI: this request's event loop ends with it, so it settles before answering.
-    async with upstream.new_client() as http:
+    async with target.new_client() as http:
         return await admitted.complete(forwarded, http, settle_later=False)
 
 

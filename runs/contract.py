@@ -114,23 +114,24 @@ def model_settings(
     model: str,
     model_api_base: str,
     model_api_key: str,
-    model_covered: bool,
+    model_routed: bool,
     judge_model: str,
     judge_api_base: str,
     judge_api_key: str,
-    judge_covered: bool,
+    judge_routed: bool,
     run_key: str,
     router_base: str,
 ) -> dict[str, str]:
-    """MODEL_* and JUDGE_* as the sandbox gets them: covered usage goes to the router with the
-    run's own key; otherwise the (resolved) base and the key given at launch."""
+    """MODEL_* and JUDGE_* as the sandbox gets them: usage through the router (covered, or the
+    user's own key proxied) gets the router and the run's own key; otherwise the (resolved)
+    base and the key given at launch (BELVEDIR_MODEL_PROXY=off)."""
     return {
         "MODEL": model,
-        "MODEL_API_BASE": router_base if model_covered else model_api_base,
-        "MODEL_API_KEY": run_key if model_covered else model_api_key,
+        "MODEL_API_BASE": router_base if model_routed else model_api_base,
+        "MODEL_API_KEY": run_key if model_routed else model_api_key,
         "JUDGE_MODEL": judge_model,
-        "JUDGE_API_BASE": router_base if judge_covered else judge_api_base,
-        "JUDGE_API_KEY": run_key if judge_covered else judge_api_key,
+        "JUDGE_API_BASE": router_base if judge_routed else judge_api_base,
+        "JUDGE_API_KEY": run_key if judge_routed else judge_api_key,
     }
 
 
@@ -457,11 +458,11 @@ def run_sandbox_env(run: Run, *, secrets: dict[str, str], masked: bool = False) 
             model=run.model_base or run.model,
             model_api_base=run.model_api_base_resolved or run.model_api_base,
             model_api_key=secrets["model_api_key"],
-            model_covered=run.model_covered,
+            model_routed=run.model_covered or run.model_proxied,
             judge_model=run.judge_model,
             judge_api_base=run.judge_api_base_resolved or run.judge_api_base,
             judge_api_key=secrets["judge_api_key"],
-            judge_covered=run.judge_covered,
+            judge_routed=run.judge_covered or run.judge_proxied,
             run_key=secrets["run_key"],
             router_base=router_base(base_url),
         ),

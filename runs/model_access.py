@@ -10,10 +10,11 @@ from django.conf import settings
 
 from belvedir.errors import Invalid
 from belvedir.models import Project
+from belvedir.net_policy import model_base_refusal
 from harnesses.catalog import JUDGED_CARDS
 from models_registry.inference import resolve_api_base
-from models_registry.models import CoveredModel, Lab
-from models_registry.selectors import chinese_lab_for_model, covered_model, covered_models
+from models_registry.models import CoveredModel
+from models_registry.selectors import chinese_lab_for_model, covered_model
 
 ROUTER_PATH = "/api/v1"
 
@@ -25,10 +26,12 @@ def router_base(sandbox_base_url: str) -> str:
 
 @dataclass(frozen=True)
 class Access:
-    """One model's access: the base the sandbox gets, and whether the platform pays."""
+    """One model's access: its base, whether the platform pays, whether the router proxies
+    the user's own key (the sandbox then gets the router and the run key)."""
 
     api_base: str
     covered: bool = False
+    proxied: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,23 +79,6 @@ def covered_model_check(*, project: Project, model: str, field: str = "model") -
     return entry
 
 
-def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
-    """Every catalog entry `covered_model_check` lets `project`'s covered runs call, read in
-    two queries whatever the catalog's size (the router's model list): none when the platform
-    covers no usage, no Chinese lab's model unless the project allows them."""
-    if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
-        return []
-    entries = list(covered_models())
-    if project.chinese_models_allowed:
-        return entries
-    labs = list(Lab.objects.all())
-    return [
-        entry
-        for entry in entries
-        if not entry.lab.is_chinese and chinese_lab_for_model(entry.model_id, labs=labs) is None
-    ]
-
-
 def _access(
     *,
     project: Project,
@@ -102,16 +88,20 @@ def _access(
     api_key: str,
     gpu: bool,
     called: bool = True,
+    proxy: bool = True,
 ) -> Access:
     if not called:
         # The harness never calls it (a Harbor oracle run): the name only tags the run.
         return Access(api_base=api_base)
     if not name or api_key or api_base:
-        # No model to reach, a key of the user's own, or an endpoint they named (their own
-        # server may need no key): the platform pays nothing.
-        return Access(
-            api_base=resolve_api_base(model=name, api_base=api_base, gpu=gpu) if name else api_base
-        )
+        # No model to reach, a key of the user's own (proxied unless BELVEDIR_MODEL_PROXY=off),
+        # or an endpoint they named (their own server may need no key): the platform pays nothing.
+        base = resolve_api_base(model=name, api_base=api_base, gpu=gpu) if name else api_base
+        proxied = bool(proxy and name and api_key and base)
+        if proxied and (refusal := model_base_refusal(base)):
+            message, field = f"{prefix}_API_BASE {base}: {refusal}.", f"{prefix.lower()}_api_base"
+            raise Invalid(message, field=field, code="model_base_refused")
+        return Access(api_base=base, proxied=proxied)
     if gpu:
         return Access(api_base="")  # the harness serves the model itself
     field = "model" if prefix == "MODEL" else "judge_model"
@@ -142,6 +132,9 @@ def model_access_check(
     def value(given: str, name: str) -> str:
         return given.strip() or str(harness_env.get(name) or "").strip()
 
+    if (proxy := value("", "BELVEDIR_MODEL_PROXY").lower()) not in ("", "on", "off"):
+        raise Invalid("BELVEDIR_MODEL_PROXY must be on or off.", field="env", code="proxy")
+
     accesses = {}
     for prefix, name, base, key in [
         ("MODEL", model, model_api_base, model_api_key),
@@ -155,6 +148,7 @@ def model_access_check(
             api_key=value(key, f"{prefix}_API_KEY"),
             gpu=gpu,
             called=model_called or prefix != "MODEL",
+            proxy=proxy != "off",
         )
     return ModelAccess(model=accesses["MODEL"], judge=accesses["JUDGE"])
 

@@ -125,12 +125,15 @@ class Run(SpendCapped):
     stage_started_at = models.DateTimeField(null=True, blank=True)
     # Covered model usage (the router): `covered` and the covered_* money columns of
     # billing.models.SpendCapped, reserved and settled by billing.spend.
-    # What the launch decided (runs.model_access): the bases the sandbox gets (a blank base
-    # resolved from the model id; the router for covered usage), and which usage is covered.
+    # What the launch decided (runs.model_access): the bases (a blank one resolved from the
+    # model id; the router for covered usage), which usage is covered, and which own-key usage
+    # the router proxies (the sandbox gets the router and the run key; the base stays here).
     model_api_base_resolved = models.CharField(max_length=500, blank=True)
     judge_api_base_resolved = models.CharField(max_length=500, blank=True)
     model_covered = models.BooleanField(default=False)
     judge_covered = models.BooleanField(default=False)
+    model_proxied = models.BooleanField(default=False)
+    judge_proxied = models.BooleanField(default=False)
     # GPU runs: the harness's GPU type at launch (its queue), and the device that ran it
     # ("host/device id"); blank for CPU runs.
     gpu_type = models.CharField(max_length=16, blank=True)

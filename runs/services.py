@@ -147,6 +147,8 @@ def run_launch(
             judge_api_base_resolved=access.judge.api_base,
             model_covered=access.model.covered,
             judge_covered=access.judge.covered,
+            model_proxied=access.model.proxied,
+            judge_proxied=access.judge.proxied,
             covered=access.covered,
             covered_cap_micros=settings.BELVEDIR_COVERED_SPEND_CAP_MICROS if access.covered else 0,
             attempts=attempts,

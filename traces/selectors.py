@@ -3,7 +3,9 @@
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils import timezone
 
@@ -265,6 +267,7 @@ def run_trace_summary(run: Run) -> dict | None:
         calls=Sum("llm_call_count"), tin=Sum("input_tokens"), tout=Sum("output_tokens")
     )
     first = sessions.order_by("first_seen_at").first()
+    provider = provider_billed(Span.objects.filter(session__in=sessions))
     url = (
         reverse("traces:session", kwargs={"session_id": first.pk})
         if sessions.count() == 1
@@ -276,4 +279,32 @@ def run_trace_summary(run: Run) -> dict | None:
         "sessions": sessions.count(),
         "session_id": first.pk,
         "url": url,
+        "provider": provider,
+    }
+
+
+# The router's span of an own-key call (router.services: billed to the user's provider).
+BILLED_TO_PROVIDER = {"belvedir.router.billed_to": "provider"}
+
+
+def provider_billed(spans: QuerySet[Span]) -> dict | None:
+    """What the router's own-key calls among `spans` used, which the user's provider bills
+    (not the organization): calls, tokens and the cost the catalog's prices estimate (of the
+    calls whose model it prices: `estimated` of `calls`); None when there are none."""
+    totals = spans.filter(from_router=True, attributes__contains=BILLED_TO_PROVIDER).aggregate(
+        calls=Count("pk"),
+        tin=Sum("input_tokens"),
+        tout=Sum("output_tokens"),
+        cost=Sum(Cast(KT("attributes__belvedir.router.estimated_cost_micros"), BigIntegerField())),
+        estimated=Count(
+            "pk", filter=Q(attributes__has_key="belvedir.router.estimated_cost_micros")
+        ),
+    )
+    if not totals["calls"]:
+        return None
+    return {
+        "calls": totals["calls"],
+        "tokens": (totals["tin"] or 0) + (totals["tout"] or 0),
+        "cost_micros": totals["cost"] or 0,
+        "estimated": totals["estimated"],
     }

@@ -77,6 +77,8 @@ def session_detail(request, session_id: str):
     if request.htmx and q.get("fragment") == "spans":
         return render(request, "traces/session.html#span-page", context)
     context["tasks"] = session.tasks.select_related("group")
+    if session.run_id:  # a run's own-key calls through the router: its provider bills them
+        context["provider_billed"] = selectors.provider_billed(session.spans.all())
     return render(request, "traces/session.html", context)
 
 

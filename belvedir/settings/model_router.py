@@ -2,13 +2,18 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envfloat, envint, envmicros, envstr
+from belvedir.env import envfloat, envint, envlist, envmicros, envstr
 from belvedir.settings.jobs import Q_CLUSTER, Q_HOUSEKEEPING_CLUSTER
 
 # The model router (router/): where covered runs' calls go, with the operator's key.
 BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
     "BELVEDIR_ROUTER_UPSTREAM_BASE", "https://openrouter.ai/api/v1"
 ).rstrip("/")
+# A run's own-key calls go to the model base its user named (belvedir/net_policy.py): one that
+# resolves to an internal address (loopback, private, link-local, ...) is refused at launch and
+# on every connection unless BELVEDIR_DEV=1 or the host (a name, an address or a CIDR) is
+# listed here, comma-separated.
+BELVEDIR_MODEL_HOST_ALLOWLIST = envlist("BELVEDIR_MODEL_HOST_ALLOWLIST", [])
 BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
 # An answered call's settlement waits at most this long to be written with others' (router/
 # settlement.py): fewer, larger writes, at the price of reservations held that much longer.

@@ -85,90 +85,72 @@ def test_other_agents_keep_their_model_arguments():
 # In the Harbor image: the driver's arguments into Harbor's AgentConfig as its CLI does, the
 # agent made by Harbor's factory, and what it would write and pass in the task container.
 PROBE = """
-import json, os, sys, tempfile
+import json, sys, tempfile
 from pathlib import Path
 from harbor.agents.factory import AgentFactory
 from harbor.models.trial.config import AgentConfig
 
+argv = json.loads(sys.argv[1])
 flags = {"-a": "name", "-m": "model_name", "--base-url": "base_url",
          "--api-key-name": "model_api_key_name", "--api-format": "model_api_format"}
-answers = {}
-for case, (argv, process_env) in json.loads(Path(sys.argv[1]).read_text()).items():
-    for name in ("MODEL_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                 "OPENAI_API_BASE", "MODEL", "MODEL_API_BASE"):
-        os.environ.pop(name, None)
-    os.environ.update(process_env)  # Harbor's process environment as the driver starts it
-    fields = {flags[a]: argv[i + 1] for i, a in enumerate(argv) if a in flags}
-    config = AgentConfig(**fields)
-    AgentFactory.run_preflight(config)
-    agent = AgentFactory.create_agent_from_config(config, logs_dir=Path(tempfile.mkdtemp()))
-    connection = agent.model_connection
-    seen = {"env": dict(connection.env)}
-    if config.name == "opencode":
-        written = agent._build_register_config_command()
-        seen["config"] = json.loads(written.split("echo ", 1)[1].rsplit(" > ", 1)[0].strip("'"))
-        seen["model"] = agent._execution_model_name()
-    elif config.name == "pi":
-        provider, model_id = agent._parse_model_name(agent.model_name)
-        seen["config"] = agent._build_custom_models_json(connection, model_id)
-    elif config.name == "openclaw":
-        provider, model_id = agent._parse_model_name(agent.model_name)
-        seen["config"] = agent._build_full_openclaw_config()
-        seen["model"] = f"{provider}/{model_id}"
-    answers[case] = seen
-print(json.dumps(answers))
+fields = {flags[a]: argv[i + 1] for i, a in enumerate(argv) if a in flags}
+config = AgentConfig(**fields)
+AgentFactory.run_preflight(config)
+agent = AgentFactory.create_agent_from_config(config, logs_dir=Path(tempfile.mkdtemp()))
+connection = agent.model_connection
+seen = {"env": dict(connection.env)}
+if config.name == "opencode":
+    written = agent._build_register_config_command()
+    seen["config"] = json.loads(written.split("echo ", 1)[1].rsplit(" > ", 1)[0].strip("'"))
+    seen["model"] = agent._execution_model_name()
+elif config.name == "pi":
+    provider, model_id = agent._parse_model_name(agent.model_name)
+    seen["config"] = agent._build_custom_models_json(connection, model_id)
+elif config.name == "openclaw":
+    provider, model_id = agent._parse_model_name(agent.model_name)
+    seen["config"] = agent._build_full_openclaw_config()
+    seen["model"] = f"{provider}/{model_id}"
+print(json.dumps(seen))
 """
-
-COVERED = {"MODEL": "fakelab/fake-model", "MODEL_API_BASE": ROUTER, "MODEL_API_KEY": RUN_KEY}
-OWN = {"MODEL": "anthropic/claude-sonnet-5", "MODEL_API_KEY": OWN_KEY}
-CASES = {"covered": COVERED, "own-openrouter-key": OWN}
-
-
-def process_env(env: dict) -> dict:
-    """Harbor's process environment as the driver starts it (run.harbor_env), its model
-    settings: the harness's variables and the OPENAI_* the driver adds."""
-    return {
-        k: v
-        for k, v in run.harbor_env(env).items()
-        if (k in env or k.startswith("OPENAI_")) and k != "HOME"
-    }
 
 
 @pytest.fixture(scope="module")
-def harbor_saw(tmp_path_factory):
-    """What Harbor 0.26 makes of the driver's run command, for every scaffold and case, in
-    one run of the Harbor image: {"<case>/<agent>": what the agent would write and pass}."""
-    cases = {}
-    for case, given in CASES.items():
-        for agent in SCAFFOLDS:
-            env = {"HARBOR_AGENT": agent, **given}
-            cases[f"{case}/{agent}"] = [command(env), process_env(env)]
-    workdir = tmp_path_factory.mktemp("harbor-agents")
-    (workdir / "cases.json").write_text(json.dumps(cases))
-    done = harbor(harbor_image(), workdir, "python", "-c", PROBE, str(workdir / "cases.json"))
+def image():
+    return harbor_image()
+
+
+def harbor_sees(image, tmp_path, env: dict) -> dict:
+    """What Harbor 0.26 makes of the driver's run command for `env`, in Harbor's process
+    environment as the driver starts it (run.harbor_env)."""
+    process_env = {
+        k: v
+        for k, v in run.harbor_env(env).items()
+        if k in env or k.startswith(("OPENAI_", "LITELLM_"))
+    }
+    process_env.pop("HOME", None)
+    done = harbor(image, tmp_path, "python", "-c", PROBE, json.dumps(command(env)), env=process_env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+COVERED = {"MODEL": "fakelab/fake-model", "MODEL_API_BASE": ROUTER, "MODEL_API_KEY": RUN_KEY}
+OWN = {"MODEL": "anthropic/claude-sonnet-5", "MODEL_API_KEY": OWN_KEY}
 
 
 @pytest.mark.docker
 @pytest.mark.parametrize("agent", SCAFFOLDS)
 @pytest.mark.parametrize(
-    ("case", "base", "model", "key"),
+    ("given", "base", "model", "key"),
     [
-        ("covered", ROUTER, "fakelab/fake-model", RUN_KEY),
-        (
-            "own-openrouter-key",
-            "https://openrouter.ai/api/v1",
-            "anthropic/claude-sonnet-5",
-            OWN_KEY,
-        ),
+        (COVERED, ROUTER, "fakelab/fake-model", RUN_KEY),
+        (OWN, "https://openrouter.ai/api/v1", "anthropic/claude-sonnet-5", OWN_KEY),
     ],
     ids=["covered", "own-openrouter-key"],
 )
 def test_harbor_gives_each_scaffold_the_model_base_and_key_in_its_own_config(
-    harbor_saw, agent, case, base, model, key
+    image, tmp_path, agent, given, base, model, key
 ):
-    seen = harbor_saw[f"{case}/{agent}"]
+    seen = harbor_sees(image, tmp_path, {"HARBOR_AGENT": agent, **given})
     # The key reaches the task container as OPENAI_API_KEY, and no configuration holds it.
     assert seen["env"] == {"OPENAI_API_KEY": key}, seen
     assert key not in json.dumps(seen["config"])

@@ -8,8 +8,9 @@ asks for it), slowly when told to, or with an error.
 What it answers is set on the object: `words` (the reply's length, one token each), `prompt_tokens` (the usage it
 reports for the prompt), `delay`
 (seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
-answer instead), `usage_of` (a function of the request's body giving the usage to report). Every
-request's JSON body is kept in `requests`.
+answer instead, with `fail_headers`: a redirect's Location), `usage_of` (a function of the
+request's body giving the usage to report). Every request's JSON body is kept in `requests`,
+its Authorization and Host headers in `seen` (what key reached the upstream, for which name).
 """
 
 import json
@@ -31,7 +32,13 @@ def reply_words(count: int) -> list[str]:
 
 class FakeUpstream:
     def __init__(
-        self, *, words: int = 5, delay: float = 0.0, chunk_delay: float = 0.0, port: int = 0
+        self,
+        *,
+        words: int = 5,
+        delay: float = 0.0,
+        chunk_delay: float = 0.0,
+        port: int = 0,
+        host: str = "127.0.0.1",
     ):
         self.words, self.delay, self.chunk_delay = words, delay, chunk_delay
         self.prompt_tokens = PROMPT_TOKENS
@@ -39,6 +46,8 @@ class FakeUpstream:
         # the reply's words).
         self.usage_of = None
         self.fail: tuple[int, bytes] | None = None
+        self.fail_headers: dict[str, str] = {}
+        self.seen: list[dict[str, str]] = []
         self.requests: list[dict] = []
         self.disconnects = 0
         self._lock = threading.Lock()
@@ -58,6 +67,13 @@ class FakeUpstream:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.seen.append(
+                        {
+                            "authorization": self.headers.get("Authorization") or "",
+                            "host": self.headers.get("Host") or "",
+                            "path": self.path,
+                        }
+                    )
                 if fake.delay:
                     time.sleep(fake.delay)
                 if fake.fail is not None:
@@ -108,10 +124,12 @@ class FakeUpstream:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in fake.fail_headers.items() if status != 200 else ():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = _Server(("127.0.0.1", port), Handler)
+        self.server = _Server((host, port), Handler)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -177,11 +177,11 @@ def test_the_sandbox_of_a_covered_run_gets_the_router_and_the_run_key():
             model="qwen/qwen3-32b",
             model_api_base=ROUTER,
             model_api_key="",
-            model_covered=True,
+            model_routed=True,
             judge_model="gpt-4o",
             judge_api_base="https://api.openai.com/v1",
             judge_api_key="sk-judge",
-            judge_covered=False,
+            judge_routed=False,
             run_key="bv_run_key",
             router_base=router_base("http://172.30.0.1:18700/"),
         ),
@@ -199,11 +199,11 @@ def test_a_covered_judge_gets_the_router_and_the_model_keeps_its_own_key():
         model="gpt-4o",
         model_api_base="https://api.openai.com/v1",
         model_api_key="sk-own",
-        model_covered=False,
+        model_routed=False,
         judge_model="meta-llama/llama-3.3-70b-instruct",
         judge_api_base="",
         judge_api_key="",
-        judge_covered=True,
+        judge_routed=True,
         run_key="bv_run_key",
         router_base=ROUTER,
     )
@@ -310,7 +310,8 @@ def test_the_routers_model_list_is_what_the_check_lets_through_in_two_queries(
     `covered_model_check` on each (the seeded catalog, an NVIDIA-filed DeepSeek build and a
     disabled entry), read in two queries whatever the catalog's size, not two per entry."""
     from models_registry.models import CoveredModel, Lab
-    from runs.model_access import covered_model_check, covered_models_allowed
+    from router.selectors import covered_models_allowed
+    from runs.model_access import covered_model_check
 
     nvidia = Lab.objects.get(slug="nvidia")
     for model_id, enabled in [("nvidia/deepseek-r1-0528-fp4", True), ("nvidia/off", False)]:

@@ -51,7 +51,15 @@ def test_a_covered_run_calls_the_router_with_its_own_key(sandbox_settings, launc
     )
 
 
-def test_a_blank_base_reaches_the_sandbox_as_the_inferred_provider(sandbox_settings, launch):
-    run = executed(launch(model="claude-sonnet-4-5", model_api_key="sk-ant-own"))
+def test_with_the_proxy_off_a_blank_base_reaches_the_sandbox_as_the_inferred_provider(
+    sandbox_settings, launch
+):
+    run = executed(
+        launch(
+            env={"BELVEDIR_MODEL_PROXY": "off"},
+            model="claude-sonnet-4-5",
+            model_api_key="sk-ant-own",
+        )
+    )
     assert run.results["seen_env"]["MODEL_API_BASE"] == "https://api.anthropic.com/v1/"
-    assert not run.covered
+    assert not run.covered and not run.model_proxied
