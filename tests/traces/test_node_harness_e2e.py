@@ -183,8 +183,15 @@ def test_the_node_harness_traces_its_run_into_its_session(
     assert session.outcome == "success"
     spans = list(Span.objects.filter(session=session))
     assert {s.run_id for s in spans} == {run.pk}
-    llm = sorted((s for s in spans if s.is_llm), key=lambda s: s.start_time)
+    llm = sorted((s for s in spans if s.is_llm and not s.from_router), key=lambda s: s.start_time)
     assert_spans_answer(llm, calls, REPLY)
+    # Launched with a key of its own, its calls went through the router (the model proxy):
+    # each router span continues its SDK span (the fetch's traceparent) and counts for it.
+    router = [s for s in spans if s.from_router]
+    assert sorted((r.trace_id, r.parent_span_id) for r in router) == sorted(
+        (s.trace_id, s.span_id) for s in llm
+    )
+    assert sorted(s.duplicate_of_id for s in llm) == sorted(r.pk for r in router)
     assert session.llm_call_count == 2
     assert session.model == "gpt-4o-mini"
 

@@ -2,7 +2,9 @@
 
 examples/traced-harness installs belvedir 0.6.4 and openai, calls a local OpenAI-compatible
 fake inside `belvedir.session(session_id=BELVEDIR_RUN_ID)`, flushes, reports an outcome and
-writes results.json. Its spans come back to this test's live server with the run's key.
+writes results.json. Its spans come back to this test's live server with the run's key. It
+is launched with a key of its own, so its calls go through the router (the model proxy) and
+each counts once: the SDK's span and the router's, linked by trace context.
 
 The harness installs from a local wheel cache (no index): the wheels for the sandbox's
 Python 3.13 are downloaded once into $BELVEDIR_CACHE_DIR/wheels/ and served on the sandbox network's gateway IP.
@@ -172,11 +174,16 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
     assert run.results["outcome_reported"] is True, run.log_tail
     assert run.results["answers"] == [REPLY, REPLY]
 
-    # The harness really called the model server, with a W3C traceparent from the SDK.
+    # The harness really called the model server, through the router (its own key, proxied:
+    # the sandbox had the router and the run key), which got the user's key.
     calls = sandbox_openai.chat_requests()
     assert len(calls) == 2
     assert all(c["body"]["model"] == "gpt-4o-mini" for c in calls)
-    assert all("traceparent" in {k.lower() for k in c["headers"]} for c in calls)
+    assert all(
+        {k.lower(): v for k, v in c["headers"].items()}["authorization"]
+        == "Bearer sk-fake-for-tests"
+        for c in calls
+    )
 
     # Its session: named by the run id, attributed to the run, with the reported outcome.
     session = Session.objects.get(project=owner.project, external_id=run.pk)
@@ -185,9 +192,17 @@ def test_the_sdk_traces_a_harness_run_into_its_session(
     spans = list(Span.objects.filter(session=session))
     assert {s.run_id for s in spans} == {run.pk}
 
-    llm = [s for s in spans if s.is_llm]
+    llm = [s for s in spans if s.is_llm and not s.from_router]
     assert [s.name for s in llm] == ["openai.chat", "openai.chat"]
     assert_spans_answer(llm, calls, REPLY)
+    # One call, one span: the SDK sent the router its span's W3C traceparent, the router's
+    # span continues it (the SDK's span its parent) and counts for it.
+    router = [s for s in spans if s.from_router]
+    assert sorted((r.trace_id, r.parent_span_id) for r in router) == sorted(
+        (s.trace_id, s.span_id) for s in llm
+    )
+    assert sorted(s.duplicate_of_id for s in llm) == sorted(r.pk for r in router)
+    assert all(r.attributes["belvedir.router.billed_to"] == "provider" for r in router)
     assert session.llm_call_count == 2
     assert session.input_tokens == sum(s.input_tokens for s in llm)
     assert session.model == "gpt-4o-mini"
