@@ -1,8 +1,9 @@
 """Can this host start GPU sandboxes, and what is a GPU run's sandbox made of?
 
 A host whose BELVEDIR_GPU_TYPES names GPUs (not simulated: BELVEDIR_GPU_SIMULATE=1 has nothing
-to check) is checked by `sandboxes.gpu.check_host`: the NVIDIA driver loaded, as many devices
-as BELVEDIR_GPU_TYPES gives, nvidia-container-toolkit, and BELVEDIR_GPU_RUNTIME on the engine
+to check) is checked by `sandboxes.gpu.check_host`: its types' shapes fit its CPUs and free
+disk, the NVIDIA driver is loaded, as many devices as BELVEDIR_GPU_TYPES gives,
+nvidia-container-toolkit, and BELVEDIR_GPU_RUNTIME on the engine
 (runsc: with --nvproxy and a driver version its nvproxy supports; runc or NVIDIA's runtime: a
 warning, as for CPU sandboxes under runc). A problem refuses GPU launches of this host's types
 here (a 503 naming it), stops its GPU cluster from serving, and stops a GPU run from starting
