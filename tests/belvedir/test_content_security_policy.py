@@ -105,6 +105,7 @@ def pages(owner, make_fine_tuned):
         "member_id": owner.org.memberships.first().pk,
         "invitation_id": invitation.pk,
         "token": token,
+        "name": "harness-contract",  # /docs/<name>.md
     }
 
 

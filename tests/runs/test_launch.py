@@ -34,6 +34,7 @@ RUN_FIELDS = {
     "score_ci_low",
     "score_ci_high",
     "n_tasks",
+    "score_interval_note",
     "results",
     "notes",
     "log_tail",
