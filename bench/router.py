@@ -1,5 +1,6 @@
-"""The model router's overhead: what it adds over calling the upstream directly, and 100
-concurrent streams through one server process.
+"""The model router's overhead: what it adds over calling the upstream directly, on both of
+its paths (a covered call, and an own-key call proxied to the user's base with the user's
+key), and 100 concurrent streams through one server process on each path.
 
     .venv/bin/python bench/router.py [--calls 300] [--streams 100] [--keep-db]
 
@@ -8,21 +9,26 @@ concurrent streams through one server process.
   and a second one streaming 20 words 50 ms apart (the concurrency phase).
 * Router: `uvicorn belvedir.asgi:application`, ONE process, DEBUG off, on PostgreSQL
   database `belvedir_bench_router` (dropped and created at start, dropped at the end), with a
-  covered model in the catalog and a running covered run whose key the calls use. Every
-  call is admitted (key, run, price), reserved, forwarded, settled and recorded as a span.
+  covered model in the catalog, a running covered run and a running own-key run (proxied:
+  its base the same upstream, its key the user's) whose keys the calls use. A covered call
+  is admitted (key, run, price), reserved, forwarded, settled and recorded as a span; an
+  own-key call is admitted, forwarded through the pinned client (router/pinned.py: each new
+  connection resolved, checked and pinned; BELVEDIR_DEV=1 here, so the check passes) and
+  recorded as a span billed to the provider.
 * Latency: --calls non-streaming calls and --calls streaming calls, one at a time over
-  keep-alive connections, alternating direct and through the router (after 20 warm-up calls
-  of each). Non-streaming: the whole call; streaming: time to the first content event.
+  keep-alive connections, round-robin between direct, covered and own-key (after 20 warm-up
+  calls of each). Non-streaming: the whole call; streaming: time to the first content event.
   Added latency = router minus direct, at p50 and p95 (and the median of paired differences).
   Also the CPU time per call of the upstream's and the router's process (all threads, the
-  router's batched settlements included), which a loaded machine inflates far less than
-  the wall-clock figures.
-* Concurrency: --streams streams started at once through the router (asyncio, httpx), each
-  20 words over ~1 s; every stream must finish with its whole text and `[DONE]`; afterwards
-  the run's spend must be exactly the streams' cost with nothing left reserved.
+  router's batched settlements included, both router paths together), which a loaded
+  machine inflates far less than the wall-clock figures.
+* Concurrency: --streams streams started at once through the router (asyncio, httpx) on each
+  path, each 20 words over ~1 s; every stream must finish with its whole text and `[DONE]`;
+  afterwards the covered run's spend must be exactly the streams' cost with nothing left
+  reserved, and each run must hold one span per call.
 
-Prints the figures and PASS/MISS against the targets (p50 added latency <= 3 ms, 100
-concurrent streams with no errors). Exits 0 unless something errored.
+Prints the figures and PASS/MISS against the targets (p50 added latency <= 3 ms on each path,
+100 concurrent streams with no errors). Exits 0 unless something errored.
 """
 
 from __future__ import annotations
@@ -95,12 +101,26 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def _running_run(project, **fields) -> tuple[str, str]:
+    """A running run of the bench model with its key; (run id, run key)."""
+    from belvedir import crypto, services
+    from belvedir.models import ApiKey
+    from runs.models import Run
+
+    run = Run.objects.create(project=project, status="running", model=MODEL, **fields)
+    run.ingest_key, key = services.api_key_create(
+        project=project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
+    )
+    run.run_key_encrypted = crypto.encrypt(key)
+    run.save(update_fields=["ingest_key", "run_key_encrypted"])
+    return run.pk, key
+
+
 def covered_run() -> tuple[str, str]:
     """A running covered run with a large cap in a fresh organization; (run id, run key)."""
-    from belvedir import crypto, services
-    from belvedir.models import ApiKey, Membership
+    from belvedir import services
+    from belvedir.models import Membership
     from models_registry.models import CoveredModel, Lab
-    from runs.models import Run
 
     user = services.user_signup(
         email="bench@example.com", password="correct-horse-9", organization_name="Bench"
@@ -115,21 +135,28 @@ def covered_run() -> tuple[str, str]:
         output_price_micros=300_000,
         max_output_tokens=64,
     )
-    run = Run.objects.create(
-        project=project,
+    return _running_run(
+        project,
         harness_name="bench",
-        status="running",
-        model=MODEL,
         covered=True,
         model_covered=True,
         covered_cap_micros=10**12,
     )
-    run.ingest_key, key = services.api_key_create(
-        project=project, name=f"run {run.pk}", kind=ApiKey.Kind.RUN
+
+
+def own_key_run(base: str) -> tuple[str, str]:
+    """A running own-key run of the bench's organization whose calls the router proxies to
+    `base` with the user's key; (run id, run key)."""
+    from belvedir import crypto
+    from belvedir.models import Project
+
+    return _running_run(
+        Project.objects.get(organization__name="Bench"),
+        harness_name="bench own key",
+        model_proxied=True,
+        model_api_base_resolved=base,
+        model_api_key_encrypted=crypto.encrypt("sk-bench-user"),
     )
-    run.run_key_encrypted = crypto.encrypt(key)
-    run.save(update_fields=["ingest_key", "run_key_encrypted"])
-    return run.pk, key
 
 
 def cpu_seconds(pid: int) -> float:
@@ -166,39 +193,41 @@ def one_call(http, url: str, key: str, stream: bool) -> float:
     return first
 
 
-def latency(
-    direct: str, router: str, key: str, calls: int, stream: bool, pids: tuple[int, int]
-) -> dict:
+def latency(legs: list[tuple[str, str, str]], calls: int, stream: bool, pids: tuple[int, int]):
+    """`calls` calls on each leg ((name, base URL, key); the first is the direct one),
+    round-robin, its order rotating each round; each router leg against the direct one."""
     import httpx
 
-    with httpx.Client(timeout=30) as to_direct, httpx.Client(timeout=30) as to_router:
+    clients = [httpx.Client(timeout=30) for _ in legs]
+    try:
         for _ in range(WARMUP):
-            one_call(to_direct, direct, "sk-bench", stream)
-            one_call(to_router, router, key, stream)
-        direct_times, router_times = [], []
+            for http, (_, url, key) in zip(clients, legs, strict=True):
+                one_call(http, url, key, stream)
+        times: list[list[float]] = [[] for _ in legs]
         cpu_before = [cpu_seconds(pid) for pid in pids]
         for i in range(calls):
-            pair = [
-                (to_direct, direct, "sk-bench", direct_times),
-                (to_router, router, key, router_times),
-            ]
-            for http, url, k, out in pair if i % 2 == 0 else pair[::-1]:
-                out.append(one_call(http, url, k, stream))
+            for j in range(len(legs)):
+                leg = (i + j) % len(legs)
+                times[leg].append(one_call(clients[leg], legs[leg][1], legs[leg][2], stream))
         time.sleep(0.5)  # the last settlements (written in batches, after the answers)
-        cpu = [
-            (cpu_seconds(pid) - before) / calls
-            for pid, before in zip(pids, cpu_before, strict=True)
-        ]
-    paired = [r - d for r, d in zip(router_times, direct_times, strict=True)]
-    return {
-        "direct": direct_times,
-        "router": router_times,
-        "added_p50": percentile(router_times, 0.5) - percentile(direct_times, 0.5),
-        "added_p95": percentile(router_times, 0.95) - percentile(direct_times, 0.95),
-        "paired_median": statistics.median(paired),
-        "cpu_direct": cpu[0],
-        "cpu_router": cpu[1],
-    }
+        cpu = [(cpu_seconds(pid) - b) / calls for pid, b in zip(pids, cpu_before, strict=True)]
+    finally:
+        for http in clients:
+            http.close()
+    direct = times[0]
+    results = {}
+    for (name, _, _), through in zip(legs[1:], times[1:], strict=True):
+        paired = [r - d for r, d in zip(through, direct, strict=True)]
+        results[name] = {
+            "direct": direct,
+            "router": through,
+            "added_p50": percentile(through, 0.5) - percentile(direct, 0.5),
+            "added_p95": percentile(through, 0.95) - percentile(direct, 0.95),
+            "paired_median": statistics.median(paired),
+            "cpu_direct": cpu[0],
+            "cpu_router": cpu[1] / (len(legs) - 1),
+        }
+    return results
 
 
 async def concurrent_streams(router: str, key: str, streams: int) -> dict:
@@ -277,33 +306,42 @@ def main() -> int:
         )
         processes.append(router)
         router_url = f"http://127.0.0.1:{router_port}/api/v1"
+        own_id, own_key = own_key_run(direct)
+        connections.close_all()
+        legs = [("direct", direct, "sk-bench"), ("covered", router_url, key)]
+        legs.append(("own key", router_url, own_key))
 
         profiler = py_spy(router.pid, 600, workdir / "profile.txt") if args.profile else None
         if profiler:
             time.sleep(1.0)  # let py-spy attach
         pids = (fast.pid, router.pid)
-        plain = latency(direct, router_url, key, args.calls, stream=False, pids=pids)
-        streamed = latency(direct, router_url, key, args.calls, stream=True, pids=pids)
+        plain = latency(legs, args.calls, stream=False, pids=pids)
+        streamed = latency(legs, args.calls, stream=True, pids=pids)
         if profiler:
             profiler.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             profiler.wait(timeout=30)
         stop(router)
         slow_direct = f"http://127.0.0.1:{slow_port}/v1"
+        from runs.models import Run
+        from traces.models import Span
+
+        Run.objects.filter(pk=own_id).update(model_api_base_resolved=slow_direct)
+        connections.close_all()
         router, router_port = start(
             uvicorn,
             {**server_env, "BELVEDIR_ROUTER_UPSTREAM_BASE": slow_direct},
             workdir / "router-streams.log",
         )
         processes.append(router)
-        concurrency = asyncio.run(
-            concurrent_streams(f"http://127.0.0.1:{router_port}/api/v1", key, args.streams)
-        )
+        streams_url = f"http://127.0.0.1:{router_port}/api/v1"
+        concurrency = {
+            name: asyncio.run(concurrent_streams(streams_url, k, args.streams))
+            for name, k in (("covered", key), ("own key", own_key))
+        }
         stop(router)  # a SIGTERM: the server writes the settlements still pending, then exits
-        from runs.models import Run
-        from traces.models import Span
-
         run = Run.objects.get(pk=run_id)
         spans = Span.objects.filter(run=run).count()
+        own_spans = Span.objects.filter(run_id=own_id).count()
     finally:
         for process in processes:
             stop(process)
@@ -311,24 +349,30 @@ def main() -> int:
             _common.database_drop(DB_NAME)
 
     rows = []
-    for name, result in (
+    for mode, results in (
         ("non-streaming (whole call)", plain),
         ("streaming (first token)", streamed),
     ):
-        rows.append(
-            [
-                name,
-                f"{percentile(result['direct'], 0.5) * 1000:.2f}",
-                f"{percentile(result['router'], 0.5) * 1000:.2f}",
-                f"{result['added_p50'] * 1000:.2f}",
-                f"{percentile(result['direct'], 0.95) * 1000:.2f}",
-                f"{percentile(result['router'], 0.95) * 1000:.2f}",
-                f"{result['added_p95'] * 1000:.2f}",
-                f"{result['paired_median'] * 1000:.2f}",
-                f"{result['cpu_direct'] * 1000:.2f}",
-                f"{result['cpu_router'] * 1000:.2f}",
-            ]
-        )
+        for path, result in results.items():
+            rows.append(
+                [
+                    f"{mode}, {path}",
+                    *(
+                        f"{value * 1000:.2f}"
+                        for value in (
+                            percentile(result["direct"], 0.5),
+                            percentile(result["router"], 0.5),
+                            result["added_p50"],
+                            percentile(result["direct"], 0.95),
+                            percentile(result["router"], 0.95),
+                            result["added_p95"],
+                            result["paired_median"],
+                            result["cpu_direct"],
+                            result["cpu_router"],
+                        )
+                    ),
+                ]
+            )
     header = ["ms", "direct p50", "router p50", "added p50", "direct p95", "router p95"]
     header += ["added p95", "paired median", "upstream CPU/call", "router CPU/call"]
     print(f"{args.calls} calls each way, one at a time, after {WARMUP} warm-up calls")
@@ -337,26 +381,31 @@ def main() -> int:
         f"{os.getloadavg()[0]:.1f} after (a shared machine adds to every round trip)"
     )
     print(table(rows, header))
-    worst = max(plain["added_p50"], streamed["added_p50"]) * 1000
-    verdict = "PASS" if worst <= TARGET_ADDED_MS else "MISS"
-    print(f"p50 added latency {worst:.2f} ms: {verdict} (target <= {TARGET_ADDED_MS} ms)")
-    errors = concurrency["errors"]
-    print(
-        f"{args.streams} concurrent streams through one uvicorn process: "
-        f"{args.streams - len(errors)} complete, {len(errors)} errors, "
-        f"wall {concurrency['wall']:.2f} s (each stream ~{STREAM_WORDS * 0.05:.1f} s): "
-        + ("PASS" if not errors else "MISS")
-    )
-    for error in errors[:5]:
-        print(f"  {error}")
+    for path in plain:
+        worst = max(plain[path]["added_p50"], streamed[path]["added_p50"]) * 1000
+        verdict = "PASS" if worst <= TARGET_ADDED_MS else "MISS"
+        print(
+            f"{path}: p50 added latency {worst:.2f} ms: {verdict} (target <= {TARGET_ADDED_MS} ms)"
+        )
+    for path, result in concurrency.items():
+        errors = result["errors"]
+        print(
+            f"{path}: {args.streams} concurrent streams through one uvicorn process: "
+            f"{args.streams - len(errors)} complete, {len(errors)} errors, "
+            f"wall {result['wall']:.2f} s (each stream ~{STREAM_WORDS * 0.05:.1f} s): "
+            + ("PASS" if not errors else "MISS")
+        )
+        for error in errors[:5]:
+            print(f"  {error}")
     if args.profile:
         print_profile(workdir / "profile.txt")
     total_calls = 2 * (args.calls + WARMUP) + args.streams
     print(
-        f"run after the bench: {spans} spans (calls made: {total_calls}), "
+        f"covered run after the bench: {spans} spans (calls made: {total_calls}), "
         f"reserved {run.covered_reserved_micros}, spent {run.covered_spent_micros} micro-dollars"
     )
-    consistent = spans == total_calls and run.covered_reserved_micros == 0
+    print(f"own-key run after the bench: {own_spans} spans (calls made: {total_calls})")
+    consistent = spans == own_spans == total_calls and run.covered_reserved_micros == 0
     if not consistent:
         print("ERROR: the run's spans or reservations do not add up")
     return 0 if consistent else 1
