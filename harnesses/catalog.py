@@ -79,7 +79,9 @@ _TASKS_EXAMPLE = (
 
 
 def _scaffold(slug: str, name: str, agent: str, *, available: bool = True) -> Preset:
-    # Every task of the user's list runs: HARBOR_N_TASKS is the suites' cap only.
+    # Every task of the user's list runs: HARBOR_N_TASKS is the suites' cap only. Judged: the
+    # list's judge and rubric tasks (the example's too) are graded by the Runner's judge, whose
+    # verifier needs JUDGE_MODEL and its key, as on Runner on Harbor.
     env = {"HARBOR_AGENT": agent}
     return Preset(
         slug,
@@ -92,6 +94,7 @@ def _scaffold(slug: str, name: str, agent: str, *, available: bool = True) -> Pr
         env,
         tasks=_TASKS_EXAMPLE,
         available=available,
+        judged=True,
     )
 
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.conf import settings
 
 from belvedir.cli import main
 from harnesses.models import Harness
@@ -47,8 +48,9 @@ def test_benchmarks_add_from_a_preset_with_env_and_a_tasks_file(cli, owner, tmp_
     assert harness.preset == "openclaw"
     assert harness.env == {
         "HARBOR_AGENT": "openclaw",
+        "JUDGE_MODEL": settings.BELVEDIR_DEFAULT_JUDGE_MODEL,
         "HARBOR_N_TASKS": "2",
-    }  # the card's env, overridden
+    }  # the card's env (its judge the platform's default), overridden
     assert harness.tasks == TASKS
 
 

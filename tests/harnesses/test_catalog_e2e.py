@@ -17,6 +17,10 @@ itself, so a new card is covered as soon as it is in the catalog:
   the card's default judge (the platform's, covered) both through the router, the judge giving
   every answer 1, so the score is 1, never "succeeded, 0.000".
 
+A scaffold card with Harbor's oracle for its agent (no download, no model) scores its
+prefilled Tasks offline, judged by the card's default judge: the scaffolds are judged cards
+(without a judge Harbor refused the run, JUDGE_API_KEY missing for the example's rubric task).
+
 One network, gateway and cluster serve all the cards (module-scoped).
 """
 
@@ -31,7 +35,7 @@ from django.test.utils import override_settings
 from billing.models import Kind
 from billing.services import ledger_operator_entry
 from harbor.models import TaskSandbox
-from harnesses.catalog import HARBOR_REPO, PRESETS
+from harnesses.catalog import HARBOR_REPO, PRESETS, preset_get
 from runs.models import Run
 from runs.results import task_results
 from sandboxes.gateway import GatewayThread
@@ -157,10 +161,13 @@ def test_a_sandbox_on_the_offline_network_reaches_the_platform_and_nothing_else(
     assert lines[-1] == "name: unresolved", output
 
 
-@pytest.mark.parametrize("preset", AVAILABLE, ids=lambda p: p.slug)
-def test_every_available_card_as_prefilled_scores_or_fails_fast_saying_what_it_needs_offline(
-    preset, offline_install, owner, settings, fakelab_model
-):
+def add_and_run(
+    owner, settings, worker_log, slug: str, launch: dict, env_changes: dict | None = None
+) -> tuple[Run, int]:
+    """POST the card `{"preset": slug}` to the API as the catalog does (with `env_changes`
+    over its prefilled env, if any), launch it with `launch`, and wait for the runs cluster to
+    end the run: (the run, how many model calls reached the router's upstream, which answers
+    every call with VERDICT)."""
     ledger_operator_entry(
         organization=owner.org, kind=Kind.CREDIT, amount_micros=5_000_000, note="catalog"
     )
@@ -168,23 +175,35 @@ def test_every_available_card_as_prefilled_scores_or_fails_fast_saying_what_it_n
         settings.BELVEDIR_ROUTER_UPSTREAM_BASE = model.base_url
         settings.BELVEDIR_ROUTER_UPSTREAM_KEY = "sk-upstream-operator"
         settings.BELVEDIR_DEFAULT_JUDGE_MODEL = COVERED  # what the judged cards prefill
-        made = owner.api.post("/api/v1/harnesses", {"preset": preset.slug}, format="json")
+        preset = preset_get(slug)
+        card = {"preset": slug}
+        if env_changes:
+            card["env"] = {**preset.prefilled_env(), **env_changes}
+        made = owner.api.post("/api/v1/harnesses", card, format="json")
         assert made.status_code == 201, made.json()
         harness = made.json()
-        assert harness["tasks"] == preset.tasks and harness["env"] == preset.prefilled_env()
+        assert harness["tasks"] == preset.tasks
+        assert harness["env"] == {**preset.prefilled_env(), **(env_changes or {})}
         launched = owner.api.post(
-            "/api/v1/runs", {"harness": harness["id"], "model": COVERED}, format="json"
+            "/api/v1/runs", {"harness": harness["id"], **launch}, format="json"
         )
         assert launched.status_code == 201, launched.json()
         run_id = launched.json()["id"]
         wait_for(
             lambda: Run.objects.get(pk=run_id).status in ("succeeded", "failed", "cancelled"),
             600,
-            f"the {preset.slug} run to end",
-            on_timeout=offline_install.read_text,
+            f"the {slug} run to end",
+            on_timeout=worker_log.read_text,
         )
         calls = len(model.requests)
-    run = Run.objects.get(pk=run_id)
+    return Run.objects.get(pk=run_id), calls
+
+
+@pytest.mark.parametrize("preset", AVAILABLE, ids=lambda p: p.slug)
+def test_every_available_card_as_prefilled_scores_or_fails_fast_saying_what_it_needs_offline(
+    preset, offline_install, owner, settings, fakelab_model
+):
+    run, calls = add_and_run(owner, settings, offline_install, preset.slug, {"model": COVERED})
     outcome = expected(preset)
     if outcome == "score":
         assert run.status == "succeeded", (run.notes, run.log_tail)
@@ -221,3 +240,30 @@ def test_the_catalog_test_knows_every_kind_of_available_card():
     """Each available card falls in one of the three outcomes, and each outcome has a card."""
     kinds = {p.slug: expected(p) for p in AVAILABLE}
     assert set(kinds.values()) == {"registry", "download", "score"}, kinds
+
+
+SCAFFOLD_CARDS = [p for p in AVAILABLE if expected(p) == "download"]
+
+
+def test_a_scaffold_card_with_harbors_oracle_for_its_agent_scores_its_prefilled_tasks(
+    offline_install, owner, settings, fakelab_model
+):
+    """The scaffold cards differ only in HARBOR_AGENT, so one stands for all: with the agent
+    swapped for Harbor's oracle (which needs no download and calls no model) the card's own
+    Tasks run offline, judged by the platform's default judge through the router, and score."""
+    shapes = {
+        json.dumps({**p.as_dict(), "env": {}, "slug": "", "name": "", "description": ""})
+        for p in SCAFFOLD_CARDS
+    }
+    assert len(shapes) == 1 and {p.env["HARBOR_AGENT"] for p in SCAFFOLD_CARDS} == set(
+        agents.OPENAI_COMPATIBLE_AGENTS
+    )
+    preset = SCAFFOLD_CARDS[0]
+    run, calls = add_and_run(
+        owner, settings, offline_install, preset.slug, {}, {"HARBOR_AGENT": "oracle"}
+    )
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.score == 1.0 and run.results["agent"] == "oracle", run.results
+    assert task_results(run.results) == {t["id"]: 1.0 for t in json.loads(preset.tasks)}
+    assert run.judge_covered and not run.model_covered
+    assert calls == 1  # the judge's verdict only: the oracle calls no model

@@ -105,7 +105,7 @@ def test_the_seeded_default_judge_is_covered_for_any_project(owner, upstream):
 
 
 @pytest.mark.usefixtures("owner_pays_as_you_go")
-@pytest.mark.parametrize("slug", ["runner", "harbor-runner"])
+@pytest.mark.parametrize("slug", ["runner", "harbor-runner", "openclaw", "opencode", "pi"])
 def test_judged_cards_prefill_the_operators_default_judge(owner, upstream, slug):
     upstream.BELVEDIR_DEFAULT_JUDGE_MODEL = "google/gemma-3-27b-it"
     catalog = owner.api.get("/api/v1/catalog").json()
@@ -114,8 +114,9 @@ def test_judged_cards_prefill_the_operators_default_judge(owner, upstream, slug)
     assert "judged" not in cards[slug]
     body = owner.api.post("/api/v1/harnesses", {"preset": slug}, format="json").json()
     assert body["env"]["JUDGE_MODEL"] == "google/gemma-3-27b-it"
-    # The scaffolds and suites have no judge of their own to prefill.
-    assert "JUDGE_MODEL" not in cards["openclaw"]["env"]
+    # The scaffolds grade the same task list with the same judge (their example's rubric
+    # task: without one Harbor refuses the run, JUDGE_API_KEY missing); the suites bring
+    # their own grading and no judge to prefill.
     assert "JUDGE_MODEL" not in cards["gaia"]["env"]
 
 
@@ -169,8 +170,8 @@ def test_the_launch_dialog_says_which_judge_where_from_and_whether_it_is_covered
     assert "set JUDGE_API_KEY" in line
     line = judge_line({"JUDGE_MODEL": "openai/gpt-4.1-mini", "JUDGE_API_KEY": "sk-own"})
     assert "(harness env), called with the harness&#x27;s own JUDGE_API_KEY" in line
-    # A harness without a judge: no line.
+    # A harness without a judge (a suite brings its own grading): no line.
     other = owner.api.post(
-        "/api/v1/harnesses", {"preset": "openclaw", "name": "claw"}, format="json"
+        "/api/v1/harnesses", {"preset": "gaia", "name": "suite"}, format="json"
     ).json()
     assert 'id="launch-judge"' not in owner.web.get(f"/runs/launch/{other['id']}/").content.decode()
