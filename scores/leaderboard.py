@@ -83,7 +83,8 @@ class Group:
         tries = f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
         label = f"{version} · {self.grading} × {tries}"
         if self.task_sets > 1:
-            label += f" · tasks as run from {self.first_at:%Y-%m-%d}"
+            # the Tasks field tells them apart, the day its runs began says which is which
+            label += f" · tasks {self.tasks_md5[:7]}, run from {self.first_at:%Y-%m-%d}"
         return label
 
 

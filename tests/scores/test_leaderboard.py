@@ -4,6 +4,7 @@ ranked by their latest or best score with 95% intervals, ties by the rank rule
 ranked together; the page partial, its page without scripts, and the API."""
 
 from datetime import timedelta
+from hashlib import md5
 
 import pytest
 from django.utils import timezone
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 NOW = timezone.now()
+EDITED_TASKS = '[{"prompt": "new"}]'
 
 
 def interval(score, half):
@@ -117,7 +119,7 @@ def test_other_gradings_attempts_and_tasks_fields_are_boards_of_their_own(owner,
     pass_at_1 = scored("m/a", ago=3, **interval(0.6, 0.1))
     scored("m/b", ago=4, **interval(0.5, 0.1))
     pass_at_k = scored("m/a", ago=1, grading="pass@k", attempts=3, **interval(0.9, 0.1))
-    edited = scored("m/c", ago=2, harness_snapshot={"tasks": '[{"prompt": "new"}]'}, score=0.99)
+    edited = scored("m/c", ago=2, harness_snapshot={"tasks": EDITED_TASKS}, score=0.99)
     url = f"/api/v1/harnesses/{harness.pk}/leaderboard"
     body = owner.api.get(url).json()
     # the newest run's group by default: pass@k x 3, alone
@@ -130,8 +132,11 @@ def test_other_gradings_attempts_and_tasks_fields_are_boards_of_their_own(owner,
     assert [row["model"] for row in body["rows"]] == ["m/a", "m/b"]
     assert body["rows"][0]["run"] == pass_at_1.pk
     assert edited.pk not in {row["run"] for row in body["rows"]}
-    # two Tasks fields under pass@1 x 1: each group names the day its runs began
-    assert sum("tasks as run from" in label for label in labels) == 2
+    # two Tasks fields under pass@1 x 1: each label names its own (and the day its runs began)
+    digest = md5(EDITED_TASKS.encode()).hexdigest()[:7]
+    edited_label = f"own tasks · pass@1 × 1 attempt · tasks {digest}"
+    assert sum(label.startswith(edited_label + ", run from ") for label in labels) == 1
+    assert sum(", run from " in label for label in labels) == 2
 
 
 def test_an_environment_board_ranks_per_harness_and_model_and_never_mixes_versions(owner, scored):
