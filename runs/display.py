@@ -240,28 +240,6 @@ def results_view(run: Run) -> ResultsView | None:
     return view
 
 
-# --- the score's error bar ------------------------------------------------------------------
-
-
-@dataclass
-class ScoreBar:
-    stderr: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n_tasks: int | None = None
-    why_none: str = ""  # no error bar: why
-
-
-def score_bar(run: Run) -> ScoreBar | None:
-    """A succeeded run's standard error and 95% interval, or why it has none, as stored with
-    its end (scores/hooks.py; older runs by scores' migration 0001)."""
-    if run.status != Status.SUCCEEDED:
-        return None
-    return ScoreBar(
-        run.score_stderr, run.score_ci_low, run.score_ci_high, run.n_tasks, run.score_interval_note
-    )
-
-
 # --- the harness configuration --------------------------------------------------------------
 
 

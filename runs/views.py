@@ -209,7 +209,6 @@ def run_detail(request, run_id: str):
         "failure_notes": display.failure_notes(run),
         "notes": display.other_notes(run),
         "results": display.results_view(run),
-        "score_bar": display.score_bar(run),
     }
     if request.htmx:
         return render(request, "runs/detail.html#run-live", context)
