@@ -10,8 +10,8 @@ import pytest
 from belvedir.errors import Invalid
 from harnesses.environment_export import tasks_export_files
 from harnesses.tasks_format import parse_tasks
-from runs import stats
-from runs.results import score_uncertainty
+from scores import stats
+from scores.results import score_uncertainty
 from tests.drivers.helpers import ScriptedLLM
 from tests.drivers.test_harbor_run import trial, write_job
 from tests.drivers.test_runner_grading import run_runner
