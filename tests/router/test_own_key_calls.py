@@ -173,3 +173,58 @@ def test_a_call_carrying_an_sdk_spans_traceparent_is_recorded_under_it(
     assert response.status_code == 200
     (span,) = _spans(run, 1)
     assert (span.trace_id, span.parent_span_id) == (trace_id, parent)
+
+
+def test_a_covered_model_and_an_own_key_judge_each_go_their_own_way(
+    owner, harness, covered_model, user_base, upstream, router_url
+):
+    from belvedir import crypto as crypto_
+    from harnesses.env_secrets import secrets_encrypt
+
+    # The judge's key came from the harness's (secret) env, not the launch.
+    run = make_run(
+        owner.project,
+        harness,
+        cap_micros=2_000_000,
+        judge_model="acme/judge",
+        judge_proxied=True,
+        judge_api_base_resolved=user_base.base_url,
+        harness_env_secrets_encrypted=secrets_encrypt({"JUDGE_API_KEY": KEY}),
+        judge_api_key_encrypted=crypto_.encrypt(""),
+    )
+
+    covered = _post(router_url, run, {"model": MODEL, "messages": QUESTION})
+    judged = _post(router_url, run, {"model": "acme/judge", "messages": QUESTION})
+
+    assert (covered.status_code, judged.status_code) == (200, 200), covered.text + judged.text
+    assert [r["model"] for r in upstream.requests] == [MODEL]  # the operator's, capped
+    assert [r["model"] for r in user_base.requests] == ["acme/judge"]
+    assert [s["authorization"] for s in user_base.seen] == [f"Bearer {KEY}"]
+    spans = {s.model: s for s in _spans(run, 2)}
+    assert spans[MODEL].attributes["belvedir.router.cost_micros"] > 0
+    assert "belvedir.router.billed_to" not in spans[MODEL].attributes
+    assert spans["acme/judge"].attributes["belvedir.router.billed_to"] == "provider"
+    run.refresh_from_db()
+    assert run.covered_spent_micros == spans[MODEL].attributes["belvedir.router.cost_micros"]
+
+
+def test_a_launch_with_an_own_key_judge_gives_the_sandbox_the_router_for_it(owner, make_harness):
+    from runs import contract
+    from runs import services as run_services
+
+    harness = make_harness(name="judged", env={"JUDGE_API_KEY": KEY})
+    run = run_services.run_launch(
+        project=owner.project,
+        harness=harness,
+        model="acme/model",
+        model_api_key="sk-model-own-1234",
+        judge_model="acme/judge",
+    )
+    env = contract.run_sandbox_env(run, secrets=contract.run_model_secrets(run))
+
+    assert run.model_proxied and run.judge_proxied and not run.covered
+    router = f"{django_settings.BELVEDIR_SANDBOX_BASE_URL}/api/v1"
+    assert env["MODEL_API_BASE"] == env["JUDGE_API_BASE"] == router
+    assert env["MODEL_API_KEY"] == env["JUDGE_API_KEY"] == env["BELVEDIR_API_KEY"]
+    assert KEY not in env.values() and "sk-model-own-1234" not in env.values()
+    assert run.judge_api_base_resolved == "https://openrouter.ai/api/v1"  # inferred
