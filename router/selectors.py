@@ -5,14 +5,15 @@ from django.conf import settings
 from belvedir.models import Project
 from models_registry.models import CoveredModel, Lab
 from models_registry.selectors import chinese_lab_for_model, covered_models
+from router.targets import own_key_models
 from runs.models import Run
 from runs.selectors import run_covered_models
 
 
 def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
-    """Every catalog entry `runs.model_access.covered_model_check` lets `project`'s covered runs call, read in
-    two queries whatever the catalog's size (the router's model list): none when the platform
-    covers no usage, no Chinese lab's model unless the project allows them."""
+    """Every catalog entry `runs.model_access.covered_model_check` lets `project`'s covered
+    runs call, read in two queries whatever the catalog's size (the router's model list): none
+    when the platform covers no usage, no Chinese lab's model unless the project allows them."""
     if not settings.BELVEDIR_ROUTER_UPSTREAM_KEY:
         return []
     entries = list(covered_models())
@@ -27,12 +28,17 @@ def covered_models_allowed(*, project: Project) -> list[CoveredModel]:
 
 
 def covered_models_list(*, run: Run) -> list[dict]:
-    """The covered models this run may call: its own model and judge when covered, no
-    Chinese lab's for a project without the permission."""
+    """The models this run may call through the router: its model and judge when its own key
+    calls them (owned by "your provider"), and when covered, no Chinese lab's for a project
+    without the permission."""
+    proxied = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "your provider"}
+        for name in dict.fromkeys(own_key_models(run))
+    ]
     if not run.covered:
-        return []
+        return proxied
     own = run_covered_models(run)
-    return [
+    return proxied + [
         {
             "id": entry.model_id,
             "object": "model",

@@ -69,6 +69,13 @@ def _names(run: Run) -> dict[str, str]:
     }
 
 
+def own_key_models(run: Run) -> list[str]:
+    """The run's models its own keys call through the router (its model, its judge)."""
+    names = _names(run) if run.model_proxied or run.judge_proxied else {}
+    proxied = {"MODEL": run.model_proxied, "JUDGE": run.judge_proxied}
+    return [name for prefix, name in names.items() if proxied[prefix] and name]
+
+
 def own_prefix(run: Run, model: str) -> str | None:
     """Which of the run's own-key settings ("MODEL" or "JUDGE") a call of `model` goes
     through; None for a covered call. A model of the run's own goes through its own settings;

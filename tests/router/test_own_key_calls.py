@@ -228,3 +228,16 @@ def test_a_launch_with_an_own_key_judge_gives_the_sandbox_the_router_for_it(owne
     assert env["MODEL_API_KEY"] == env["JUDGE_API_KEY"] == env["BELVEDIR_API_KEY"]
     assert KEY not in env.values() and "sk-model-own-1234" not in env.values()
     assert run.judge_api_base_resolved == "https://openrouter.ai/api/v1"  # inferred
+
+
+def test_the_model_list_names_the_runs_own_key_models(owner, harness, user_base, router_url):
+    run = _own_key_run(owner, harness, user_base.base_url, model="acme/own")
+
+    response = httpx.get(
+        f"{router_url}/models", headers={"Authorization": f"Bearer {run.plain_key}"}, timeout=30
+    )
+
+    assert response.status_code == 200
+    assert response.json()["data"] == [
+        {"id": "acme/own", "object": "model", "created": 0, "owned_by": "your provider"}
+    ]
