@@ -276,15 +276,16 @@ class TaskSandboxFilesView(APIView):
         _running(sandbox)
         path = _path(request)
         backend = _backend()
-        try:
-            size = backend.path_size(_handle(sandbox), path)
-            if size is None:
-                raise NotFound(f"{path} does not exist in the task sandbox.")
-            if size > DOWNLOAD_MAX_BYTES:
-                return _too_large(path, DOWNLOAD_MAX_BYTES)
-            chunks = backend.get_files(_handle(sandbox), path=path, max_bytes=DOWNLOAD_MAX_BYTES)
+        try:  # the size, then the tar, in one round trip to the sandbox
+            size, chunks = backend.open_files(
+                _handle(sandbox), path=path, max_bytes=DOWNLOAD_MAX_BYTES
+            )
         except SandboxError as exc:
             raise Invalid(str(exc), field="path") from None
+        if size is None:
+            raise NotFound(f"{path} does not exist in the task sandbox.")
+        if size > DOWNLOAD_MAX_BYTES:
+            return _too_large(path, DOWNLOAD_MAX_BYTES)
         return ThreadedStreamingResponse(chunks, content_type="application/x-tar")
 
 

@@ -295,12 +295,12 @@ class SandboxBackend(Protocol):
         """Extract a tar, streamed from `chunks`, into directory `path` (made when missing)."""
         ...
 
-    def path_size(self, handle: SandboxHandle, path: str) -> int | None:
-        """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
-        ...
-
-    def get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
-        """A tar of `path` (under its base name), streamed; cut off past `max_bytes`."""
+    def open_files(
+        self, handle: SandboxHandle, *, path: str, max_bytes: int
+    ) -> tuple[int | None, Iterator[bytes]]:
+        """How many bytes `path` holds (a directory: all of it; None when it does not exist)
+        and a tar of it (under its base name), streamed: nothing when it is missing or past
+        `max_bytes`. One round trip where the sandbox can, the size known before a byte."""
         ...
 
 

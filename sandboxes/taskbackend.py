@@ -92,8 +92,7 @@ class DockerTaskSandboxes:
     def put_files(self, handle: SandboxHandle, *, path: str, chunks: Iterable[bytes]) -> None:
         taskexec.put_tar(self.client, handle.id, path=path, chunks=chunks)
 
-    def path_size(self, handle: SandboxHandle, path: str) -> int | None:
-        return taskexec.path_size(self.client, handle.id, path)
-
-    def get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
-        return taskexec.get_tar(self.client, handle.id, path=path, max_bytes=max_bytes)
+    def open_files(
+        self, handle: SandboxHandle, *, path: str, max_bytes: int
+    ) -> tuple[int | None, Iterator[bytes]]:
+        return taskexec.open_tar(self.client, handle.id, path=path, max_bytes=max_bytes)

@@ -1,12 +1,13 @@
 """Commands and files in a running task sandbox on the Docker engine (docs/task-sandboxes.md):
 run a command with a time limit and stream its output, put a tar into a directory, read one
 back. Pure Python and docker SDK, no Django; the Docker backend's `exec_stream`, `put_files`,
-`path_size` and `get_files` (`sandboxes.taskbackend`).
+and `open_files` (`sandboxes.taskbackend`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import posixpath
 import queue
 import socket
@@ -136,11 +137,6 @@ _PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4
 # One exec where the container is known to have tar: every exec is a process started in the
 # sandbox (under gVisor, `runsc exec` on the host), most of what a transfer costs.
 _EXTRACT = 'mkdir -p -- "$0" || exit 1; exec tar -x -f - -C "$0"'
-_SIZE = (
-    '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
-    'if s=$(du -sb -- "$0" 2>/dev/null); then echo "$s" | cut -f1; '
-    'else k=$(du -sk -- "$0" | cut -f1); echo $((k * 1024)); fi'
-)
 NO_TAR = 4
 # Whether each container's image has tar, learned by its first transfer (a container's
 # files never change kind under it: its image is fixed), so later ones skip the check.
@@ -237,19 +233,6 @@ def _put_archive(
         raise SandboxError(f"could not extract the tar into {path}")
 
 
-def path_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
-    """How many bytes `path` holds (a directory: all of it); None when it does not exist."""
-    code, output = run_quietly(client, container_id, ["sh", "-c", _SIZE, path], TRANSFER_USER)
-    if code == 3:
-        return None
-    _learned(container_id, code != NO_TAR)
-    if code == NO_TAR:
-        return _archive_size(client, container_id, path)
-    if code != 0 or not output.strip().isdigit():
-        raise SandboxError(f"could not read {path}: {output.strip()[:300]}")
-    return int(output.strip())
-
-
 def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> int | None:
     try:
         _, stat = client.api.get_archive(container_id, path, chunk_size=1)
@@ -260,29 +243,75 @@ def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> 
     return int(stat.get("size") or 0)
 
 
-def get_tar(
+# A download in one exec: its size first (on stderr, `size N`), then, unless past the limit,
+# the tar (on stdout). $0 the path, $1 its parent, $2 its base name, $3 the limit.
+_SIZED_TAR = (
+    '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
+    'if s=$(du -sb -- "$0" 2>/dev/null); then s=$(echo "$s" | cut -f1); '
+    'else k=$(du -sk -- "$0" | cut -f1); s=$((k * 1024)); fi; '
+    'echo "size $s" >&2; [ "$s" -le "$3" ] || exit 5; exec tar -c -f - -C "$1" -- "$2"'
+)
+NOT_THERE = 3
+
+
+def open_tar(
     client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
-) -> Iterator[bytes]:
-    """A tar of `path` as docker cp gives it (under its base name), streamed; cut off past
-    `max_bytes`."""
+) -> tuple[int | None, Iterator[bytes]]:
+    """(how many bytes `path` holds, a tar of it as docker cp gives it, streamed), in one exec
+    where the image has tar: its size comes first, so a path past `max_bytes` sends nothing
+    (the size and no tar), and a missing one is (None, nothing). Docker's archive API where it
+    has none."""
+    if has_tar(container_id) is False:
+        return _archive_open(client, container_id, path=path, max_bytes=max_bytes)
     normal = posixpath.normpath(path)
     parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
-    found = has_tar(container_id)  # path_size, asked first, has learned it
-    if found is None:
-        code, _ = run_quietly(client, container_id, ["sh", "-c", "command -v tar"], TRANSFER_USER)
-        found = code == 0
-        _learned(container_id, found)
+    command = ["sh", "-c", _SIZED_TAR, normal, parent, base, str(max_bytes)]
     try:
-        if not found:  # no tar in the image: Docker's archive API
-            stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
-        else:
-            created = client.api.exec_create(
-                container_id, ["tar", "-c", "-f", "-", "-C", parent, "--", base], user=TRANSFER_USER
-            )
-            parts = client.api.exec_start(created["Id"], stream=True, demux=True)
-            stream = (out for out, _ in parts if out)
+        created = client.api.exec_create(container_id, command, user=TRANSFER_USER)
+        parts = client.api.exec_start(created["Id"], stream=True, demux=True)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
+    said, size, early = b"", None, []
+    for out, err in parts:
+        # The engine copies stdout and stderr apart: the tar's first bytes may come first.
+        if out:
+            early.append(out)
+        said += err or b""
+        head, newline, _ = said.partition(b"\n")
+        if newline and head.startswith(b"size ") and head[5:].strip().isdigit():
+            size = int(head[5:])
+            break
+    if size is None:  # it ended before saying: not there, no tar, or it failed
+        try:
+            code = client.api.exec_inspect(created["Id"]).get("ExitCode")
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not read {path}: {exc}") from exc
+        if code == NOT_THERE:
+            return None, iter(())
+        if code == NO_TAR:
+            _learned(container_id, False)
+            return _archive_open(client, container_id, path=path, max_bytes=max_bytes)
+        raise SandboxError(f"could not read {path}: {said.decode(errors='replace')[-300:]}")
+    _learned(container_id, True)
+    if size > max_bytes:
+        return size, iter(())
+    return size, _limited(itertools.chain(early, (out for out, _ in parts if out)), max_bytes)
+
+
+def _archive_open(
+    client: docker.DockerClient, container_id: str, *, path: str, max_bytes: int
+) -> tuple[int | None, Iterator[bytes]]:
+    size = _archive_size(client, container_id, path)
+    if size is None or size > max_bytes:
+        return size, iter(())
+    try:
+        stream, _ = client.api.get_archive(container_id, path, chunk_size=1 << 16)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise SandboxError(f"could not read {path}: {exc}") from exc
+    return size, _limited(stream, max_bytes)
+
+
+def _limited(stream: Iterable[bytes], max_bytes: int) -> Iterator[bytes]:
     sent = 0
     for chunk in stream:
         sent += len(chunk)

@@ -401,8 +401,8 @@ def test_a_transfer_costs_one_process_in_the_sandbox_past_the_first(
 ):
     """Each exec is a process started in the sandbox (under gVisor a `runsc exec` on the
     host), most of what a file transfer costs: once a container's tar is known, an upload is
-    one exec (mkdir and extract) and a download two (its size, then the tar), instead of two
-    and three."""
+    one exec (mkdir and extract), and a download is always one (its size first, then the tar),
+    instead of two and three."""
     from docker.api.exec_api import ExecApiMixin
 
     run, client = managed
@@ -424,6 +424,15 @@ def test_a_transfer_costs_one_process_in_the_sandbox_past_the_first(
     assert got.status == 200, got.body
     with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
         assert tar.extractfile("b/c/b.txt").read() == b"B"
-    assert len(started) == 3, started
+    assert len(started) == 2, started
     assert client.get_files(sandbox["id"], "/app/nothing").status == 404
-    assert len(started) == 4, started
+    assert len(started) == 3, started
+    # Past the limit: the size came first, so nothing of the tar is sent.
+    monkeypatch.setattr("harbor.api.DOWNLOAD_MAX_BYTES", 4096)
+    assert client.exec_lines(sandbox["id"], "head -c 20000 /dev/zero > /app/big")[-1] == {
+        "exit_code": 0,
+        "timed_out": False,
+    }
+    big = client.get_files(sandbox["id"], "/app/big")
+    assert big.status == 413 and big.json()["code"] == "too_large", big.body
+    assert client.get_files(sandbox["id"], "/app/b").status == 200  # under it: still sent

@@ -319,13 +319,21 @@ class FakeBackend:
     def put_files(self, handle: SandboxHandle, *, path: str, chunks: Iterable[bytes]) -> None:
         _untar(self._running(handle), path, b"".join(chunks))
 
-    def path_size(self, handle: SandboxHandle, path: str) -> int | None:
+    def open_files(
+        self, handle: SandboxHandle, *, path: str, max_bytes: int
+    ) -> tuple[int | None, Iterator[bytes]]:
+        size = self._path_size(handle, path)
+        if size is None or size > max_bytes:
+            return size, iter(())
+        return size, self._get_files(handle, path=path, max_bytes=max_bytes)
+
+    def _path_size(self, handle: SandboxHandle, path: str) -> int | None:
         sandbox = self._running(handle)
         path = posixpath.normpath(path)
         inside = [c for n, c in sandbox.files.items() if n == path or n.startswith(f"{path}/")]
         return sum(map(len, inside)) if inside else None
 
-    def get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
+    def _get_files(self, handle: SandboxHandle, *, path: str, max_bytes: int) -> Iterator[bytes]:
         sandbox = self._running(handle)
         path = posixpath.normpath(path)
         parent = posixpath.dirname(path)
