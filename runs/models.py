@@ -1,3 +1,5 @@
+import hashlib
+
 from django.conf import settings
 from django.db import models
 from django.db.models.fields.json import KeyTransform
@@ -81,6 +83,9 @@ class Run(SpendCapped):
     score_ci_high = models.FloatField(null=True, blank=True)
     n_tasks = models.PositiveIntegerField(null=True, blank=True)
     score_interval_note = models.TextField(blank=True, default="")
+    # MD5 of the Tasks field it launched with (its snapshot's): the leaderboards rank together
+    # only runs of one task set, without reading each run's snapshot.
+    tasks_md5 = models.CharField(max_length=32, default=hashlib.md5(b"").hexdigest())
     results = models.JSONField(null=True, blank=True)
     notes = models.JSONField(default=list, blank=True)
     log_tail = models.TextField(blank=True)

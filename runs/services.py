@@ -1,5 +1,6 @@
 """Run writes: launch (checks and caps), cancel, finish. Tasks and views call these."""
 
+import hashlib
 import math
 import re
 from datetime import datetime, timedelta
@@ -135,6 +136,7 @@ def run_launch(
             harness=harness,
             harness_name=harness.name,
             harness_snapshot={f: getattr(harness, f) for f in HARNESS_FIELDS},
+            tasks_md5=hashlib.md5(harness.tasks.encode()).hexdigest(),
             harness_env_secrets_encrypted=harness.env_secrets_encrypted,
             enqueued_at=timezone.now(),
             model=model.strip() or str((harness.env or {}).get("MODEL", "")),

@@ -4,8 +4,8 @@ score with the score's 95% interval.
 
 Runs are ranked together only when they ran the same tasks the same way: the same environment
 version (the harness's, for harnesses made from an environment), the same Tasks field as
-launched (its MD5: a harness whose tasks were edited starts a new group), the same grading and
-the same attempts per task. Each such set is a group; the board shows one group, by default
+launched (Run.tasks_md5, set at launch: a harness whose tasks were edited starts a new group),
+the same grading and the same attempts per task. Each such set is a group; the board shows one group, by default
 the one with the newest run, and names the others present.
 
 Ranks follow the rule of Chatbot Arena's leaderboard: a row's rank is 1 + the number of rows
@@ -31,11 +31,8 @@ from django.db.models import (
     Min,
     PositiveIntegerField,
     QuerySet,
-    TextField,
     Value,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import MD5, Coalesce
 
 from belvedir.errors import Invalid
 from harnesses.models import Environment, Harness
@@ -114,10 +111,6 @@ class Board:
     by_harness: bool = False  # an environment's board: a row per harness and model
 
 
-def _tasks_md5():
-    return MD5(Coalesce(KT("harness_snapshot__tasks"), Value(""), output_field=TextField()))
-
-
 def _group_key(version: int | None, grading: str, attempts: int, tasks_md5: str) -> str:
     digest = hashlib.sha256(f"{version}|{grading}|{attempts}|{tasks_md5}".encode()).hexdigest()
     return digest[:12]
@@ -139,7 +132,7 @@ def _entries(runs: QuerySet[Run], version_of) -> list[dict]:
     the ids of its latest and its best run (one query, one pass over the runs)."""
     newest = ("-finished_at", "-id")
     return list(
-        runs.annotate(tasks_md5=_tasks_md5(), version=version_of)
+        runs.annotate(version=version_of)
         .values("version", "grading", "attempts", "tasks_md5", "harness_id", "model")
         .annotate(
             n=Count("id"),

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from harnesses.models import Environment, Harness
 from runs.models import Run
+from runs.services import run_launch
 from tests.helpers.seed import assert_bounded
 
 pytestmark = pytest.mark.django_db
@@ -119,7 +120,8 @@ def test_other_gradings_attempts_and_tasks_fields_are_boards_of_their_own(owner,
     pass_at_1 = scored("m/a", ago=3, **interval(0.6, 0.1))
     scored("m/b", ago=4, **interval(0.5, 0.1))
     pass_at_k = scored("m/a", ago=1, grading="pass@k", attempts=3, **interval(0.9, 0.1))
-    edited = scored("m/c", ago=2, harness_snapshot={"tasks": EDITED_TASKS}, score=0.99)
+    edited_md5 = md5(EDITED_TASKS.encode()).hexdigest()
+    edited = scored("m/c", ago=2, tasks_md5=edited_md5, score=0.99)
     url = f"/api/v1/harnesses/{harness.pk}/leaderboard"
     body = owner.api.get(url).json()
     # the newest run's group by default: pass@k x 3, alone
@@ -133,8 +135,7 @@ def test_other_gradings_attempts_and_tasks_fields_are_boards_of_their_own(owner,
     assert body["rows"][0]["run"] == pass_at_1.pk
     assert edited.pk not in {row["run"] for row in body["rows"]}
     # two Tasks fields under pass@1 x 1: each label names its own (and the day its runs began)
-    digest = md5(EDITED_TASKS.encode()).hexdigest()[:7]
-    edited_label = f"own tasks · pass@1 × 1 attempt · tasks {digest}"
+    edited_label = f"own tasks · pass@1 × 1 attempt · tasks {edited_md5[:7]}"
     assert sum(label.startswith(edited_label + ", run from ") for label in labels) == 1
     assert sum(", run from " in label for label in labels) == 2
 
@@ -288,3 +289,13 @@ def test_the_leaderboards_take_a_fixed_number_of_queries(
     assert_bounded(owner.api, apis, django_assert_max_num_queries)
     body = owner.api.get(f"/api/v1/harnesses/{harness.pk}/leaderboard").json()
     assert len(body["groups"]) == 2 and len(body["rows"]) == 3
+
+
+def test_a_launch_stores_the_md5_of_the_tasks_field_it_ran(
+    owner, make_harness, django_capture_on_commit_callbacks
+):
+    harness = make_harness(tasks=EDITED_TASKS)
+    with django_capture_on_commit_callbacks(execute=False):
+        run = run_launch(project=owner.project, harness=harness, created_by=owner.user)
+    assert Run.objects.get(pk=run.pk).tasks_md5 == md5(EDITED_TASKS.encode()).hexdigest()
+    assert Run(harness_snapshot={"tasks": ""}).tasks_md5 == md5(b"").hexdigest()
