@@ -56,6 +56,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/ingest.py
 	$(PY) bench/qcluster_stop.py
 	$(PY) bench/install_step.py
+	$(PY) bench/rerun.py
 	$(PY) bench/router.py
 	$(PY) bench/scale.py
 	$(PY) bench/in_flight.py

@@ -116,16 +116,16 @@ def ls_remote(repo_url: str, ref: str = "", *, timeout: float) -> str:
     return done.stdout
 
 
-def clone(repo_url: str, ref: str, dest: Path, *, timeout: float, max_bytes: int) -> None:
+def clone(repo_url: str, ref: str, dest: Path, *, timeout: float, max_bytes: int) -> str:
     """A shallow checkout of `ref` (default branch when empty) into new directory `dest`,
-    without its .git; GitError past `timeout` s per step or `max_bytes` of files."""
+    without its .git; the commit checked out. GitError past `timeout` s per step or
+    `max_bytes` of files."""
     dest.mkdir(parents=True)
     try:
         # The usual case, a branch, a tag or the default branch, in one git process; a commit
         # or another kind of ref takes the steps below.
         if not is_commit(ref) and _clone_shallow(repo_url, ref, dest, timeout):
-            _check_size(dest, max_bytes)
-            return
+            return _check_size(dest, max_bytes, timeout)
         _git(["init", "-q"], dest, timeout)
         _git(["remote", "add", "origin", repo_url], dest, timeout)
         try:
@@ -141,7 +141,7 @@ def clone(repo_url: str, ref: str, dest: Path, *, timeout: float, max_bytes: int
         raise GitError(
             f"cloning {without_credentials(repo_url)} took longer than {timeout:g} s"
         ) from None
-    _check_size(dest, max_bytes)
+    return _check_size(dest, max_bytes, timeout)
 
 
 def _clone_shallow(repo_url: str, ref: str, dest: Path, timeout: float) -> bool:
@@ -161,11 +161,22 @@ def _clone_shallow(repo_url: str, ref: str, dest: Path, timeout: float) -> bool:
     return True
 
 
-def _check_size(dest: Path, max_bytes: int) -> None:
+def _check_size(dest: Path, max_bytes: int, timeout: float) -> str:
+    """The commit checked out in `dest`, whose .git is then removed, and whose files must
+    stay within `max_bytes`."""
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=git_env(),
+    )
     shutil.rmtree(dest / ".git", ignore_errors=True)
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file() and not f.is_symlink())
     if size > max_bytes:
         raise GitError(f"the repo is {size:,} bytes, over the {max_bytes:,} byte limit")
+    return head.stdout.strip() if head.returncode == 0 else ""
 
 
 def _git(args: list[str], cwd: Path, timeout: float) -> None:

@@ -51,6 +51,7 @@ def sandbox_config() -> SandboxConfig:
         warm_engine=engine_name(),
         warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
         instance_stale=settings.BELVEDIR_INSTANCE_STALE,
+        install_cache_bytes=settings.BELVEDIR_INSTALL_CACHE_BYTES,
     )
 
 

@@ -61,3 +61,15 @@ def usd(micros: int) -> str:
     if amount == amount.quantize(Decimal("0.01")):
         return f"{sign}${amount:,.2f}"
     return f"{sign}${amount.normalize():,f}"
+
+
+def ago_text(when, *, now) -> str:
+    """How long before `now` `when` was, roughly: 'just now', '5 min ago', '2 h ago', '3 d ago'."""
+    seconds = max(0, int((now - when).total_seconds()))
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 86400:
+        return f"{seconds // 3600} h ago"
+    return f"{seconds // 86400} d ago"

@@ -7,7 +7,13 @@ from django.utils.html import format_html
 from belvedir.admin_mixins import usd_column
 from belvedir.errors import DomainError
 from harnesses import environments, services
-from harnesses.models import Environment, EnvironmentGeneration, EnvironmentVersion, Harness
+from harnesses.models import (
+    Environment,
+    EnvironmentGeneration,
+    EnvironmentVersion,
+    Harness,
+    InstallSnapshot,
+)
 
 
 class HarnessAdminForm(forms.ModelForm):
@@ -185,4 +191,18 @@ class EnvironmentVersionAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(InstallSnapshot)
+class InstallSnapshotAdmin(admin.ModelAdmin):
+    """The install cache's snapshots (deleting a row: that host's reaper deletes the file)."""
+
+    list_display = ["harness", "organization", "host", "run_id", "size_bytes", "reused", "used_at"]
+    list_filter = ["organization", "host"]
+    search_fields = ["harness__name", "harness__id", "run_id", "key"]
+    readonly_fields = [f.name for f in InstallSnapshot._meta.fields]
+    list_select_related = ["harness", "organization"]
+
+    def has_add_permission(self, request):
         return False

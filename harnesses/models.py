@@ -178,3 +178,33 @@ class EnvironmentGeneration(SpendCapped):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+
+class InstallSnapshot(models.Model):
+    """An install snapshot a worker host keeps of a harness's install (harnesses.install_cache;
+    the files are sandboxes.installcache's, on that host). A run finds one only through its
+    row: clearing a harness's cache deletes its rows, and each host's reaper then deletes the
+    files no row names."""
+
+    organization = models.ForeignKey(
+        "belvedir.Organization", on_delete=models.CASCADE, related_name="install_snapshots"
+    )
+    harness = models.ForeignKey(Harness, on_delete=models.CASCADE, related_name="install_snapshots")
+    host = models.CharField(max_length=300)  # the worker host's engine (runs' `engine`)
+    key = models.CharField(max_length=64)  # the full key: its parts are hashed
+    run_id = models.CharField(max_length=32)  # the run whose install it is
+    size_bytes = models.BigIntegerField(default=0)  # what it takes on the host's disk
+    reused = models.PositiveIntegerField(default=0)  # runs started from it
+    created_at = models.DateTimeField(default=timezone.now)
+    used_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-used_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host", "organization", "key"], name="install_snapshot_unique_on_host"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.harness_id} from {self.run_id} on {self.host}"

@@ -43,9 +43,15 @@ _REFUSED_EXACT = {
 }
 _REFUSED_ANY_CASE = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
 _REFUSED_PREFIXES = ("BELVEDIR_", "FRACTAL_")
-# Harness env that the Harbor driver reads, and BELVEDIR_MODEL_PROXY=off (the sandbox gets the
-# run's raw model keys instead of the router): not contract names, so allowed.
-_ALLOWED_BELVEDIR = {"BELVEDIR_AGENT_URL", "BELVEDIR_AGENT_TOKEN", "BELVEDIR_MODEL_PROXY"}
+# Harness env that the Harbor driver reads, BELVEDIR_MODEL_PROXY=off (the sandbox gets the
+# run's raw model keys instead of the router) and BELVEDIR_INSTALL_CACHE=off (no install cache,
+# harnesses/install_cache.py): not contract names, so allowed.
+_ALLOWED_BELVEDIR = {
+    "BELVEDIR_AGENT_URL",
+    "BELVEDIR_AGENT_TOKEN",
+    "BELVEDIR_MODEL_PROXY",
+    "BELVEDIR_INSTALL_CACHE",
+}
 
 
 def env_key_refusal(key: str) -> str | None:

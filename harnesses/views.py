@@ -11,7 +11,7 @@ from belvedir.access import access_for_request
 from belvedir.error_responses import form_status, form_submit
 from belvedir.errors import DomainError
 from belvedir.http import see_other, see_other_page
-from harnesses import services
+from harnesses import install_cache, services
 from harnesses.catalog import presets_by_group
 from harnesses.forms import HarnessForm
 from harnesses.models import Harness
@@ -83,7 +83,8 @@ def harness_detail(request, harness_id: str):
             initial=HarnessForm.initial_from(services.harness_values(harness=harness))
         )
     # Its recent runs and the launch dialog are the runs app's partials, pulled in with hx-get.
-    context = {"harness": harness, "form": form, "saved": saved}
+    snapshots = harness.install_snapshots.all()
+    context = {"harness": harness, "form": form, "saved": saved, "snapshots": snapshots}
     status = form_status(form)
     if request.htmx:
         return render(request, "harnesses/detail.html#form", context, status=status)
@@ -98,3 +99,14 @@ def harness_delete(request, harness_id: str):
     services.harness_delete(harness=harness)
     messages.info(request, f"Harness {harness.name} deleted.")
     return see_other("harnesses:list")
+
+
+@login_required
+@require_POST
+def install_cache_clear(request, harness_id: str):
+    """Forget the harness's install snapshots on every worker host: its next run installs."""
+    access = access_for_request(request)
+    harness = access.get(Harness, write=True, pk=harness_id)
+    cleared = install_cache.clear(harness=harness)
+    messages.info(request, f"Install cache cleared ({cleared} snapshot{'s' * (cleared != 1)}).")
+    return see_other("harnesses:detail", harness_id=harness.pk)

@@ -29,11 +29,11 @@ from django.db import close_old_connections
 
 from belvedir import git
 from belvedir.db import reconnecting
-from belvedir.errors import Invalid
 from belvedir.gpu_host import gpu_sandbox, sandbox_status
 from belvedir.sandbox_config import engine_name, get_backend, spec_from_settings
 from belvedir.text import size_text
-from harnesses import drivers, managed, policy
+from harnesses import drivers, install_cache, managed
+from harnesses.repos import clone_repo
 from runs import contract, gpu
 from runs.contract import run_model_secrets, run_secret_values
 from runs.heartbeat import Heartbeat
@@ -92,27 +92,6 @@ def sandbox_image(snapshot: dict) -> dict[str, str]:
 
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def clone_repo(repo_url: str, ref: str, dest: Path) -> None:
-    """A shallow checkout at the ref, within the clone time and size limits (GitError).
-
-    The repo URL is checked once more first: its host may resolve to an internal address now."""
-    try:
-        policy.validate_repo_url(repo_url)
-    except Invalid as exc:
-        raise git.GitError(exc.message) from None
-    try:
-        source = drivers.clone_source(repo_url)  # a served driver: the worker's own bare copy
-    except drivers.DriverError as exc:
-        raise git.GitError(str(exc)) from None
-    git.clone(
-        source,
-        ref,
-        dest,
-        timeout=settings.BELVEDIR_CLONE_TIMEOUT,
-        max_bytes=settings.BELVEDIR_REPO_MAX_BYTES,
-    )
 
 
 @reconnecting
@@ -199,6 +178,7 @@ class Execution:
         self.tail = LogTail(run_secret_values(run))
         self.stage_key = secrets.token_hex(32)
         self.handle: SandboxHandle | None = None
+        self.cache = install_cache.Plan()  # the install cache's part (prepare)
         self._waiter: threading.Thread | None = None
         self._stop_waiting = threading.Event()  # set: `follow` no longer needs the engine's wait
 
@@ -223,6 +203,7 @@ class Execution:
             return current or Status.FAILED
         self.start(spec)
         exit_code = self.follow()
+        self.cache.record(self.backend, self.handle, self.run.pk)  # its install's snapshot
         return self.finish(exit_code)
 
     # --- the steps ---------------------------------------------------------------------------
@@ -230,28 +211,29 @@ class Execution:
     def prepare(self, workdir: Path) -> SandboxSpec:
         """Clone the repo next to the control files in `workdir`; the spec that carries them."""
         run, snap = self.run, self.run.harness_snapshot
-        clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
+        commit = clone_repo(snap["repo_url"], snap.get("ref", ""), workdir / "repo")
         control = workdir / ".belvedir"
         control.mkdir()
-        install = (snap.get("install_command") or "").strip()
-        if install not in ("", "true", ":"):  # else nothing to start for it (entrypoint.py)
-            (control / "install.sh").write_text(snap["install_command"] + "\n")
-        (control / "run.sh").write_text(snap["run_command"] + "\n")
-        (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
-        (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
-        env = contract.run_sandbox_env(run, secrets=self.secrets)
-        return spec_from_settings(
+        spec = spec_from_settings(
             run_id=run.pk,
             command=list(contract.COMMAND),
-            env=env,
-            workspace=tar_directory(workdir, "."),
+            env=contract.run_sandbox_env(run, secrets=self.secrets),
             workdir=contract.WORKSPACE,
             # A GPU run: its type's shape, device, runtime and image (belvedir.gpu_host).
             **(gpu_sandbox(run.gpu_type, self.device.device_id) if self.device else {})
             | sandbox_image(snap),
         )
+        self.cache = install_cache.plan(run, commit, spec, self.backend, self.stage_key, control)
+        install = (snap.get("install_command") or "").strip()
+        if install not in ("", "true", ":") and not self.cache.reused:  # (entrypoint.py)
+            (control / "install.sh").write_text(snap["install_command"] + "\n")
+        (control / "run.sh").write_text(snap["run_command"] + "\n")
+        (control / "entrypoint.py").write_text(ENTRYPOINT_SOURCE.read_text())
+        (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
+        return self.cache.spec(spec, tar_directory(*self.cache.workspace(workdir)))
 
     def start(self, spec: SandboxSpec) -> None:
+        self.tail.write(f"{self.cache.note}\n" if self.cache.note else "")
         self.handle = self.backend.launch(spec)
         run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
         run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
@@ -435,7 +417,7 @@ class Execution:
             status=status,
             score=score,
             results=contract.redact_json(results, self.tail.secrets),
-            notes=shown,
+            notes=[*self.cache.notes, *shown],
             exit_code=exit_code,
             log_tail=self.tail.text(),
             log_size=self.tail.size,

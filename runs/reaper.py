@@ -15,7 +15,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from belvedir.sandbox_config import get_backend
+from belvedir.sandbox_config import engine_name, get_backend
+from harnesses import install_cache
 from runs import gpu, hooks
 from runs.contract import clip_log_tail
 from runs.models import Run, Status
@@ -104,6 +105,14 @@ def reap() -> dict:
     except SandboxError as exc:
         log.warning("reaper could not sweep the warm sandboxes: %s", exc)
         warm_removed = []
+    try:  # the install snapshots no row names (cleared), or over the budget
+        install_cache.sweep(
+            backend=backend,
+            host=engine_name(),
+            running=set(Run.objects.filter(status=Status.RUNNING).values_list("pk", flat=True)),
+        )
+    except SandboxError as exc:
+        log.warning("reaper could not sweep the install cache: %s", exc)
     try:
         released = backend.sweep_volumes()
     except SandboxError as exc:

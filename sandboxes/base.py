@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from sandboxes.taskpolicy import Policy
 
 from sandboxes.errors import SandboxError
+from sandboxes.installcache import InstallCache, Snapshot
 from sandboxes.labels import LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_SANDBOX
 
 __all__ = [  # the labels and the error live in leaf modules; callers import them from here
@@ -68,7 +69,8 @@ class SandboxSpec:
     `gpu_device`: the one GPU the sandbox gets (the engine's device id: an index or a UUID);
     "" gives it none. `shm_bytes`: the size of /dev/shm (None: the engine's 64 MB).
     `user`: uid:gid to run as ("" runs the image's own user); `cap_add`: capabilities added
-    back after every one is dropped.
+    back after every one is dropped. `install_cache`: the sandbox's part in the install cache
+    (start from a snapshot, or take one after the install: `sandboxes.installcache`).
     """
 
     run_id: str
@@ -88,6 +90,7 @@ class SandboxSpec:
     disk_bytes: int | None = None
     user: str = f"{SANDBOX_UID}:{SANDBOX_GID}"  # "": the image's own user
     cap_add: tuple[str, ...] = ()
+    install_cache: InstallCache | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,22 @@ class SandboxBackend(Protocol):
 
     def sweep_volumes(self) -> list[str]:
         """Release the disk-quota volumes no sandbox uses any more; their names."""
+        ...
+
+    def find_install(self, spec: SandboxSpec) -> Snapshot | None:
+        """The install snapshot on this host a sandbox of `spec` would start from (its
+        `install_cache` key and organization, its image and shape); None when there is none
+        (or the backend keeps no install cache)."""
+        ...
+
+    def saved_install(self, handle: SandboxHandle) -> Snapshot | None:
+        """The snapshot taken after this sandbox's install (asked once, after it ended);
+        None when none was (no successful install, over the budget, no cache)."""
+        ...
+
+    def sweep_install_cache(self, keep: Callable[[Snapshot], bool]) -> list[Snapshot]:
+        """Remove the install snapshots on this host that `keep` says no to, and the least
+        recently used over the cache's budget; those removed ([] without a cache)."""
         ...
 
     def sweep_warm(self) -> list[str]:

@@ -24,7 +24,8 @@ class SandboxConfig:
     with every volume full; `spare_volumes` made ahead. `warm_size` sandboxes of
     `warm_template`'s shape started ahead on the engine named `warm_engine`, each removed
     unused after `warm_max_age` s. `instance_stale`: how long another instance may go without
-    a heartbeat on this host before its sandboxes here are removed.
+    a heartbeat on this host before its sandboxes here are removed. `install_cache_bytes`:
+    the install cache's budget on each host (0: none; `sandboxes.installcache`).
     """
 
     backend: str = "docker"
@@ -38,6 +39,7 @@ class SandboxConfig:
     warm_engine: str = ""
     warm_max_age: float = 3600.0
     instance_stale: float = 600.0
+    install_cache_bytes: int = 0
 
 
 # The backends that ship with the package, by the name BELVEDIR_SANDBOX_BACKEND gives them:

@@ -160,8 +160,10 @@ def allocate(
     folders: Mapping[str, Folder],
     uid: int,
     gid: int,
+    source: Path | None = None,
 ) -> QuotaVolume:
     """Make, format and mount a `size_bytes` volume; make `folders` in it, owned by uid:gid.
+    `source`: an image of that layout to start from instead (an install snapshot).
 
     A half-made volume is released again before the error is raised.
     """
@@ -176,7 +178,9 @@ def allocate(
     if image.exists() or mountpoint.exists():
         raise DiskQuotaError(f"a sandbox volume named {name} already exists")
     volume = QuotaVolume(name=name, image=image, mountpoint=mountpoint, size_bytes=size_bytes)
-    template = _template(root=root, size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
+    template = source or _template(
+        root=root, size_bytes=size_bytes, folders=folders, uid=uid, gid=gid
+    )
     try:
         with open(image, "xb"):
             pass  # claimed: cp fills it
@@ -236,10 +240,20 @@ def _template(
     return template
 
 
-def _layout_key(*, size_bytes: int, folders: Mapping[str, Folder], uid: int, gid: int) -> str:
+def _layout_key(
+    *,
+    size_bytes: int,
+    folders: Mapping[str, Folder],
+    uid: int,
+    gid: int,
+    source: Path | None = None,
+) -> str:
     """What a volume's layout is known by: its size, the format options, each folder's name,
-    mode and seed (the seed folder's path and modification time), the owner."""
+    mode and seed (the seed folder's path and modification time), the owner; and the image it
+    was copied from, if not the template (its path and modification time)."""
     layout = [
+        str(source or ""),
+        _mtime(source),
         size_bytes,
         MKFS,
         uid,
@@ -261,13 +275,20 @@ def _free_spares(root: Path, key: str) -> list[Path]:
 
 
 def take_spare(
-    *, root: Path, size_bytes: int, folders: Mapping[str, Folder], uid: int, gid: int
+    *,
+    root: Path,
+    size_bytes: int,
+    folders: Mapping[str, Folder],
+    uid: int,
+    gid: int,
+    source: Path | None = None,
 ) -> QuotaVolume | None:
     """A spare volume of this layout, now the caller's alone (None when there is none).
 
     Its image's age starts again first (the sweep spares young volumes), then its file in
-    .spares/ is removed: only one remover succeeds, a worker or the sweep."""
-    key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
+    .spares/ is removed: only one remover succeeds, a worker or the sweep. `source`: one
+    copied from that image (an install snapshot, `make_spare`'s), not from the template."""
+    key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid, source=source)
     for free in _free_spares(root, key):
         image, mountpoint = _paths(root, free.name)
         try:
@@ -297,14 +318,17 @@ def make_spare(
     gid: int,
     keep: int,
     owner: str = "",
+    source: Path | None = None,
 ) -> str | None:
-    """Make one spare volume of this layout if fewer than `keep` are ready; its name. Its
-    file in .spares/ records `owner` (the platform instance that made it)."""
-    key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
+    """Make one spare volume of this layout (copied from `source` when given) if fewer than
+    `keep` are ready; its name. Its file in .spares/ records `owner` (the platform instance
+    that made it)."""
+    key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid, source=source)
     if len(_free_spares(root, key)) >= keep:
         return None
     name = f"{SPARE_PREFIX}{key}-{secrets.token_hex(4)}"
-    allocate(root=root, name=name, size_bytes=size_bytes, folders=folders, uid=uid, gid=gid)
+    ids = {"uid": uid, "gid": gid}
+    allocate(root=root, name=name, size_bytes=size_bytes, folders=folders, **ids, source=source)
     (root / SPARES).mkdir(mode=0o700, exist_ok=True)
     (root / SPARES / name).write_text(owner)
     return name

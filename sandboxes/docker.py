@@ -48,6 +48,7 @@ from sandboxes.base import (
 from sandboxes.config import SandboxConfig
 from sandboxes.dockerhost import DockerHost
 from sandboxes.engine import container_name, docker_errors, shared_client, short
+from sandboxes.installs import DockerInstalls
 from sandboxes.readback import DockerReadback
 from sandboxes.taskbackend import DockerTaskSandboxes
 
@@ -56,9 +57,10 @@ log = logging.getLogger(__name__)
 PING_TIMEOUT = 5.0
 
 
-class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
-    """Runs sandboxes as containers on one Docker engine. Its host's upkeep, reading files back and
-    task sandboxes' methods are mixed in (`sandboxes.dockerhost`, `.readback`, `.taskbackend`)."""
+class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandboxes):
+    """Runs sandboxes as containers on one Docker engine. Its host's upkeep, the install cache,
+    reading files back and task sandboxes' methods are mixed in (`sandboxes.dockerhost`,
+    `.installs`, `.readback`, `.taskbackend`)."""
 
     def __init__(
         self,
@@ -74,6 +76,7 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         warm_engine: str = "",
         warm_max_age: float = 3600.0,
         instance_stale: float = 600.0,
+        install_cache_bytes: int = 0,
     ) -> None:
         """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
@@ -89,6 +92,7 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         engine named `warm_engine`, each removed unused after `warm_max_age` s.
         `instance_stale`: how long another instance may go without a heartbeat on this host
         before its sandboxes here are removed (`sweep_gone_instances`).
+        `install_cache_bytes`: the install cache's budget on this host (0: no cache).
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
@@ -98,6 +102,9 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         self.spare_volumes = spare_volumes
         self.warm_engine = warm_engine
         self.instance_stale = instance_stale
+        self.install_cache_bytes = install_cache_bytes
+        self._saves = {}  # container id -> its install snapshot's thread and result
+        self._restored = {}  # container id -> the spec and install snapshot it started from
         self._spare_layout: dict[str, object] | None = None  # the last quota sandbox's
         self._attached: dict[str, Iterator[bytes]] = {}
         self._volumes: dict[str, str] = {}  # container id -> its quota volume
@@ -136,6 +143,7 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
             warm_engine=config.warm_engine,
             warm_max_age=config.warm_max_age,
             instance_stale=config.instance_stale,
+            install_cache_bytes=config.install_cache_bytes,
         )
 
     @property
@@ -169,9 +177,11 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         if not spec.command:
             raise SandboxError("a sandbox needs a command")
         self.beat()
-        if self.pool is not None and self.pool.fits(spec):
+        restoring = spec.install_cache is not None and spec.install_cache.restore
+        if self.pool is not None and self.pool.fits(spec) and not restoring:
             handle = self._launch_warm(spec)
             if handle is not None:
+                self._watch_install(handle, spec)
                 return handle
         name = container_name()
         stem = _volume_stem(spec.run_id)  # a host folder: named by its run, for operators
@@ -214,29 +224,8 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
             except SandboxError:
                 pass  # the reaper removes it: it is labelled and has no running run
             raise
+        self._watch_install(handle, spec)
         return handle
-
-    def _allocate(self, spec: SandboxSpec, name: str) -> tuple[str, dict[str, dict[str, str]]]:
-        """A quota volume named after `name` ("" without a quota), and its mounts."""
-        if not spec.disk_bytes:
-            return "", {}
-        if self.data_dir is None:
-            raise SandboxError("a disk quota needs the backend's data_dir")
-        self._spare_layout = {
-            "image": spec.image,
-            "workdir": spec.workdir,
-            "size_bytes": spec.disk_bytes,
-        }
-        made, mounts = volumes.allocate(
-            self.client,
-            **self._spare_layout,
-            data_dir=self.data_dir,
-            name=volumes.volume_name(name),
-            reserve_bytes=self.reserve_bytes,
-            spare=self.spare_volumes > 0,
-            holders=self._holders,
-        )
-        return made.name, mounts
 
     def _attach(self, handle: SandboxHandle) -> None:
         """Attach to the sandbox's output from now on (before its command says anything)."""
@@ -413,6 +402,7 @@ class DockerBackend(DockerHost, DockerReadback, DockerTaskSandboxes):
         if volume and self.data_dir is not None:
             volumes.release(self.data_dir, volume)
         self.make_spare()
+        self._forget_install(handle.id)  # and a restored sandbox's successor, made ahead
 
     # --- finding sandboxes again ----------------------------------------------------------
 

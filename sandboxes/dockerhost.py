@@ -70,6 +70,39 @@ class DockerHost:
             warm_dir=self.data_dir / warm.POOL_DIR if self.data_dir is not None else None,
         )
 
+    def _allocate(self, spec: SandboxSpec, name: str) -> tuple[str, dict[str, dict[str, str]]]:
+        """A quota volume named after `name` ("" without a quota), and its mounts."""
+        if not spec.disk_bytes:
+            return "", {}
+        if self.data_dir is None:
+            raise SandboxError("a disk quota needs the backend's data_dir")
+        self._spare_layout = {
+            "image": spec.image,
+            "workdir": spec.workdir,
+            "size_bytes": spec.disk_bytes,
+        }
+        source = self._install_source(spec)  # an install snapshot to start from, if any
+        began = time.monotonic()
+        made, mounts = volumes.allocate(
+            self.client,
+            **self._spare_layout,
+            data_dir=self.data_dir,
+            name=volumes.volume_name(name),
+            reserve_bytes=self.reserve_bytes,
+            spare=self.spare_volumes > 0,
+            holders=self._holders,
+            source=source,
+        )
+        if source is not None:
+            copied = (time.monotonic() - began) * 1000
+            log.info("run %s starts from an install snapshot (%.0f ms)", spec.run_id, copied)
+            try:
+                self._drop_restored(spec, mounts)
+            except OSError as exc:
+                volumes.release(self.data_dir, made.name)
+                raise SandboxError(f"could not prepare the restored install: {exc}") from exc
+        return made.name, mounts
+
     def _holders(self) -> dict[str, str]:
         """Who uses which quota volume (`instances.holders`); nothing when the engine cannot say."""
         assert self.data_dir is not None

@@ -20,7 +20,12 @@ can finish the run as soon as the output ends, without waiting for the engine to
 container's exit (100-200 ms of tearing the sandbox down).
 
 The platform leaves install.sh out when the harness has no install command (or `true`):
-nothing is started for it (under gVisor every process costs tens of milliseconds).
+nothing is started for it (under gVisor every process costs tens of milliseconds), and when
+the run starts from the install cache's snapshot (`sandboxes.installcache`). When the
+platform wants a snapshot (the snapshot file, read and deleted before anything else runs), a
+successful install is followed by the signed `installed` marker in the installed file; this
+process then waits (up to SNAPSHOT_WAIT_SECONDS) for the resume file, which the worker writes
+once it has copied the sandbox's volume, and runs the run command.
 """
 
 import ctypes
@@ -44,6 +49,10 @@ STAGE_FILE = f"{CONTROL_DIR}/stage"
 STAGE_KEY_FILE = f"{CONTROL_DIR}/stage_key"
 EXIT_FILE = f"{CONTROL_DIR}/exit"
 RESULTS_FILE = f"{REPO_DIR}/results.json"
+SNAPSHOT_FILE = f"{CONTROL_DIR}/snapshot"  # the platform wants an install snapshot
+INSTALLED_FILE = f"{CONTROL_DIR}/installed"  # the install succeeded: take it (signed)
+RESUME_FILE = f"{CONTROL_DIR}/resume"  # taken (or given up): go on
+SNAPSHOT_WAIT_SECONDS = 300
 PR_SET_DUMPABLE = 4
 SIGPIPE, SIGXFSZ = 13, 25  # Linux's numbers (the signal module is not imported for them)
 RUN_STAGE_LINE = "belvedir: starting the run command"
@@ -125,10 +134,39 @@ def run_script(name: str) -> int:
     return 128 - code if code < 0 else code
 
 
+def take_flag(path: str) -> bool:
+    """Whether the platform left the file `path`; deleted (before any harness code runs)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
+def wait_for_snapshot(key: str) -> None:
+    """Say the install is done (signed), then wait for the worker to have copied it."""
+    partial = f"{INSTALLED_FILE}.{os.getpid()}"
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(stage_marker(key, "installed"))
+        os.replace(partial, INSTALLED_FILE)
+    except OSError:
+        return
+    deadline = time.monotonic() + SNAPSHOT_WAIT_SECONDS
+    while not os.path.exists(RESUME_FILE) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for path in (RESUME_FILE, INSTALLED_FILE):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def main() -> int:
     key = take_key()
+    snapshot = take_flag(SNAPSHOT_FILE) and bool(key)
     make_undumpable()
-    code = stages(key)
+    code = stages(key, snapshot=snapshot)
     mark_exit(key, code)
     return code
 
@@ -147,8 +185,9 @@ def mark_exit(key: str, code: int) -> None:
         pass  # the worker waits for the engine to report the exit instead
 
 
-def stages(key: str) -> int:
-    """The Tasks file, the install command, the run command; the exit code."""
+def stages(key: str, *, snapshot: bool = False) -> int:
+    """The Tasks file, the install command (then its snapshot, if wanted), the run command;
+    the exit code."""
     tasks_file = os.environ.get("BELVEDIR_TASKS_FILE", "")
     if tasks_file and not fetch_tasks(tasks_file):
         mark(key, "tasks")
@@ -162,6 +201,8 @@ def stages(key: str) -> int:
     if code != 0:
         mark(key, "install")
         return code
+    if snapshot:
+        wait_for_snapshot(key)
     print(RUN_STAGE_LINE, flush=True)
     code = run_script("run.sh")
     special = special_kind(RESULTS_FILE)

@@ -124,22 +124,26 @@ def allocate(
     reserve_bytes: int,
     spare: bool = False,
     holders: Callable[[], Mapping[str, str]] | None = None,
+    source: Path | None = None,
 ) -> tuple[diskquota.QuotaVolume, dict[str, dict[str, str]]]:
     """A new quota volume for a sandbox of `image`, and the docker `volumes` that mount it.
 
     `spare`: a spare of the same layout when one is ready (its name is then not `name`); a
     spare already counts among the volumes the disk keeps room for. `holders`: who uses
-    which volume, for a refusal to name (`diskquota.check_room`)."""
+    which volume, for a refusal to name (`diskquota.check_room`). `source`: an image of the
+    layout to start from (an install snapshot, `sandboxes.installcache`); its spare when one
+    was made ahead of it (`make_spare(source=...)`)."""
     wanted = places(workdir)
     folders = _folders(client, image, data_dir, wanted)
     layout = dict(root=data_dir, size_bytes=size_bytes, folders=folders)
     try:
-        volume = diskquota.take_spare(**layout, uid=SANDBOX_UID, gid=SANDBOX_GID) if spare else None
+        ids = {"uid": SANDBOX_UID, "gid": SANDBOX_GID}
+        volume = diskquota.take_spare(**layout, **ids, source=source) if spare else None
         if volume is None:
             diskquota.check_room(
                 root=data_dir, size_bytes=size_bytes, reserve_bytes=reserve_bytes, holders=holders
             )
-            volume = diskquota.allocate(**layout, name=name, uid=SANDBOX_UID, gid=SANDBOX_GID)
+            volume = diskquota.allocate(**layout, name=name, **ids, source=source)
     except diskquota.NoRoom as exc:
         raise NoRoom(str(exc)) from exc
     except diskquota.DiskQuotaError as exc:
@@ -176,8 +180,10 @@ def make_spare(
     reserve_bytes: int,
     keep: int,
     owner: str = "",
+    source: Path | None = None,
 ) -> str | None:
-    """Make a spare volume for the next sandbox of this kind unless `keep` are ready, the
+    """Make a spare volume for the next sandbox of this kind (copied from `source`, an
+    install snapshot, when given) unless `keep` are ready, the
     disk cannot keep its reserve with one more, or this process is making one already; the
     name of the one made, recorded as `owner`'s (the platform instance). Never raises: a
     missing spare only means a slower next start."""
@@ -194,6 +200,7 @@ def make_spare(
             gid=SANDBOX_GID,
             keep=keep,
             owner=owner,
+            source=source,
         )
     except (SandboxError, diskquota.DiskQuotaError, OSError):
         return None

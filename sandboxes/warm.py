@@ -100,8 +100,9 @@ exec(code, {{"__name__": "__main__", "__file__": path}})
 
 
 def shape(spec: SandboxSpec) -> SandboxSpec:
-    """What of a spec the pool's sandboxes share: all but the run, its env and workspace."""
-    return dataclasses.replace(spec, run_id="", env={}, workspace=None)
+    """What of a spec the pool's sandboxes share: all but the run, its env and workspace (and
+    an install snapshot to take: one to start from is no warm sandbox's, `DockerBackend`)."""
+    return dataclasses.replace(spec, run_id="", env={}, workspace=None, install_cache=None)
 
 
 def pool_key(template: SandboxSpec, engine: str) -> str:

@@ -93,6 +93,10 @@ BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, min
 # BELVEDIR_SANDBOX_WARM_MAX_AGE seconds unused (sandboxes/warm.py). Two: a launch right
 # after a run's end takes the second while the first one's successor is being made.
 BELVEDIR_SANDBOX_WARM = envint("BELVEDIR_SANDBOX_WARM", 2, minimum=0)
+# The install cache (docs/operating.md#the-install-cache): what each worker host keeps of
+# install snapshots, all organizations together, least recently used evicted first (0: no
+# cache). A harness turns it off with BELVEDIR_INSTALL_CACHE=off in its env.
+BELVEDIR_INSTALL_CACHE_BYTES = envsize("BELVEDIR_INSTALL_CACHE_BYTES", 20 * 2**30, minimum=0)
 BELVEDIR_SANDBOX_WARM_MAX_AGE = envint("BELVEDIR_SANDBOX_WARM_MAX_AGE", 3600, minimum=60)
 BELVEDIR_SANDBOX_IMAGE = envstr("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:latest")
 # The sandbox backend (sandboxes/config.py backend_for): "docker", or `package.module:Class`

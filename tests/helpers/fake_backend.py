@@ -178,6 +178,15 @@ class FakeBackend:
     def sweep_volumes(self) -> list[str]:
         return []
 
+    def find_install(self, spec: SandboxSpec) -> None:
+        return None  # no install cache: every run installs
+
+    def saved_install(self, handle: SandboxHandle) -> None:
+        return None
+
+    def sweep_install_cache(self, keep) -> list:
+        return []
+
     def sweep_warm(self) -> list[str]:
         return []  # no warm pool: every sandbox is made when it is launched
 

@@ -33,6 +33,7 @@ def sandbox_settings(settings, sandbox_gateway):
     settings.BELVEDIR_SANDBOX_MEMORY = "1g"
     settings.BELVEDIR_SANDBOX_CPUS = 1.0
     settings.BELVEDIR_SANDBOX_DISK = 2 * 2**30
+    settings.BELVEDIR_INSTALL_CACHE_BYTES = 0  # the install cache's own tests turn it on
     settings.BELVEDIR_RUN_TIMEOUT = 120
     return settings
 
@@ -44,6 +45,7 @@ def worker_env(settings) -> dict[str, str]:
         "BELVEDIR_SANDBOX_MEMORY": str(settings.BELVEDIR_SANDBOX_MEMORY),
         "BELVEDIR_SANDBOX_CPUS": str(settings.BELVEDIR_SANDBOX_CPUS),
         "BELVEDIR_SANDBOX_DISK": str(settings.BELVEDIR_SANDBOX_DISK),
+        "BELVEDIR_INSTALL_CACHE_BYTES": str(settings.BELVEDIR_INSTALL_CACHE_BYTES),
         "BELVEDIR_GPU_TYPES": ",".join(f"{k}:{n}" for k, n in settings.BELVEDIR_GPU_TYPES.items()),
         "BELVEDIR_GPU_SIMULATE": "1" if settings.BELVEDIR_GPU_SIMULATE else "0",
         "BELVEDIR_GPU_SHAPES": shapes_text(settings.BELVEDIR_GPU_SHAPES),

@@ -27,6 +27,9 @@ class NoSandboxes:
     def sweep_warm(self):
         return []
 
+    def sweep_install_cache(self, keep):
+        return []
+
     def sweep_gone_instances(self):
         return []
 
