@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.helpers.run_fixtures",
     "tests.helpers.engines",
     "tests.helpers.task_sandboxes",
+    "tests.helpers.offline_network",
 ]
 
 

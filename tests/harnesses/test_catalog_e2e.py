@@ -42,7 +42,7 @@ from sandboxes.gateway import GatewayThread
 from sandboxes.network import host_resolvers
 from tests.drivers.helpers import HARBOR  # noqa: F401  (puts the drivers on sys.path)
 from tests.helpers.harbor import harbor_image
-from tests.helpers.offline_network import network_settings, offline_network  # noqa: F401
+from tests.helpers.offline_network import network_settings
 from tests.helpers.run_fixtures import FAKELAB_MODEL, sandbox_ports, worker_env
 from tests.helpers.scripted_model import ScriptedModel
 from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
@@ -69,7 +69,7 @@ def expected(preset) -> str:
 
 
 @pytest.fixture(scope="module")
-def offline_install(offline_network, live_server, django_db_setup, tmp_path_factory):  # noqa: F811
+def offline_install(offline_network, live_server, django_db_setup, tmp_path_factory):
     """The platform at the live server with its sandboxes on the offline network: its sandbox
     gateway there, the settings of this process (the web: API, router, task sandboxes) and of
     the runs cluster's worker alike; the cluster is stopped afterwards as scripts/up.sh stops
@@ -112,7 +112,7 @@ def offline_install(offline_network, live_server, django_db_setup, tmp_path_fact
 
 
 def test_a_sandbox_on_the_offline_network_reaches_the_platform_and_nothing_else(
-    offline_network,  # noqa: F811
+    offline_network,
     tmp_path,
 ):
     """The boundary the catalog test relies on, tried from inside: on the egress-off network a

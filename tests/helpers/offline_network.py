@@ -8,7 +8,8 @@ a sandbox network of its own, made exactly as `scripts/sandbox-network.sh` makes
 egress off: every packet forwarded from its bridge is rejected at once, DNS to the host's
 resolvers too. Nothing of the shared default network or its rules changes, and nothing leaves
 the host. Module-scoped (a network and iptables chains per test module), removed afterwards
-with whatever containers are still attached to it.
+with whatever containers are still attached to it. Registered for the whole suite in
+tests/conftest.py (`pytest_plugins`).
 """
 
 import random
