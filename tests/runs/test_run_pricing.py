@@ -166,8 +166,7 @@ def test_the_launch_page_shows_the_refusal_with_the_balance_and_402(owner, make_
     assert Run.objects.count() == 0
 
 
-def test_a_gpu_run_is_charged_the_gpu_price(owner, launch, priced):
-    priced.BELVEDIR_GPU_TYPES = {"A10G": 1}
+def test_a_gpu_run_is_charged_the_gpu_price(owner, launch, priced, gpu_settings):
     give(owner.org, 6)
     run = launch(harness={"compute": "gpu"})
     assert LedgerEntry.objects.get(kind=Kind.CHARGE, reference=run.pk).amount_micros == -5 * DOLLAR
