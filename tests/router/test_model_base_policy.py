@@ -114,6 +114,20 @@ def test_with_the_proxy_off_the_sandbox_calls_its_base_itself_and_the_launch_is_
     )
     assert access.model.api_base == "http://10.1.2.3/v1" and not access.model.proxied
 
+    with pytest.raises(Invalid) as refused:
+        model_access_check(
+            project=owner.project,
+            gpu=False,
+            harness_env={"BELVEDIR_MODEL_PROXY": "no"},
+            model="acme/model",
+            model_api_base="",
+            model_api_key=KEY,
+            judge_model="",
+            judge_api_base="",
+            judge_api_key="",
+        )
+    assert refused.value.message == "BELVEDIR_MODEL_PROXY must be on or off."
+
 
 class Recording(httpcore.AsyncNetworkBackend):
     """The real network, recording every address the router asked to connect to."""
