@@ -189,7 +189,7 @@ class DockerInstalls:
         spare volumes on: BELVEDIR_SANDBOX_SPARE_VOLUMES), swept like any spare when unused."""
         if self.spare_volumes < 1 or self.data_dir is None or not spec.disk_bytes:
             return
-        volumes.make_spare(
+        made = volumes.make_spare(
             self.client,
             image=spec.image,
             workdir=spec.workdir,
@@ -200,6 +200,9 @@ class DockerInstalls:
             owner=self.instance or "",
             source=source,
         )
+        log.info("run %s: %s", spec.run_id, f"spare {made} copied from its install snapshot"
+                 if made else "no spare copied from its install snapshot (one is ready, or no "
+                 "room on the disk, or another spare is being made)")  # fmt: skip
 
     def _forget_install(self, container_id: str) -> None:
         """A sandbox was removed: its snapshot no longer awaited; after a restored one, a
