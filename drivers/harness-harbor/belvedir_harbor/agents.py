@@ -15,13 +15,17 @@ import urllib.request
 # Harbor agents that call the model from Harbor's own process through LiteLLM.
 LITELLM_AGENTS = ("terminus-2",)
 # Harbor agents that install themselves in each task container when the run starts, and what
-# they fetch from the internet there (Harbor 0.26's harbor/agents/installed/*.py).
+# they fetch from the internet there (Harbor 0.26's harbor/agents/installed/*.py: each
+# `install()`, and node_install.py's nvm snippet, nvm v0.40.2 then Node 22 by default).
 DOWNLOADED_AGENTS = {
     "claude-code": "the npm package @anthropic-ai/claude-code (or Anthropic's installer from "
     "downloads.claude.ai)",
-    "openclaw": "nvm from raw.githubusercontent.com, Node 24 and the npm package openclaw",
-    "opencode": "the npm package opencode-ai",
-    "pi": "the npm package @earendil-works/pi-coding-agent",
+    "openclaw": "curl from the image's package manager, nvm from raw.githubusercontent.com, "
+    "Node 24 and the npm package openclaw",
+    "opencode": "curl, bash and Node from the image's package manager, nvm from "
+    "raw.githubusercontent.com with Node 22, and the npm package opencode-ai",
+    "pi": "curl from the image's package manager, nvm from raw.githubusercontent.com, Node 22 "
+    "and the npm package @earendil-works/pi-coding-agent",
 }
 NPM_REGISTRY_URL = "https://registry.npmjs.org/"
 # Harbor agents that call Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
