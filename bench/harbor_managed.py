@@ -108,6 +108,11 @@ def platform_env(url: str, tmp: Path, base_url: str, gateway: str, probe: Path) 
         "BELVEDIR_HARBOR_IMAGE": HARBOR_IMAGE,
         "BELVEDIR_EXPORT_BASE_IMAGE": IMAGE,
         "BELVEDIR_SANDBOX_MEMORY": "2g",
+        # A 1 GiB disk-quota volume for the run's sandbox (the driver writes a few MB) and no
+        # extra reserve: the shared machine's disk is mostly promised to other sessions'
+        # (sparse) spare volumes, and the platform refuses a sandbox it cannot promise room.
+        "BELVEDIR_SANDBOX_DISK": "1G",
+        "BELVEDIR_MIN_FREE_DISK": "0",
         "BELVEDIR_RUN_TIMEOUT": "600",
         "BELVEDIR_RUNS_PER_DAY_CAP": "10000",
         "BELVEDIR_CACHE_DIR": str(tmp / "cache"),
@@ -188,8 +193,15 @@ def platform_once(http, base: str, launch: dict, probe: Path) -> dict:
     if status != "succeeded" or run.score != 1.0:
         raise RuntimeError(f"run {run_id} ended {status} ({run.score}): {run.notes} "
                            f"{run.log_tail[-3000:]}")  # fmt: skip
-    time.sleep(0.5)  # the worker's last events (its clean-up) are written
-    events = [json.loads(line) for line in probe.read_text().splitlines() if line.strip()]
+    # The client may read it finished before run_finish returns (its end's hooks remove the
+    # run's task sandboxes first): wait for the worker's event.
+    deadline = time.time() + 60
+    while True:
+        events = [json.loads(line) for line in probe.read_text().splitlines() if line.strip()]
+        done = any(e["what"] == "run finished" and e.get("run") == run_id for e in events)
+        if done or time.time() > deadline:
+            break
+        time.sleep(0.2)
     parts, total, tasks = run_breakdown(
         events, run=run_id, posted=posted, answered=answered, seen=seen
     )
