@@ -354,6 +354,7 @@ def clean_up() -> None:
         queue_pickup.run_overhead.cleanup_containers(run_ids)
         queue_pickup.INSTANCES.clear()
         queue_pickup.drain_warm_pools()
+        release_spares()
         backend = get_backend()
         tags = set(TaskSandbox.objects.exclude(image="").values_list("image", flat=True))
         for image_id, image_tags, _ in backend.built_images():
@@ -361,6 +362,22 @@ def clean_up() -> None:
                 backend.remove_image(image_id, image_tags)
     except Exception as exc:  # report, keep cleaning
         print(f"cleanup: {exc}", file=sys.stderr)
+
+
+def release_spares() -> None:
+    """The free spare volumes this benchmark's platform made (its instance's) released now,
+    not left to a reaper's sweep."""
+    from django.conf import settings
+
+    from belvedir.sandbox_config import instance_id
+    from sandboxes import diskquota, volumes
+
+    root = Path(settings.BELVEDIR_SANDBOX_DATA_DIR)
+    mine = instance_id()
+    for name in diskquota.volume_names(root=root):
+        if diskquota.spare_owner(root=root, name=name) == mine:
+            if diskquota.claim_spare(root=root, name=name):
+                volumes.release(root, name)
 
 
 def report(harbor: list[tuple[dict, str]], platform: list[tuple[dict, str]]) -> int:
