@@ -272,7 +272,11 @@ def main() -> int:
             queue_pickup.drain_warm_pools()
             from belvedir.sandbox_config import get_backend
 
-            get_backend().sweep_install_cache(lambda snapshot: False)
+            backend = get_backend()
+            backend.sweep_install_cache(lambda snapshot: False)
+            for name in diskquota.copied_spares(root=backend.data_dir, owner=backend.instance):
+                if diskquota.claim_spare(root=backend.data_dir, name=name):
+                    diskquota.release(root=backend.data_dir, name=name)
         except Exception as exc:  # report, keep cleaning
             print(f"cleanup: {exc}", file=sys.stderr)
         for name in diskquota.volume_names(root=volumes_root):

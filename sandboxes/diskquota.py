@@ -47,6 +47,7 @@ MIN_SIZE = 16 * 1024 * 1024
 TEMPLATES = ".templates"
 SPARES = ".spares"
 SPARE_PREFIX = "spare-"
+COPIED_MARK = "c"  # a spare copied from an image (an install snapshot): spare-<key>-c<random>
 # What a full filesystem leaves free: a writer that hit ENOSPC leaves less than this.
 FULL_SLACK_BYTES = 4 * 1024 * 1024
 NO_SPACE_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
@@ -326,12 +327,27 @@ def make_spare(
     key = _layout_key(size_bytes=size_bytes, folders=folders, uid=uid, gid=gid, source=source)
     if len(_free_spares(root, key)) >= keep:
         return None
-    name = f"{SPARE_PREFIX}{key}-{secrets.token_hex(4)}"
+    name = f"{SPARE_PREFIX}{key}-{COPIED_MARK if source else ''}{secrets.token_hex(4)}"
     ids = {"uid": uid, "gid": gid}
     allocate(root=root, name=name, size_bytes=size_bytes, folders=folders, **ids, source=source)
     (root / SPARES).mkdir(mode=0o700, exist_ok=True)
     (root / SPARES / name).write_text(owner)
     return name
+
+
+def copied_spares(*, root: Path, owner: str) -> list[str]:
+    """The free spares `owner` copied from an image (an install snapshot), by name."""
+    try:
+        entries = sorted((root / SPARES).iterdir())
+    except FileNotFoundError:
+        return []
+    return [
+        entry.name
+        for entry in entries
+        if entry.name.startswith(SPARE_PREFIX)
+        and entry.name.rsplit("-", 1)[-1].startswith(COPIED_MARK)
+        and spare_owner(root=root, name=entry.name) == owner
+    ]
 
 
 def spare_owner(*, root: Path, name: str) -> str | None:

@@ -20,8 +20,8 @@ instance (`cache_dir`: instances sharing a host never sweep each other's):
     .install-cache/<instance>/.saving-*                   a snapshot being copied
 
 One folder per organization: a snapshot is only ever looked up under the organization of
-the run asking. The whole cache keeps within `budget` bytes of the host's disk (what the
-images really take: they are sparse): a new snapshot first evicts the least recently used
+the run asking. The host's snapshots (every instance's) keep within `budget` bytes of its disk
+(what the images really take: they are sparse): a new snapshot first evicts the least recently used
 until it fits, is not kept when it alone is larger, nor when the disk would keep less than
 its reserve with every quota volume full (`diskquota.check_room`'s rule). Pure Python.
 """
@@ -135,7 +135,7 @@ def touch(snapshot: Snapshot) -> None:
 
 
 def snapshots(root: Path) -> list[Snapshot]:
-    """Every snapshot on this host, least recently used first."""
+    """Every snapshot in the cache folder `root`, least recently used first."""
     found = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         if not folder.is_dir() or not _NAME.match(folder.name):
@@ -156,11 +156,21 @@ def remove(snapshot: Snapshot) -> None:
     snapshot.image.unlink(missing_ok=True)
 
 
+def host_snapshots(root: Path) -> list[Snapshot]:
+    """Every snapshot on the host of the cache folder `root`: of every platform instance's
+    cache folder beside it, least recently used first (the budget is the host's)."""
+    if not root.parent.is_dir():
+        return []
+    folders = [root, *(p for p in root.parent.iterdir() if p.is_dir() and p != root)]
+    listed = [s for folder in folders if folder.is_dir() for s in snapshots(folder)]
+    return sorted(listed, key=lambda s: (s.used, s.key))
+
+
 def evict(root: Path, *, budget: int, room_for: int = 0) -> list[Snapshot]:
-    """Remove the least recently used snapshots until they and `room_for` more bytes fit in
-    `budget`; those removed."""
+    """Remove the host's least recently used snapshots (`host_snapshots`) until they and
+    `room_for` more bytes fit in `budget`; those removed."""
     removed = []
-    listed = snapshots(root)
+    listed = host_snapshots(root)
     total = sum(s.bytes for s in listed)
     for snapshot in listed:
         if total + room_for <= budget:
@@ -272,7 +282,11 @@ def sweep(
         if keep is not None and not keep(snapshot):
             remove(snapshot)
             removed.append(snapshot)
-    return removed + evict(root, budget=budget)
+    removed += evict(root, budget=budget)
+    for folder in root.iterdir() if root.is_dir() else []:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # an organization's folder left empty
+    return removed
 
 
 def clear(root: Path, organization: str) -> list[Snapshot]:

@@ -186,9 +186,15 @@ class DockerInstalls:
 
     def _make_install_spare(self, spec: SandboxSpec, source: Path) -> None:
         """A spare volume copied from the snapshot `source` for the next run of its key (with
-        spare volumes on: BELVEDIR_SANDBOX_SPARE_VOLUMES), swept like any spare when unused."""
+        spare volumes on: BELVEDIR_SANDBOX_SPARE_VOLUMES), swept like any spare when unused;
+        the instance keeps one such copy on the host, the latest."""
         if self.spare_volumes < 1 or self.data_dir is None or not spec.disk_bytes:
             return
+        # One at a time per instance: an older snapshot's copy (its key's last run, or a
+        # snapshot since replaced) gives its disk to this one.
+        for name in diskquota.copied_spares(root=self.data_dir, owner=self.instance or ""):
+            if diskquota.claim_spare(root=self.data_dir, name=name):
+                volumes.release(self.data_dir, name)
         made = volumes.make_spare(
             self.client,
             image=spec.image,

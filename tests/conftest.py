@@ -24,6 +24,9 @@ pytest_plugins = [
 # tests that count a host's containers and volumes see only their own. Workers started in
 # another process inherit it.
 os.environ.setdefault("BELVEDIR_SANDBOX_WARM", "0")
+# No install cache either (harnesses/install_cache.py) unless a test asks for it
+# (tests/runs/test_install_cache.py): a test session's snapshots would outlive its database.
+os.environ.setdefault("BELVEDIR_INSTALL_CACHE_BYTES", "0")
 
 
 # Playwright's sync API (the browser fixture) runs an event loop in this thread; the ORM calls the tests make
@@ -36,6 +39,7 @@ def pytest_configure(config):
     from django.conf import settings
 
     settings.BELVEDIR_SANDBOX_WARM = int(os.environ["BELVEDIR_SANDBOX_WARM"])
+    settings.BELVEDIR_INSTALL_CACHE_BYTES = int(os.environ["BELVEDIR_INSTALL_CACHE_BYTES"])
     # Every test Client builds the middleware chain anew, and WhiteNoise's would list and stat
     # every static file of every app (~50 ms, most of a plain API request's time) each time;
     # with autorefresh it looks a static file up when one is asked for, as under runserver.

@@ -33,7 +33,6 @@ def sandbox_settings(settings, sandbox_gateway):
     settings.BELVEDIR_SANDBOX_MEMORY = "1g"
     settings.BELVEDIR_SANDBOX_CPUS = 1.0
     settings.BELVEDIR_SANDBOX_DISK = 2 * 2**30
-    settings.BELVEDIR_INSTALL_CACHE_BYTES = 0  # the install cache's own tests turn it on
     settings.BELVEDIR_RUN_TIMEOUT = 120
     return settings
 

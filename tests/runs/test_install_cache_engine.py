@@ -41,9 +41,9 @@ def volume_with(data_dir, megabytes: int, text: str = "installed") -> diskquota.
     return volume
 
 
-def save(data_dir, volume, organization="org_a", key=KEY, budget=64 * MiB, reserve=0):
+def save(data_dir, volume, organization="org_a", key=KEY, budget=64 * MiB, reserve=0, cache="test"):
     return installcache.save(
-        data_dir / installcache.CACHE_DIR / "test",
+        data_dir / installcache.CACHE_DIR / cache,
         InstallCache(organization=organization, key="base"),
         key,
         volume=volume,
@@ -136,6 +136,7 @@ def test_a_spare_copied_from_a_snapshot_serves_only_a_restore_of_that_snapshot(d
     copied = diskquota.make_spare(**layout, keep=1, source=snapshot.image)
     assert plain and copied and plain != copied
 
+    assert diskquota.copied_spares(root=data_dir, owner="") == [copied]  # the empty one not
     restored = diskquota.take_spare(**layout, source=snapshot.image)
     assert restored is not None and restored.name == copied  # never the empty one
     assert (restored.folder("workspace") / "built.txt").read_text() == "from the snapshot"
@@ -143,3 +144,13 @@ def test_a_spare_copied_from_a_snapshot_serves_only_a_restore_of_that_snapshot(d
     fresh = diskquota.take_spare(**layout)
     assert fresh is not None and fresh.name == plain
     assert not (fresh.folder("workspace") / "built.txt").exists()
+
+
+def test_the_budget_is_the_hosts_every_platform_instances_snapshots_together(data_dir):
+    theirs = save(data_dir, volume_with(data_dir, 3), key="1" * 64, budget=8 * MiB, cache="other")
+    ours = save(data_dir, volume_with(data_dir, 3), key="2" * 64, budget=8 * MiB)
+    save(data_dir, volume_with(data_dir, 3), key="3" * 64, budget=8 * MiB)
+
+    assert not theirs.image.exists()  # the host's least recently used, another instance's
+    assert ours.image.exists()
+    assert sum(s.bytes for s in installcache.host_snapshots(ours.image.parent.parent)) <= 8 * MiB
