@@ -63,6 +63,8 @@ class RunSerializer(serializers.ModelSerializer):
             "judge_api_base",
             "model_api_base_resolved",
             "judge_api_base_resolved",
+            "model_proxied",
+            "judge_proxied",
             "covered",
             "covered_cap_micros",
             "covered_spent_micros",
@@ -85,10 +87,11 @@ class RunSerializer(serializers.ModelSerializer):
                 "`model` is then the fine-tuned model's name."
             },
             "model_api_base_resolved": {
-                "help_text": "The base the sandbox got as MODEL_API_BASE: the one given, inferred "
-                "from the model id when blank, or the router for covered usage."
+                "help_text": "The model's base: the one given, inferred from the model id when "
+                "blank, or the router for covered usage (the sandbox got it unless proxied)."
             },
             "judge_api_base_resolved": {"help_text": "The same for JUDGE_API_BASE."},
+            "model_proxied": {"help_text": "Own-key usage went through the router."},
             "score_stderr": {
                 "help_text": "The score's standard error over its per-task results (clustered "
                 "by group when given; docs/harness-contract.md); null without at least 2."

@@ -122,9 +122,8 @@ def model_settings(
     run_key: str,
     router_base: str,
 ) -> dict[str, str]:
-    """MODEL_* and JUDGE_* as the sandbox gets them: usage through the router (covered, or the
-    user's own key proxied) gets the router and the run's own key; otherwise the (resolved)
-    base and the key given at launch (BELVEDIR_MODEL_PROXY=off)."""
+    """MODEL_* and JUDGE_* as the sandbox gets them: routed usage (covered, or an own key proxied)
+    gets the router and the run's own key; otherwise the (resolved) base and the key given."""
     return {
         "MODEL": model,
         "MODEL_API_BASE": router_base if model_routed else model_api_base,

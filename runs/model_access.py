@@ -26,8 +26,7 @@ def router_base(sandbox_base_url: str) -> str:
 
 @dataclass(frozen=True)
 class Access:
-    """One model's access: its base, whether the platform pays, whether the router proxies
-    the user's own key (the sandbox then gets the router and the run key)."""
+    """One model's access: its base, whether the platform pays, whether the router proxies."""
 
     api_base: str
     covered: bool = False

@@ -130,9 +130,8 @@ class Run(SpendCapped):
     stage_started_at = models.DateTimeField(null=True, blank=True)
     # Covered model usage (the router): `covered` and the covered_* money columns of
     # billing.models.SpendCapped, reserved and settled by billing.spend.
-    # What the launch decided (runs.model_access): the bases (a blank one resolved from the
-    # model id; the router for covered usage), which usage is covered, and which own-key usage
-    # the router proxies (the sandbox gets the router and the run key; the base stays here).
+    # What the launch decided (runs.model_access): the bases (a blank one resolved from the model
+    # id; the router if covered), which usage is covered, which own-key usage the router proxies.
     model_api_base_resolved = models.CharField(max_length=500, blank=True)
     judge_api_base_resolved = models.CharField(max_length=500, blank=True)
     model_covered = models.BooleanField(default=False)

@@ -228,6 +228,9 @@ def test_a_launch_with_an_own_key_judge_gives_the_sandbox_the_router_for_it(owne
     assert env["MODEL_API_KEY"] == env["JUDGE_API_KEY"] == env["BELVEDIR_API_KEY"]
     assert KEY not in env.values() and "sk-model-own-1234" not in env.values()
     assert run.judge_api_base_resolved == "https://openrouter.ai/api/v1"  # inferred
+    body = owner.api.get(f"/api/v1/runs/{run.pk}").json()
+    assert (body["model_proxied"], body["judge_proxied"], body["covered"]) == (True, True, False)
+    assert KEY not in str(body) and "sk-model-own-1234" not in str(body)
 
 
 def test_the_model_list_names_the_runs_own_key_models(owner, harness, user_base, router_url):

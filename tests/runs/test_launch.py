@@ -50,6 +50,8 @@ RUN_FIELDS = {
     "covered",
     "covered_cap_micros",
     "covered_spent_micros",
+    "model_proxied",
+    "judge_proxied",
     "attempts",
     "grading",
     "exit_code",
