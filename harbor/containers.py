@@ -5,14 +5,16 @@ task sandbox may write."""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 
 from belvedir.errors import Conflict
-from belvedir.sandbox_config import engine_name, spec_from_settings
+from belvedir.sandbox_config import engine_name, get_backend, spec_from_settings
 from runs.models import Run
 from sandboxes import taskpolicy
 from sandboxes import tasks as docker_tasks
-from sandboxes.base import LABEL_TASK_SANDBOX, SandboxSpec
+from sandboxes.base import LABEL_TASK_SANDBOX, SandboxError, SandboxHandle, SandboxSpec
 
 
 def on_this_engine(run: Run) -> bool:
@@ -66,3 +68,17 @@ def container_spec(*, run: Run, sandbox_id: str, image: str) -> SandboxSpec:
         cap_add=docker_tasks.TASK_CAPABILITIES,
         labels={LABEL_TASK_SANDBOX: sandbox_id},
     )
+
+
+log = logging.getLogger(__name__)
+
+
+def remove(handle: SandboxHandle) -> None:
+    """Kill and remove a task sandbox's container; an engine that does not answer is logged
+    (the reaper's next pass removes what is left)."""
+    backend = get_backend()
+    try:
+        backend.kill(handle)
+        backend.remove(handle)
+    except SandboxError as exc:
+        log.warning("could not remove task sandbox container %s: %s", handle.id, exc)

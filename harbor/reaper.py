@@ -12,8 +12,9 @@ from django.db import models
 from django.utils import timezone
 
 from belvedir.sandbox_config import get_backend
+from harbor.containers import remove
 from harbor.models import TaskSandbox
-from harbor.services import remove, task_sandbox_settle, task_sandboxes_stop_for_run
+from harbor.services import task_sandbox_settle, task_sandboxes_stop_for_run
 from runs.models import Status
 from sandboxes.base import LABEL_TASK_SANDBOX, SandboxError, SandboxHandle
 

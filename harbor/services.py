@@ -30,7 +30,13 @@ from belvedir.sandbox_config import engine_name, get_backend
 from billing import selectors as billing_selectors
 from billing import services as billing
 from harbor import credits, warm
-from harbor.containers import build_policy, container_spec, on_this_engine, require_this_engine
+from harbor.containers import (
+    build_policy,
+    container_spec,
+    on_this_engine,
+    remove,
+    require_this_engine,
+)
 from harbor.models import TaskSandbox
 from harbor.selectors import run_is_managed
 from harnesses import managed
@@ -180,15 +186,6 @@ def _start(
         raise Forbidden("The run ended while its task sandbox started.", code="not_managed")
     sandbox.refresh_from_db()
     return sandbox
-
-
-def remove(handle: SandboxHandle) -> None:
-    backend = get_backend()
-    try:
-        backend.kill(handle)
-        backend.remove(handle)
-    except SandboxError as exc:
-        log.warning("could not remove task sandbox container %s: %s", handle.id, exc)
 
 
 def task_sandbox_stop(*, sandbox: TaskSandbox, error: str = "") -> TaskSandbox:

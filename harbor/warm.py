@@ -28,7 +28,7 @@ from django.db import connection
 from django.utils import timezone
 
 from belvedir.sandbox_config import get_backend
-from harbor.containers import container_spec, on_this_engine
+from harbor.containers import container_spec, on_this_engine, remove
 from harbor.models import TaskSandbox
 from harbor.selectors import run_is_managed
 from harnesses import managed
@@ -103,8 +103,6 @@ def _start_one(run: Run, image: str, made: list[TaskSandbox]) -> None:
             pk=row.pk, status=TaskSandbox.Status.WARM, run__status=Status.RUNNING
         ).update(container_id=handle.id)
         if not kept:  # the run ended meanwhile: it must not outlive it
-            from harbor.services import remove
-
             remove(handle)
             TaskSandbox.objects.filter(pk=row.pk, status=TaskSandbox.Status.WARM).delete()
             return
