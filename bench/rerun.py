@@ -203,7 +203,14 @@ def main() -> int:
             cold, cold_log = platform_once(http, base, harness.pk)
             warm, warm_log = platform_once(http, base, harness.pk)
             if "install reused from" in cold_log or "install reused from" not in warm_log:
-                raise RuntimeError(f"the re-run did not start from the cache:\n{warm_log[-1500:]}")
+                why = [
+                    line
+                    for line in (tmp / "qcluster-rerun-runsc.log").read_text().splitlines()
+                    if "is not cached" in line or "snapshot failed" in line
+                ]
+                raise RuntimeError(
+                    f"the re-run did not start from the cache ({why[-1:]}):\n{warm_log[-1500:]}"
+                )
             plain = docker_once(repo, volumes_root, f"{os.getpid()}-{i}", config, install)
             label = "warm-up" if i == 0 else f"run {i}"
             print(
