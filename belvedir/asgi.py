@@ -46,7 +46,11 @@ from belvedir import lifespan
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "belvedir.settings")
 site = get_asgi_application()
 
-BARE_PATHS = frozenset({"/api/v1/chat/completions", "/api/v1/models"})
+# The router's endpoints (router/endpoints: OpenAI's and Anthropic's) and its model list.
+BARE_PATHS = frozenset(
+    f"/api/v1/{path}"
+    for path in ("chat/completions", "completions", "embeddings", "responses", "messages", "models")
+)
 
 
 class BareHandler(ASGIHandler):

@@ -23,6 +23,13 @@ MAX_CHOICES = 8
 # The fields whose text the model reads as its prompt (counted in the reserved input).
 PROMPT_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
 
+# The content parts that are images (OpenAI chat's, Anthropic's, OpenAI Responses'): each
+# counted at TOKENS_PER_IMAGE, not by its data's length.
+IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
+
+# The output limits a chat completion may name (both are sent upstream set to the one kept).
+OUTPUT_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+
 
 class Price(NamedTuple):
     input_micros_per_mtok: int
@@ -62,17 +69,21 @@ def _without_images(messages: list) -> tuple[list, int]:
 
 
 def _is_image(part) -> bool:
-    return isinstance(part, dict) and part.get("type") == "image_url"
+    return isinstance(part, dict) and part.get("type") in IMAGE_PARTS
 
 
-def prompt_tokens_estimate(body: dict) -> int:
+def prompt_tokens_estimate(
+    body: dict, *, messages_field: str = "messages", prompt_fields=PROMPT_FIELDS
+) -> int:
     """A conservative count of the prompt's tokens (it is what the caller sent, tools included):
-    its text (`text_tokens`), each message's overhead and each image's allowance."""
-    messages = body.get("messages") or []
+    its text (`text_tokens`), each message's overhead and each image's allowance. The prompt is
+    `messages_field` (a chat's messages; another API's `input` or `prompt`, a list or a text)
+    and the `prompt_fields` beside it."""
+    messages = body.get(messages_field) or []
     images = 0
     if isinstance(messages, list):
         messages, images = _without_images(messages)
-    prompt = [messages, *(body.get(name) for name in PROMPT_FIELDS)]
+    prompt = [messages, *(body.get(name) for name in prompt_fields)]
     text = json.dumps(prompt, ensure_ascii=False)
     count = len(messages) if isinstance(messages, list) else 1
     return text_tokens(text) + TOKENS_PER_MESSAGE * count + TOKENS_PER_IMAGE * images
@@ -93,12 +104,12 @@ def choices(body: dict) -> int:
     return n if whole_number(n) and 1 <= n <= MAX_CHOICES else 1
 
 
-def output_tokens_limit(price: Price, body: dict) -> int:
+def output_tokens_limit(price: Price, body: dict, fields=OUTPUT_LIMIT_FIELDS) -> int:
     """The most output one choice may produce (reasoning included): the call's own limit (the
-    smaller of `max_completion_tokens` and `max_tokens`), never past the model's cap. Both are
-    sent upstream set to it."""
+    smallest of its `fields`: a chat's `max_completion_tokens` and `max_tokens`), never past
+    the model's cap. Sent upstream set to it."""
     limit = price.max_output_tokens
-    for name in ("max_completion_tokens", "max_tokens"):
+    for name in fields:
         value = body.get(name)
         if whole_number(value) and value > 0:
             limit = min(limit, value)

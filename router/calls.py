@@ -1,6 +1,7 @@
 """A router call's lifecycle, from its admission to its settlement: `admit` (its run key, its
 run running and covered, its worst case reserved against the run's cap by billing), then a
-`Call` forwards it to the upstream (`router.upstream`), reads its answer (whole or streamed
+`Call` forwards it to its target (`router.targets`: the operator's upstream, or the user's base
+for an own-key call) at its endpoint's path (`router.endpoints`), reads its answer (whole or streamed
 through as it arrives) and settles it exactly once, whatever path its end takes (answered,
 an upstream error, a timeout, a client gone): its span and its money (`router.settlement`).
 """
@@ -13,13 +14,9 @@ import time
 import httpx
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
-from billing.pricing import (
-    cost_micros,
-    output_tokens_limit,
-    prompt_tokens_estimate,
-    reported_tokens,
-)
+from billing.pricing import cost_micros
 from billing.spend import spend_reserve_async
+from router.endpoints import CHAT, Endpoint, Reading
 from router.pinned import BaseRefused
 from router.services import (
     Admission,
@@ -32,7 +29,7 @@ from router.services import (
     refused_reservation,
 )
 from router.settlement import settler
-from router.sse import StreamReader
+from router.sse import EventReader
 from router.targets import Target
 from runs.models import Run
 
@@ -104,9 +101,9 @@ class BodyRefused(Exception):
         self.refusal, self.body = refusal, body
 
 
-def checked_body(raw: bytes | None, *, limit: int) -> dict:
-    """The call's body; `BodyRefused` for one over `limit` (None) or not JSON with messages.
-    (What fields a covered call may carry is checked as it is admitted:
+def checked_body(raw: bytes | None, *, limit: int, endpoint: Endpoint = CHAT) -> dict:
+    """The call's body; `BodyRefused` for one over `limit` (None) or not JSON with the
+    endpoint's prompt. (What fields a covered call may carry is checked as it is admitted:
     `router.services.covered_body`.)"""
     if raw is None:
         message = f"The request body is over {limit // 2**20} MB."
@@ -117,68 +114,52 @@ def checked_body(raw: bytes | None, *, limit: int) -> dict:
         body = json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         body = None
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        message = "The body must be a JSON object with messages."
+    message = endpoint.body_problem(body)
+    if message is not None:
         raise BodyRefused(
             RouterRefusal(400, message, type="invalid_request_error", code=None), body
         )
     return body
 
 
-def forwarded_body(admission: Admission, body: dict) -> dict:
+def forwarded_body(admission: Admission, body: dict, endpoint: Endpoint = CHAT) -> dict:
     """What goes upstream: an own-key call's body as sent (usage asked of a stream, for its
-    span); a covered call's checked body, its output capped at what was reserved for."""
+    span); a covered call's checked body, every output limit its endpoint's upstream reads set
+    to the one reserved for (all it may produce), reasoning budgets under it."""
     if not admission.covered:
-        return _usage_asked(dict(body))
-    forwarded = dict(admission.body if admission.body is not None else body)
-    # Both limits, whichever the upstream reads: what was reserved for is all it may produce.
-    limit = output_tokens_limit(admission.price, body)
-    forwarded["max_tokens"] = forwarded["max_completion_tokens"] = limit
-    for name, budget in (("reasoning", "max_tokens"), ("thinking", "budget_tokens")):
-        _cap_budget(forwarded, name, budget, limit)
-    return _usage_asked(forwarded)
+        return endpoint.usage_asked(dict(body))
+    checked = admission.body if admission.body is not None else body
+    return endpoint.forwarded_body(checked, endpoint.output_limit(admission.price, checked))
 
 
-def _usage_asked(forwarded: dict) -> dict:
-    if forwarded.get("stream"):
-        options = forwarded.get("stream_options")
-        forwarded["stream_options"] = {
-            **(options if isinstance(options, dict) else {}),
-            "include_usage": True,
-        }
-    return forwarded
-
-
-def _cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:
-    """A reasoning budget (OpenRouter's `reasoning.max_tokens`, Anthropic's
-    `thinking.budget_tokens`) never past the output limit (reasoning is output)."""
-    options = forwarded.get(name)
-    if isinstance(options, dict) and isinstance(options.get(budget), int):
-        forwarded[name] = {**options, budget: min(options[budget], limit)}
-
-
-async def admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> "Call":
+async def admit(
+    token: str, model: str, body: dict, call: CallRecord, *, asgi: bool, endpoint: Endpoint = CHAT
+) -> "Call":
     """The call admitted and reserved; one refused for its run's cap while calls of that run
     wait to be settled (their reservations still held) is tried again once they are."""
     try:
-        return Call(call, await _admit(token, model, body, call, asgi=asgi))
+        return Call(call, await _admit(token, model, body, call, asgi, endpoint), endpoint)
     except RouterRefusal as exc:
         pending = exc.caller is not None and settler().pending_for(exc.caller[1])
         if exc.code != "spend_cap_reached" or not pending:
             raise
     await settler().flush()
-    return Call(call, await _admit(token, model, body, call, asgi=asgi))
+    return Call(call, await _admit(token, model, body, call, asgi, endpoint), endpoint)
 
 
-async def _admit(token: str, model: str, body: dict, call: CallRecord, *, asgi: bool) -> Admission:
+async def _admit(
+    token: str, model: str, body: dict, call: CallRecord, asgi: bool, endpoint: Endpoint
+) -> Admission:
     """Admitted from this process's cached lookups and reserved from the event loop (one
     round trip; served by ASGI, whose event loop lives as long as the process)
     when it can be; else everything in a worker thread through the ORM."""
-    cached = admission_cached(token=token, model=model, body=body)
+    cached = admission_cached(token=token, model=model, body=body, endpoint=endpoint)
     if cached is not None and not cached.covered:  # own-key: nothing to reserve
         return cached
     if cached is None or not asgi:
-        admitting = asyncio.ensure_future(_call_admit(token=token, model=model, body=body))
+        admitting = asyncio.ensure_future(
+            _call_admit(token=token, model=model, body=body, endpoint=endpoint)
+        )
     else:
         admitting = asyncio.ensure_future(_reserved(cached))
     # Shielded: a client gone meanwhile must not leave a reservation nothing releases.
@@ -209,11 +190,18 @@ def _release_abandoned(call: CallRecord, admitting: asyncio.Future) -> None:
 
 
 class Call:
-    """An admitted call: its record (what its span says) and its admission (what it
-    reserved). Settled at most once, whatever path its end takes."""
+    """An admitted call of an endpoint: its record (what its span says) and its admission
+    (what it reserved, where it goes). Settled at most once, whatever path its end takes."""
 
-    def __init__(self, record: CallRecord, admission: Admission) -> None:
-        self.record, self.admission = record, admission
+    def __init__(self, record: CallRecord, admission: Admission, endpoint: Endpoint = CHAT) -> None:
+        self.record, self.admission, self.endpoint = record, admission, endpoint
+        self.headers: dict[str, str] = {}  # the caller's headers the upstream gets too
+
+    def target(self) -> tuple[Target, str, dict[str, str]]:
+        """Where the call goes: its admission's target, the URL of its endpoint there, and
+        the headers (the target's key, the caller's headers the endpoint passes on)."""
+        target = self.admission.target
+        return target, target.url(self.endpoint.path), target.headers(**self.headers)
 
     def settlement(self) -> Settlement | None:
         """The call's settlement, the first time it is asked for; None after (a call settles
@@ -301,14 +289,9 @@ class Call:
 
     async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
         """Forward a call answered whole; settled after the answer (ASGI) or before it."""
-        target = self.admission.target
+        target, url, headers = self.target()
         response = await self.send(
-            http.post(
-                target.url("chat/completions"),
-                json=forwarded,
-                headers=target.headers(),
-                extensions=self.traced(),
-            )
+            http.post(url, json=forwarded, headers=headers, extensions=self.traced())
         )
         if isinstance(response, JsonResponse):
             return response
@@ -338,33 +321,26 @@ class Call:
         )
 
     def read_completion(self, document: dict) -> None:
+        self.read(self.endpoint.read(document))
+
+    def read(self, reading: Reading) -> None:
         call = self.record
-        usage = document.get("usage") if isinstance(document.get("usage"), dict) else None
-        call.response_model = str(document.get("model") or "")
-        choices = document.get("choices") or []
-        if choices and isinstance(choices[0], dict):
-            message = choices[0].get("message") or {}
-            call.output_text = (
-                str(message.get("content") or "") if isinstance(message, dict) else ""
-            )
-            call.finish_reason = str(choices[0].get("finish_reason") or "")
-        if usage is None:  # no usage: charge the worst case reserved
+        call.response_model = reading.model
+        call.output_text, call.finish_reason = reading.text, reading.finish_reason
+        if reading.tokens is None:  # no usage: charge the worst case reserved
             call.cost_micros = self.admission.reserved_micros
             return
-        call.input_tokens = reported_tokens(usage.get("prompt_tokens"))
-        call.output_tokens = reported_tokens(usage.get("completion_tokens"))
+        call.input_tokens, call.output_tokens = reading.tokens
+        if not self.endpoint.produces_output:
+            call.output_tokens = None
         call.cost_micros = self._cost()
 
     async def stream(self, forwarded: dict):
         """Forward a streamed call; its events pass through as they arrive (`relay`)."""
-        target = self.admission.target
+        target, url, headers = self.target()
         http = target.client()
         request = http.build_request(
-            "POST",
-            target.url("chat/completions"),
-            json=forwarded,
-            headers=target.headers(),
-            extensions=self.traced(),
+            "POST", url, json=forwarded, headers=headers, extensions=self.traced()
         )
         response = await self.send(http.send(request, stream=True))
         if isinstance(response, JsonResponse):
@@ -385,7 +361,7 @@ class Call:
         """Pass the upstream's events through as they come; the call is settled once they end
         (with the next batch), or at once when the client leaves or the upstream stream
         breaks."""
-        call, reader = self.record, StreamReader()
+        call, reader = self.record, self.endpoint.stream_reader()
         try:
             async for chunk in response.aiter_raw():
                 reader.feed(chunk)
@@ -395,15 +371,7 @@ class Call:
             raise
         except httpx.HTTPError as exc:
             call.fail(502, f"The upstream stream broke: {type(exc).__name__}.")
-            event = {
-                "error": {
-                    "message": call.error,
-                    "type": "upstream_error",
-                    "param": None,
-                    "code": None,
-                }
-            }
-            yield f"data: {json.dumps(event)}\n\n".encode()
+            yield self.endpoint.stream_error(call.error)
         finally:
             # Handed over before anything else is awaited, so no cancellation can lose it.
             written = self.settle_stream(reader, forwarded)
@@ -411,17 +379,17 @@ class Call:
             if written is not None and call.http_status == 502:
                 await asyncio.shield(written)  # the error event ends the answer once settled
 
-    def settle_stream(self, reader: StreamReader, forwarded: dict) -> asyncio.Future | None:
+    def settle_stream(self, reader: EventReader, forwarded: dict) -> asyncio.Future | None:
         call = self.record
         call.response_model = reader.model
         call.output_text = reader.text
         call.finish_reason = reader.finish_reason
-        if reader.usage is not None:
-            call.input_tokens = reported_tokens(reader.usage.get("prompt_tokens"))
-            call.output_tokens = reported_tokens(reader.usage.get("completion_tokens"))
+        tokens = reader.tokens()
+        if tokens is not None:
+            call.input_tokens, call.output_tokens = tokens
             call.cost_micros = self._cost()
         else:  # cut short: what was used, estimated from the prompt and what came through
-            call.input_tokens = prompt_tokens_estimate(forwarded)
+            call.input_tokens = self.endpoint.prompt_tokens(forwarded)
             call.output_tokens = reader.output_tokens_estimate()
             call.cost_micros = min(self._cost(), self.admission.reserved_micros)
         return self.finish_after_answer(hurry=bool(call.error))

@@ -5,7 +5,8 @@ cost themselves are billing's: `billing.pricing`)."""
 from billing.pricing import MAX_CHOICES, Price, whole_number
 from models_registry.selectors import covered_model
 
-# The request fields the router forwards: OpenAI's chat-completions fields whose cost the
+# The request fields the router forwards for a chat completion (each endpoint's own are in
+# router.endpoints): OpenAI's chat-completions fields whose cost the
 # reservation bounds (the prompt fields below are counted as input; the output is capped by
 # the limit sent upstream, reasoning budgets under it; `n` multiplies it). Any other field is
 # dropped before the call is reserved or forwarded.
@@ -65,16 +66,6 @@ def price_for(model: str) -> Price | None:
     if entry is None:
         return None
     return Price(entry.input_price_micros, entry.output_price_micros, entry.max_output_tokens)
-
-
-def refused_field(body: dict) -> str | None:
-    """The first field of the call the router refuses (`REFUSED_FIELDS`), or None."""
-    return next((name for name in body if name in REFUSED_FIELDS), None)
-
-
-def forwarded_fields(body: dict) -> dict:
-    """The call with only the fields the router forwards (`FORWARDED_FIELDS`)."""
-    return {name: value for name, value in body.items() if name in FORWARDED_FIELDS}
 
 
 def choices_problem(body: dict) -> str | None:

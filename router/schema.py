@@ -1,4 +1,4 @@
-"""The OpenAPI description of the router's two plain (async, non-DRF) endpoints, added to the
+"""The OpenAPI description of the router's plain (async, non-DRF) endpoints, added to the
 schema by the `router_endpoints` postprocessing hook. Bodies are OpenAI's: only what the
 router itself reads or adds is described."""
 
@@ -46,6 +46,38 @@ def _error(description: str) -> dict:
         "description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}},
     }
+
+
+# The other endpoints (router/endpoints): their summary and the request's prompt field.
+OTHER_ENDPOINTS = {
+    "completions": ("OpenAI (legacy) completions", "prompt"),
+    "embeddings": ("OpenAI embeddings: input tokens only, never streamed", "input"),
+    "responses": ("OpenAI Responses", "input"),
+    "messages": (
+        "Anthropic Messages (the run key as x-api-key or a bearer token; Anthropic's SSE "
+        "events when streamed)",
+        "messages",
+    ),
+}
+
+
+def _endpoint_operation(path: str) -> dict:
+    """An endpoint other than chat completions: as chat's, with its own request."""
+    summary, prompt = OTHER_ENDPOINTS[path]
+    operation = _chat_operation()
+    request = {
+        "type": "object",
+        "description": f"A request of the {summary.split(':')[0]} API, forwarded upstream.",
+        "required": ["model", prompt],
+        "additionalProperties": True,
+        "properties": {"model": CHAT_REQUEST["properties"]["model"], prompt: {}},
+    }
+    operation.update(
+        operationId=f"router_{path}",
+        summary=f"Call a covered model: {summary}; metered against the run's cap.",
+    )
+    operation["requestBody"]["content"]["application/json"]["schema"] = request
+    return operation
 
 
 def _chat_operation() -> dict:
@@ -183,6 +215,8 @@ def router_endpoints(result: dict, generator, request, public) -> dict:
     the fine-tuned model upload that shares the router's /api/v1/models)."""
     result.setdefault("components", {}).setdefault("schemas", {})["OpenAIError"] = ERROR
     result["paths"]["/api/v1/chat/completions"] = {"post": _chat_operation()}
+    for path in OTHER_ENDPOINTS:
+        result["paths"][f"/api/v1/{path}"] = {"post": _endpoint_operation(path)}
     result["paths"]["/api/v1/models"] = {
         "get": _models_operation(),
         "post": _fine_tuned_upload_operation(),

@@ -21,9 +21,10 @@ from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from belvedir.text import usd
-from billing.pricing import Price, cost_micros, worst_case_micros
+from billing.pricing import Price, cost_micros
 from billing.spend import Charge, spend_reserve, spend_settle
-from router.pricing import choices_problem, forwarded_fields, price_for, refused_field
+from router.endpoints import CHAT, Endpoint
+from router.pricing import choices_problem, price_for
 from router.targets import Target, covered_target, own_prefix, own_target
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
@@ -150,11 +151,11 @@ def _price(model: str) -> Price | None:
     return price
 
 
-def covered_body(body: dict, *, run: tuple[ApiKey, str]) -> dict:
-    """A covered call's body with only the fields the router forwards (what is reserved for
-    is what is forwarded); refused for a field the router refuses or a choice count it cannot
-    serve (traced in `run`)."""
-    field = refused_field(body)
+def covered_body(body: dict, *, run: tuple[ApiKey, str], endpoint: Endpoint = CHAT) -> dict:
+    """A covered call's body with only the fields the router forwards for its endpoint (what
+    is reserved for is what is forwarded; issue 15's allow-list, one per API); refused for a
+    field the router refuses or a choice count it cannot serve (traced in `run`)."""
+    field = endpoint.refused_field(body)
     if field is not None:
         message = (
             f"The router does not take {field!r}: it would change which model serves the "
@@ -168,7 +169,7 @@ def covered_body(body: dict, *, run: tuple[ApiKey, str]) -> dict:
             param=field,
             run=run,
         )
-    body = forwarded_fields(body)
+    body = endpoint.forwarded_fields(body)
     problem = choices_problem(body)
     if problem is not None:
         raise RouterRefusal(
@@ -198,7 +199,9 @@ def _own_admission(key: ApiKey, run: Run, target: Target, price, body) -> Admiss
     return Admission(key, run.pk, price, 0, target=target, body=body)
 
 
-def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body) -> Admission:
+def _admission(
+    key: ApiKey, run: Run, model: str, price: Price | None, why, body, endpoint: Endpoint
+) -> Admission:
     """The call's admission, to be reserved; or the refusal for a model not covered, not one of
     the run's own (its model and its judge), not allowed to the run's project (`why`), or a
     field the router does not take."""
@@ -222,26 +225,26 @@ def _admission(key: ApiKey, run: Run, model: str, price: Price | None, why, body
         raise _refusal(403, message, key, run, "model_not_for_run")
     if why is not None:
         raise _refusal(403, why, key, run, "model_not_allowed")
-    body = covered_body(body, run=(key, run.pk))
+    body = covered_body(body, run=(key, run.pk), endpoint=endpoint)
     return Admission(
         key=key,
         run_id=run.pk,
         price=price,
-        reserved_micros=worst_case_micros(price, body),
+        reserved_micros=endpoint.worst_case(price, body),
         body=body,
     )
 
 
-def call_admit(*, token: str, model: str, body: dict) -> Admission:
+def call_admit(*, token: str, model: str, body: dict, endpoint: Endpoint = CHAT) -> Admission:
     """Admit a call of a running run: an own-key one as it is, a covered one with its
-    worst-case cost reserved."""
+    worst-case cost (as its endpoint bounds it) reserved."""
     key, run = run_key_authenticate(token=token)
     price = _price(model)
     target = _target(run, model)
     if target is not None:
         return _own_admission(key, run, target, price, body)
     why = _project_refusal(run=run, model=model) if price is not None else None
-    admission = _admission(key, run, model, price, why, body)
+    admission = _admission(key, run, model, price, why, body, endpoint)
     if not spend_reserve(
         account=Run, account_id=admission.run_id, amount=admission.reserved_micros
     ):
@@ -249,7 +252,9 @@ def call_admit(*, token: str, model: str, body: dict) -> Admission:
     return admission
 
 
-def admission_cached(*, token: str, model: str, body: dict) -> Admission | None:
+def admission_cached(
+    *, token: str, model: str, body: dict, endpoint: Endpoint = CHAT
+) -> Admission | None:
     """`call_admit`'s lookups from this process's caches alone, touching no database (so the
     event loop may call it): the admission still to reserve, or None when something must be
     looked up. Raises the refusals the caches already know."""
@@ -269,7 +274,7 @@ def admission_cached(*, token: str, model: str, body: dict) -> Admission | None:
         fresh, why = _fresh(_refusals, (run.project_id, model))
         if not fresh:
             return None
-    return _admission(key, run, model, price, why, body)
+    return _admission(key, run, model, price, why, body, endpoint)
 
 
 def _project_refusal(*, run: Run, model: str) -> str | None:
@@ -317,6 +322,7 @@ class CallRecord:
     model: str
     messages: list
     started_ns: int
+    operation: str = "chat"  # gen_ai.operation.name: chat, text_completion, embeddings
     ended_ns: int = 0
     response_model: str = ""
     output_text: str = ""
@@ -411,7 +417,7 @@ def _span(run_id: str, call: CallRecord, charge: Charge) -> otlp.SpanIn:
     attributes = {
         "session.id": run_id,
         "traceloop.span.kind": "llm",
-        "gen_ai.operation.name": "chat",
+        "gen_ai.operation.name": call.operation,
         "gen_ai.provider.name": PROVIDER,
         "gen_ai.request.model": call.model,
         "gen_ai.input.messages": json.dumps(
@@ -451,7 +457,7 @@ def _span(run_id: str, call: CallRecord, charge: Charge) -> otlp.SpanIn:
         trace_id=trace_id,
         span_id=secrets.token_hex(8),
         parent_span_id=parent_span_id,
-        name=f"chat {call.model}"[:500],
+        name=f"{call.operation} {call.model}"[:500],
         kind="client",
         start_ns=call.started_ns,
         end_ns=max(call.ended_ns, call.started_ns),

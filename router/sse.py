@@ -1,20 +1,23 @@
-"""Reading an OpenAI stream as it passes through: the model, the text, the finish reason and the
-usage (which `stream_options.include_usage` puts in the last chunk)."""
+"""Reading a stream of server-sent events as it passes through: the model, the text, the
+finish reason and the usage. `EventReader` parses the `data:` lines; each API's reader
+(`router.endpoints`) reads its own events. `StreamReader` reads OpenAI's chat completion
+chunks (the usage is in the last chunk, which `stream_options.include_usage` asks for)."""
 
 import json
 
-from billing.pricing import text_tokens
+from billing.pricing import reported_tokens, text_tokens
 
 
-class StreamReader:
+class EventReader:
+    """The JSON events of an SSE stream, fed as its bytes arrive; `event` reads each one."""
+
     def __init__(self):
         self._pending = b""
         self.model = ""
         self._parts: list[str] = []
         self.content_chunks = 0
         self.finish_reason = ""
-        self.usage: dict | None = None
-        self.done = False  # the `data: [DONE]` line came
+        self.done = False  # the stream's own end came (OpenAI's `data: [DONE]`)
 
     def feed(self, chunk: bytes) -> None:
         lines = (self._pending + chunk).split(b"\n")
@@ -35,22 +38,20 @@ class StreamReader:
             event = json.loads(data)
         except ValueError:
             return
-        if not isinstance(event, dict):
-            return
-        if isinstance(event.get("usage"), dict):
-            self.usage = event["usage"]
-        if event.get("model") and not self.model:
-            self.model = str(event["model"])
-        for choice in event.get("choices") or []:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content") if isinstance(delta, dict) else None
-            if isinstance(content, str) and content:
-                self._parts.append(content)
-                self.content_chunks += 1
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+        if isinstance(event, dict):
+            self.event(event)
+
+    def event(self, event: dict) -> None:
+        raise NotImplementedError
+
+    def text_part(self, text) -> None:
+        if isinstance(text, str) and text:
+            self._parts.append(text)
+            self.content_chunks += 1
+
+    def tokens(self) -> tuple[int, int] | None:
+        """(input, output) tokens as the upstream reported them, or None when it did not."""
+        raise NotImplementedError
 
     @property
     def text(self) -> str:
@@ -59,3 +60,34 @@ class StreamReader:
     def output_tokens_estimate(self) -> int:
         """Tokens that came through, when the upstream could not say: at least one a chunk."""
         return max(self.content_chunks, text_tokens(self.text))
+
+
+class StreamReader(EventReader):
+    """OpenAI's chat completion chunks (and its legacy completions', whose choices carry
+    `text`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.usage: dict | None = None
+
+    def event(self, event: dict) -> None:
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
+        if event.get("model") and not self.model:
+            self.model = str(event["model"])
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            self.text_part(delta.get("content") if isinstance(delta, dict) else None)
+            self.text_part(choice.get("text"))
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+
+    def tokens(self) -> tuple[int, int] | None:
+        if self.usage is None:
+            return None
+        return (
+            reported_tokens(self.usage.get("prompt_tokens")),
+            reported_tokens(self.usage.get("completion_tokens")),
+        )

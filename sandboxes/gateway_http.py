@@ -26,7 +26,7 @@ SANDBOX_PATHS = [
     r"/api/v1/runs/[A-Za-z0-9_-]+/tasks/export",  # a Harbor harness's Tasks as a dataset
     *TASK_SANDBOX_PATHS,
     r"/api/v1/environments/[A-Za-z0-9_-]+/export",
-    r"/api/v1/chat/completions",
+    r"/api/v1/(?:chat/completions|completions|embeddings|responses|messages(?:/count_tokens)?)",
     r"/api/v1/models",
     r"/api/v1/adapters/[A-Za-z0-9_./-]+",
     r"/git/[A-Za-z0-9_-]+\.git/[A-Za-z0-9_./-]+",

@@ -2,7 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from belvedir.env import envfloat, envint, envlist, envmicros, envstr
+from belvedir.env import envbool, envfloat, envint, envlist, envmicros, envstr
 from belvedir.settings.jobs import Q_CLUSTER, Q_HOUSEKEEPING_CLUSTER
 
 # The model router (router/): where covered runs' calls go, with the operator's key.
@@ -15,6 +15,11 @@ BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
 # listed here, comma-separated.
 BELVEDIR_MODEL_HOST_ALLOWLIST = envlist("BELVEDIR_MODEL_HOST_ALLOWLIST", [])
 BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
+# A path under /api/v1 the router does not serve (router.endpoints) is a 404; with this on, a
+# running covered run's key passes it through to the upstream with the operator's key,
+# untraced and not charged to the run (for calls that cost nothing, such as Anthropic's
+# messages/count_tokens).
+BELVEDIR_ROUTER_PASSTHROUGH = envbool("BELVEDIR_ROUTER_PASSTHROUGH", False)
 # An answered call's settlement waits at most this long to be written with others' (router/
 # settlement.py): fewer, larger writes, at the price of reservations held that much longer.
 BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(

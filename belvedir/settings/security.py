@@ -12,7 +12,7 @@ SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not BELVEDIR_DEV)
 SECURE_REDIRECT_EXEMPT = envlist(
     "SECURE_REDIRECT_EXEMPT",
     [
-        r"^api/v1/(traces|outcomes|chat/completions|models)$",
+        r"^api/v1/(traces|outcomes|chat/completions|completions|embeddings|responses|messages|models)$",
         r"^api/v1/runs/[^/]+/tasks$",
         r"^api/v1/adapters/",
         r"^git/",

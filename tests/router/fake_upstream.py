@@ -1,5 +1,5 @@
-"""A local OpenAI-compatible upstream on 127.0.0.1 for the router's tests and bench: answers
-chat completions whole or streamed (usage in the last chunk when `stream_options.include_usage`
+"""A local OpenAI- and Anthropic-compatible upstream on 127.0.0.1 for the router's tests and
+bench: answers chat completions whole or streamed (usage in the last chunk when `stream_options.include_usage`
 asks for it), slowly when told to, or with an error.
 
     with FakeUpstream(words=5) as fake:
@@ -10,13 +10,18 @@ reports for the prompt), `delay`
 (seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
 answer instead, with `fail_headers`: a redirect's Location), `usage_of` (a function of the
 request's body giving the usage to report). Every request's JSON body is kept in `requests`,
-its Authorization and Host headers in `seen` (what key reached the upstream, for which name).
+its path and headers (lower-cased) in `seen` (what key reached the upstream, for which name).
+
+The other APIs (`tests.router.fake_apis`) answer on their paths: completions, embeddings,
+responses, Anthropic's messages and messages/count_tokens.
 """
 
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.router import fake_apis
 
 PROMPT_TOKENS = 11
 
@@ -69,6 +74,7 @@ class FakeUpstream:
                     fake.requests.append(body)
                     fake.seen.append(
                         {
+                            **{k.lower(): v for k, v in self.headers.items()},
                             "authorization": self.headers.get("Authorization") or "",
                             "host": self.headers.get("Host") or "",
                             "path": self.path,
@@ -79,39 +85,73 @@ class FakeUpstream:
                 if fake.fail is not None:
                     status, content = fake.fail
                     return self._send_bytes(status, content)
+                path = self.path.split("?")[0]
+                if not path.endswith("/chat/completions"):
+                    return self._other(path, body)
                 if body.get("stream"):
                     return self._stream(body)
                 self._send(200, fake.completion(body))
 
-            def _stream(self, body):
+            def _other(self, path: str, body: dict):
+                words = reply_words(fake.words)
+                usage = fake.usage(len(words), body)
+                streamed = bool(body.get("stream"))
+                if path.endswith("/messages/count_tokens"):
+                    return self._send(200, fake_apis.count_tokens(body))
+                if path.endswith("/embeddings"):
+                    return self._send(200, fake_apis.embeddings(body, usage))
+                name = path.rsplit("/", 1)[-1]
+                if name == "completions":
+                    if streamed:
+                        events = fake_apis.completion_events(body, words, usage)
+                        return self._events([(None, e) for e in events], done=True)
+                    return self._send(200, fake_apis.completion(body, words, usage))
+                if name == "responses":
+                    if streamed:
+                        return self._events(fake_apis.response_events(body, words, usage))
+                    return self._send(200, fake_apis.response(body, words, usage))
+                if name == "messages":
+                    if streamed:
+                        return self._events(fake_apis.message_events(body, words, usage))
+                    return self._send(200, fake_apis.message(body, words, usage))
+                self._send(404, {"error": {"message": f"no {path}", "type": "not_found"}})
+
+            def _events(self, events, *, done: bool = False, paced: int | None = None):
+                """Named (or, with None, unnamed) SSE events, chunked; `chunk_delay` after
+                each of the first `paced` (all by default)."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                words = reply_words(fake.words)
                 try:
-                    for i, word in enumerate(words):
-                        delta = {"content": (" " if i else "") + word}
-                        if i == 0:
-                            delta["role"] = "assistant"
-                        self._event(fake.chunk(body, delta, None))
-                        if fake.chunk_delay:
+                    for i, (name, event) in enumerate(events):
+                        line = b"data: " + json.dumps(event).encode() + b"\n\n"
+                        self._write((f"event: {name}\n".encode() if name else b"") + line)
+                        if fake.chunk_delay and (paced is None or i < paced):
                             time.sleep(fake.chunk_delay)
-                    self._event(fake.chunk(body, {}, "stop"))
-                    if (body.get("stream_options") or {}).get("include_usage"):
-                        event = fake.chunk(body, None, None)
-                        event["choices"] = []
-                        event["usage"] = fake.usage(len(words), body)
-                        self._event(event)
-                    self._write(b"data: [DONE]\n\n")
+                    if done:
+                        self._write(b"data: [DONE]\n\n")
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     with fake._lock:
                         fake.disconnects += 1
 
-            def _event(self, event: dict) -> None:
-                self._write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            def _stream(self, body):
+                words = reply_words(fake.words)
+                events = []
+                for i, word in enumerate(words):
+                    delta = {"content": (" " if i else "") + word}
+                    if i == 0:
+                        delta["role"] = "assistant"
+                    events.append((None, fake.chunk(body, delta, None)))
+                events.append((None, fake.chunk(body, {}, "stop")))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    event = fake.chunk(body, None, None)
+                    event["choices"] = []
+                    event["usage"] = fake.usage(len(words), body)
+                    events.append((None, event))
+                self._events(events, done=True, paced=len(words))
 
             def _write(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -21,6 +21,11 @@ from tests.runs.helpers import wait_for
         "/api/v1/runs/run_abc123/tasks",
         "/api/v1/runs/run_abc123/tasks/export?limit=5",
         "/api/v1/chat/completions",
+        "/api/v1/completions",
+        "/api/v1/embeddings",
+        "/api/v1/responses",
+        "/api/v1/messages",
+        "/api/v1/messages/count_tokens?beta=true",
         "/api/v1/models",
         "/api/v1/adapters/ad_1/download?sig=x",
         "/git/belvedir-runner.git/info/refs?service=git-upload-pack",
@@ -62,6 +67,9 @@ def test_sandbox_facing_paths_are_allowed(target):
         "/api/v1/tracesX",
         "/api/v1/task-sandboxes/tsb_abc/logs",
         "/api/v1/task-sandboxes/%2e%2e/keys",
+        "/api/v1/messages/batches",
+        "/api/v1/messages/%2e%2e/keys",
+        "/api/v1/credits",
     ],
 )
 def test_every_other_path_is_refused(target):

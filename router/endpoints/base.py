@@ -1,0 +1,140 @@
+"""What the router needs to know of one API it serves (`Endpoint`): where its prompt is and
+what it may be, the fields it forwards (issue 15's allow-list, one per API) and refuses, how
+its worst case is bounded (the prompt estimated, the output limit it is sent with), and how its
+answer, whole or streamed, gives the model, the text and the usage. The call's lifecycle
+(`router.calls`) is the same for every endpoint."""
+
+import dataclasses
+import json
+
+from billing.pricing import (
+    Price,
+    choices,
+    cost_micros,
+    output_tokens_limit,
+    prompt_tokens_estimate,
+    reported_tokens,
+)
+from router.pricing import REFUSED_FIELDS
+from router.sse import EventReader
+
+
+@dataclasses.dataclass
+class Reading:
+    """An answer as the span records it; `tokens` (input, output) as the upstream reported
+    them, None when it did not (the call then costs its reserved worst case)."""
+
+    model: str = ""
+    text: str = ""
+    finish_reason: str = ""
+    tokens: tuple[int, int] | None = None
+
+
+def usage_tokens(usage, input_names: tuple[str, ...], output_name: str | None):
+    """(input, output) from an upstream's usage: the input is the sum of `input_names`."""
+    if not isinstance(usage, dict):
+        return None
+    given = sum(reported_tokens(usage.get(name)) for name in input_names)
+    return given, reported_tokens(usage.get(output_name)) if output_name else 0
+
+
+class Endpoint:
+    path = ""  # under /api/v1, and the upstream's path under its base
+    operation = "chat"  # the span's gen_ai.operation.name
+    prompt_field = "messages"  # where the prompt is
+    prompt_types: tuple[type, ...] = (list,)
+    prompt_fields: tuple[str, ...] = ()  # read as prompt beside it (tools, system, ...)
+    forwarded: frozenset[str] = frozenset()  # the request fields forwarded, others dropped
+    refused: frozenset[str] = REFUSED_FIELDS  # refused with a 400 naming the field
+    limit_fields: tuple[str, ...] = ("max_tokens",)  # the output limits read, and sent
+    produces_output = True  # embeddings do not
+    streams = True  # embeddings do not
+    # Tools of these types run on the provider's side and bill work of their own (web
+    # search, code execution): refused like the routing fields.
+    server_tools: tuple[str, ...] = ()
+
+    def body_problem(self, body) -> str | None:
+        """Why the body is not a request of this API (None when it is)."""
+        if not isinstance(body, dict) or not isinstance(
+            body.get(self.prompt_field), self.prompt_types
+        ):
+            kinds = " or ".join("a list" if t is list else "a text" for t in self.prompt_types)
+            return f"The body must be a JSON object with {self.prompt_field} ({kinds})."
+        return None
+
+    def refused_field(self, body: dict) -> str | None:
+        found = next((name for name in body if name in self.refused), None)
+        if found is None and self.server_tools and isinstance(body.get("tools"), list):
+            for tool in body["tools"]:
+                kind = tool.get("type") if isinstance(tool, dict) else None
+                if isinstance(kind, str) and kind.startswith(self.server_tools):
+                    return "tools"
+        return found
+
+    def forwarded_fields(self, body: dict) -> dict:
+        return {name: value for name, value in body.items() if name in self.forwarded}
+
+    def upstream_headers(self, headers) -> dict[str, str]:
+        """The caller's request headers the upstream gets too (none: the router's own)."""
+        return {}
+
+    def model(self, body: dict) -> str:
+        return body.get("model") if isinstance(body.get("model"), str) else ""
+
+    def span_messages(self, body: dict) -> list:
+        """The prompt as the span shows it: a list of messages."""
+        prompt = body.get(self.prompt_field) if isinstance(body, dict) else None
+        if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
+            return prompt
+        if prompt is None:
+            return []
+        content = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        return [{"role": "user", "content": content}]
+
+    def prompt_tokens(self, body: dict) -> int:
+        return prompt_tokens_estimate(
+            body, messages_field=self.prompt_field, prompt_fields=self.prompt_fields
+        )
+
+    def output_limit(self, price: Price, body: dict) -> int:
+        if not self.produces_output:
+            return 0
+        return output_tokens_limit(price, body, self.limit_fields)
+
+    def worst_case(self, price: Price, body: dict) -> int:
+        return cost_micros(
+            price,
+            input_tokens=self.prompt_tokens(body),
+            output_tokens=self.output_limit(price, body) * choices(body),
+        )
+
+    def forwarded_body(self, body: dict, limit: int) -> dict:
+        """The body sent upstream: its output limited to what was reserved for."""
+        forwarded = dict(body)
+        if self.produces_output:
+            for name in self.limit_fields:
+                forwarded[name] = limit
+        return forwarded
+
+    def usage_asked(self, forwarded: dict) -> dict:
+        """The body with the stream's usage asked for, where the API must be asked."""
+        return forwarded
+
+    def read(self, document: dict) -> Reading:
+        raise NotImplementedError
+
+    def stream_reader(self) -> EventReader:
+        raise NotImplementedError
+
+    def stream_error(self, message: str) -> bytes:
+        """The event that ends a stream the upstream broke."""
+        error = {"message": message, "type": "upstream_error", "param": None, "code": None}
+        return f"data: {json.dumps({'error': error})}\n\n".encode()
+
+
+def cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:
+    """A reasoning budget (OpenRouter's `reasoning.max_tokens`, Anthropic's
+    `thinking.budget_tokens`) never past the output limit (reasoning is output)."""
+    options = forwarded.get(name)
+    if isinstance(options, dict) and isinstance(options.get(budget), int):
+        forwarded[name] = {**options, budget: min(options[budget], limit)}

@@ -1,0 +1,208 @@
+"""Anthropic's Messages API through the router (`POST /api/v1/messages`, for claude-code and
+Anthropic SDK users whose ANTHROPIC_BASE_URL is the platform's /api): the run key as
+`x-api-key` or a bearer token, forwarded to the upstream's /v1/messages with the operator's
+key, the worst case reserved from max_tokens, metered from the usage of the answer or of
+message_start and message_delta, one LLM span each; any other path a 404 unless the operator
+lets it through."""
+
+import json
+
+import httpx
+import pytest
+
+from billing.pricing import Price, cost_micros
+from router.endpoints import ENDPOINTS
+from tests.router.fake_upstream import PROMPT_TOKENS
+from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, settled
+from traces.models import Span
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PRICE = Price(INPUT_PRICE, OUTPUT_PRICE, MAX_OUTPUT)
+COST = cost_micros(PRICE, input_tokens=PROMPT_TOKENS, output_tokens=5)
+REPLY = "w0 w1 w2 w3 w4"
+BODY = {
+    "model": MODEL,
+    "max_tokens": 50,
+    "system": "You are terse.",
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "2 + 2?"}]}],
+}
+
+
+def _post(router_url: str, key: str, body: dict, **headers) -> httpx.Response:
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01", **headers}
+    return httpx.post(f"{router_url}/messages", json=body, headers=headers, timeout=30)
+
+
+def _span(run) -> Span:
+    return Span.objects.get(run=settled(run, spans=1))
+
+
+def test_a_message_is_forwarded_with_the_operators_key_metered_and_traced(
+    covered_run, router_url, upstream
+):
+    answer = _post(router_url, covered_run.plain_key, {**BODY, "top_k": 5, "x_unknown": 1})
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["content"][0]["text"] == REPLY
+    headers, forwarded = upstream.seen[0], upstream.requests[0]
+    assert headers["path"] == "/v1/messages"
+    assert headers["authorization"] == "Bearer sk-upstream-operator"
+    assert covered_run.plain_key not in json.dumps(headers)
+    assert headers["anthropic-version"] == "2023-06-01"
+    assert (forwarded["max_tokens"], forwarded["top_k"], forwarded["system"]) == (
+        50,
+        5,
+        "You are terse.",
+    )
+    assert "x_unknown" not in forwarded
+    span = _span(covered_run)
+    assert (span.run.covered_spent_micros, span.run.covered_reserved_micros) == (COST, 0)
+    assert (span.model, span.input_tokens, span.output_tokens) == (MODEL, PROMPT_TOKENS, 5)
+    assert span.input_messages[0] == {"role": "system", "content": "You are terse."}
+    assert span.output_messages[0]["content"] == REPLY
+    assert span.attributes["belvedir.router.cost_micros"] == COST
+
+
+def test_a_streamed_message_passes_anthropics_events_through_and_is_metered_from_them(
+    covered_run, router_url, upstream
+):
+    answer = _post(router_url, covered_run.plain_key, {**BODY, "stream": True})
+
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    names = [line[7:] for line in answer.text.splitlines() if line.startswith("event: ")]
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    assert "stream_options" not in upstream.requests[0]  # an OpenAI field, not Anthropic's
+    span = _span(covered_run)
+    assert span.attributes["belvedir.router.streamed"] is True
+    assert (span.input_tokens, span.output_tokens) == (PROMPT_TOKENS, 5)
+    assert span.output_messages[0]["content"] == REPLY
+    assert span.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert span.run.covered_spent_micros == COST
+
+
+def test_a_bearer_token_works_too_and_a_bare_claude_name_is_the_catalogs_anthropic_id(
+    owner, harness, covered_model, router_url, upstream
+):
+    from models_registry.models import CoveredModel
+    from tests.router.helpers import make_run
+
+    CoveredModel.objects.create(
+        model_id="anthropic/claude-fake-4.5",
+        display_name="Claude (fake)",
+        lab=covered_model.lab,
+        input_price_micros=INPUT_PRICE,
+        output_price_micros=OUTPUT_PRICE,
+        max_output_tokens=MAX_OUTPUT,
+    )
+    run = make_run(owner.project, harness, cap_micros=1_000_000, model="anthropic/claude-fake-4.5")
+    headers = {"x-api-key": "", "Authorization": f"Bearer {run.plain_key}"}
+
+    answer = _post(router_url, "", {**BODY, "model": "claude-fake-4.5"}, **headers)
+
+    assert answer.status_code == 200, answer.text
+    assert upstream.requests[0]["model"] == "anthropic/claude-fake-4.5"
+    assert _span(run).attributes["gen_ai.request.model"] == "anthropic/claude-fake-4.5"
+
+
+def test_the_worst_case_is_bounded_by_max_tokens_and_the_thinking_budget_under_it():
+    endpoint = ENDPOINTS["messages"]
+    body = {**BODY, "max_tokens": 10**6, "thinking": {"type": "enabled", "budget_tokens": 10**6}}
+
+    limit = endpoint.output_limit(PRICE, body)
+    forwarded = endpoint.forwarded_body(body, limit)
+
+    assert limit == MAX_OUTPUT  # never past the model's cap
+    assert forwarded["max_tokens"] == forwarded["thinking"]["budget_tokens"] == MAX_OUTPUT
+    image = {"type": "image", "source": {"type": "base64", "data": "A" * 300_000}}
+    with_image = {**BODY, "messages": [{"role": "user", "content": [image]}]}
+    assert endpoint.prompt_tokens(with_image) < 2_000  # an image's allowance, not its bytes
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("mcp_servers", [{"type": "url", "url": "https://example.invalid/mcp", "name": "x"}]),
+        ("container", "container_1"),
+        ("service_tier", "priority"),
+        ("tools", [{"type": "web_search_20250305", "name": "web_search"}]),
+    ],
+)
+def test_a_field_that_adds_billed_work_upstream_is_refused_naming_it(
+    covered_run, router_url, upstream, field, value
+):
+    answer = _post(router_url, covered_run.plain_key, {**BODY, field: value})
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == field
+    assert upstream.requests == []
+
+
+def test_a_beta_that_bills_at_other_prices_is_not_passed_on(covered_run, router_url, upstream):
+    beta = "context-1m-2025-08-07, interleaved-thinking-2025-05-14"
+
+    answer = _post(router_url, covered_run.plain_key, BODY, **{"anthropic-beta": beta})
+
+    assert answer.status_code == 200
+    assert upstream.seen[0]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    settled(covered_run, spans=1)
+
+
+def test_a_wrong_key_is_refused_before_anything_is_forwarded(covered_run, router_url, upstream):
+    answer = _post(router_url, "bv_live_not-a-key", BODY)
+
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "invalid_api_key"
+    assert upstream.requests == []
+
+
+def test_an_unknown_path_is_an_openai_style_404_and_nothing_reaches_the_upstream(
+    covered_run, router_url, upstream
+):
+    headers = {"x-api-key": covered_run.plain_key}
+    answer = httpx.post(f"{router_url}/messages/count_tokens", json=BODY, headers=headers)
+
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == "unknown_url"
+    assert upstream.requests == []
+
+
+def test_with_passthrough_on_an_unknown_path_reaches_the_upstream_untraced_and_uncharged(
+    owner, covered_run, serve_router, upstream
+):
+    from belvedir.models import ApiKey
+    from belvedir.services import api_key_create
+
+    _, project_key = api_key_create(project=owner.project, name="ci", kind=ApiKey.Kind.PROJECT)
+    router_url = serve_router(BELVEDIR_ROUTER_PASSTHROUGH="1")
+    headers = {"x-api-key": covered_run.plain_key, "anthropic-version": "2023-06-01"}
+
+    answer = httpx.post(f"{router_url}/messages/count_tokens", json=BODY, headers=headers)
+    refused = httpx.post(
+        f"{router_url}/messages/count_tokens",
+        json=BODY,
+        headers={"Authorization": f"Bearer {project_key}"},
+    )
+    above = httpx.post(f"{router_url}/a/..%2F..%2Fkeys", json=BODY, headers=headers)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"input_tokens": 42}
+    (seen,) = upstream.seen
+    assert seen["path"] == "/v1/messages/count_tokens"
+    assert seen["authorization"] == "Bearer sk-upstream-operator"
+    assert refused.status_code == 403  # a project key is no run's
+    assert above.status_code in (400, 404)
+    covered_run.refresh_from_db()
+    assert covered_run.covered_spent_micros == 0
+    assert not Span.objects.filter(run=covered_run).exists()
+
+
+@pytest.mark.parametrize(
+    "rest", ["../keys", "a/../../keys", "a/./b", "/etc", "a//b", "a%2Fb", "a?b", "credits\n"]
+)
+def test_a_passed_through_path_never_leaves_the_upstreams_base(rest):
+    from router.passthrough import plain_path
+
+    assert not plain_path(rest)
+    assert plain_path("messages/count_tokens")
