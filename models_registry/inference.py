@@ -32,3 +32,13 @@ def resolve_api_base(*, model: str, api_base: str, gpu: bool) -> str:
     if gpu:
         return ""
     return infer_api_base(model)
+
+
+def is_anthropic(model: str) -> bool:
+    """A model of Anthropic's: a bare `claude-…` id, or OpenRouter's `anthropic/…`."""
+    return model.strip().lower().startswith(("claude-", "anthropic/"))
+
+
+def anthropic_base(api_base: str) -> str:
+    """An OpenAI-compatible `…/v1` base as Anthropic's clients take it (they add `/v1/messages`)."""
+    return api_base.strip().rstrip("/").removesuffix("/v1")

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from belvedir import crypto
 from harnesses import env_secrets
+from models_registry.inference import anthropic_base, is_anthropic
 from models_registry.selectors import hf_token_value
 from models_registry.signing import AdapterGrant, adapter_token, adapter_url
 from runs.model_access import router_base
@@ -123,8 +124,9 @@ def model_settings(
     router_base: str,
 ) -> dict[str, str]:
     """MODEL_* and JUDGE_* as the sandbox gets them: routed usage (covered, or an own key proxied)
-    gets the router and the run's own key; otherwise the (resolved) base and the key given."""
-    return {
+    gets the router and the run's own key (an Anthropic model's ANTHROPIC_* too); otherwise the
+    (resolved) base and the key given."""
+    settings = {
         "MODEL": model,
         "MODEL_API_BASE": router_base if model_routed else model_api_base,
         "MODEL_API_KEY": run_key if model_routed else model_api_key,
@@ -132,6 +134,10 @@ def model_settings(
         "JUDGE_API_BASE": router_base if judge_routed else judge_api_base,
         "JUDGE_API_KEY": run_key if judge_routed else judge_api_key,
     }
+    if model_routed and is_anthropic(model):
+        settings["ANTHROPIC_BASE_URL"] = anthropic_base(router_base)
+        settings["ANTHROPIC_API_KEY"] = run_key
+    return settings
 
 
 def sandbox_env(

@@ -489,7 +489,10 @@ def test_claude_code_gets_the_model_settings_as_anthropics_key_and_base(tmp_path
     assert run.harbor_env({**own, "ANTHROPIC_API_KEY": "sk-ant"})["ANTHROPIC_API_KEY"] == "sk-ant"
     # Other agents get none of it.
     assert "ANTHROPIC_API_KEY" not in run.harbor_env({**own, "HARBOR_AGENT": "terminus-2"})
-    # A covered run (its key is the run's own, its base the router): refused, naming why.
+    # A covered run: the run's own key and the router, which serves Anthropic's Messages API.
+    router = MANAGED["BELVEDIR_BASE_URL"] + "/api/v1"
     covered = {**own, **MANAGED, "MODEL_API_KEY": MANAGED["BELVEDIR_API_KEY"]}
-    with pytest.raises(run.Refused, match="which the platform's router .covered models. does not"):
-        run.anthropic_settings(covered)
+    assert run.harbor_env({**covered, "MODEL_API_BASE": router})["ANTHROPIC_BASE_URL"] == (
+        MANAGED["BELVEDIR_BASE_URL"] + "/api"
+    )
+    assert run.anthropic_settings(covered)["ANTHROPIC_API_KEY"] == MANAGED["BELVEDIR_API_KEY"]

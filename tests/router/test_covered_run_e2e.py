@@ -85,3 +85,68 @@ def test_a_covered_run_calls_the_router_with_the_openai_client_and_ends_with_its
     assert calls.count() == 3  # the whole, the streamed and the refused call
     assert sorted(calls.values_list("status_code", flat=True)) == ["error", "ok", "ok"]
     assert all(s.session.external_id == run.pk for s in calls)
+
+
+ANTHROPIC_HARNESS = Path(__file__).resolve().parent / "anthropic_harness"
+
+
+def test_a_covered_anthropic_run_calls_the_messages_api_through_the_router_from_the_sandbox(
+    owner,
+    covered_model,
+    upstream,
+    router_for_sandboxes,
+    tmp_path,
+    django_capture_on_commit_callbacks,
+):
+    """What claude-code does with the ANTHROPIC_* it is given, from a gVisor sandbox: Claude Code
+    itself is downloaded at install time, so a standard-library client stands in for it."""
+    from models_registry.models import CoveredModel, Lab
+
+    lab = Lab.objects.create(name="Anthropic", slug="anthropic", vendor_prefixes="anthropic")
+    CoveredModel.objects.create(
+        model_id="anthropic/claude-fake-4.5",
+        display_name="Claude (fake)",
+        lab=lab,
+        input_price_micros=INPUT_PRICE,
+        output_price_micros=OUTPUT_PRICE,
+        max_output_tokens=100,
+    )
+    harness = harness_create(
+        project=owner.project,
+        name="anthropic",
+        repo_url=git_repo_of(ANTHROPIC_HARNESS, tmp_path / "anthropic-harness"),
+        install_command="true",
+        run_command="python3 run.py",
+        created_by=owner.user,
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        run = run_services.run_launch(
+            project=owner.project,
+            harness=harness,
+            created_by=owner.user,
+            model="anthropic/claude-fake-4.5",
+        )
+    assert run.covered
+
+    execute_run(run.pk)
+
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.results["answers"] == ["w0 w1 w2 w3 w4", "w0 w1 w2 w3 w4"]
+    assert run.results["events"][0] == "message_start"
+    assert run.results["events"][-2:] == ["message_delta", "message_stop"]
+    assert run.results["base"] == f"{router_for_sandboxes}/api"
+    assert "sk-upstream-operator" not in run.results["env_values"]
+    assert [(seen["path"], seen["authorization"]) for seen in upstream.seen] == [
+        ("/v1/messages", "Bearer sk-upstream-operator")
+    ] * 2
+    assert [r["model"] for r in upstream.requests] == ["anthropic/claude-fake-4.5"] * 2
+    assert (run.covered_spent_micros, run.covered_reserved_micros) == (COST, 0)
+    calls = Span.objects.filter(run=run, attributes__has_key="belvedir.router.cost_micros")
+    assert sorted(calls.values_list("attributes__belvedir.router.streamed", flat=True)) == [
+        False,
+        True,
+    ]
+    assert {s.model for s in calls} == {"anthropic/claude-fake-4.5"}
+    assert all(s.session.external_id == run.pk for s in calls)
+    assert {(s.input_tokens, s.output_tokens) for s in calls} == {(PROMPT_TOKENS, 5)}

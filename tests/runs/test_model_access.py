@@ -192,6 +192,31 @@ def test_the_sandbox_of_a_covered_run_gets_the_router_and_the_run_key():
     assert env["JUDGE_API_BASE"] == "https://api.openai.com/v1"
     assert env["JUDGE_API_KEY"] == "sk-judge"
     assert env["OTHER"] == "x"
+    assert "ANTHROPIC_BASE_URL" not in env  # not Anthropic's model
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4.5", "claude-haiku-4-5"])
+def test_a_covered_anthropic_model_gives_anthropics_clients_the_router_and_the_run_key(model):
+    def settings_for(covered: bool) -> dict:
+        return contract.model_settings(
+            model=model,
+            model_api_base="https://openrouter.ai/api/v1",
+            model_api_key="" if covered else "sk-own",
+            model_routed=covered,
+            judge_model="",
+            judge_api_base="",
+            judge_api_key="",
+            judge_routed=False,
+            run_key="bv_run_key",
+            router_base=ROUTER,
+        )
+
+    covered = settings_for(True)
+    # Anthropic's clients add /v1/messages: the router serves POST /api/v1/messages.
+    assert covered["ANTHROPIC_BASE_URL"] == "http://172.30.0.1:18700/api"
+    assert covered["ANTHROPIC_API_KEY"] == "bv_run_key" == covered["MODEL_API_KEY"]
+    # Not through the router (BELVEDIR_MODEL_PROXY=off): your Anthropic settings are kept.
+    assert "ANTHROPIC_API_KEY" not in settings_for(False)
 
 
 def test_a_covered_judge_gets_the_router_and_the_model_keeps_its_own_key():

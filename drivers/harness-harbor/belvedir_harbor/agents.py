@@ -29,7 +29,8 @@ DOWNLOADED_AGENTS = {
 }
 NPM_REGISTRY_URL = "https://registry.npmjs.org/"
 # Harbor agents that call Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
-# which OpenRouter serves too (at https://openrouter.ai/api); the router does not.
+# which OpenRouter serves too (at https://openrouter.ai/api), and the platform's router (at
+# its /api).
 ANTHROPIC_AGENTS = ("claude-code",)
 # Harbor agents whose model connection Harbor 0.26 sets from its own flags --base-url,
 # --api-key-name and --api-format (harbor/cli/jobs.py, AgentConfig's base_url,
@@ -96,16 +97,9 @@ def model_arguments(env, agent: str, model: str) -> list[str]:
 def anthropic_settings(env) -> dict[str, str]:
     """ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL from the documented variables: MODEL_API_KEY
     (else OPENROUTER_API_KEY) and MODEL_API_BASE (OpenRouter by default) without its /v1, which
-    Anthropic's clients add. Refused for a covered run: its base is the router, which answers
-    OpenAI chat completions only."""
+    Anthropic's clients add. A run through the router (covered, or your key proxied) has the
+    run key and the router, which serves Anthropic's Messages API at /api/v1/messages."""
     key = (env.get("MODEL_API_KEY") or env.get("OPENROUTER_API_KEY") or "").strip()
-    if key and key == env.get("BELVEDIR_API_KEY", "").strip():
-        raise Refused(
-            f"HARBOR_AGENT {env.get('HARBOR_AGENT', '').strip()} calls Anthropic's Messages "
-            "API, which the platform's router (covered models) does not serve: give "
-            "MODEL_API_KEY (an OpenRouter or Anthropic key) and, for Anthropic itself, "
-            "MODEL_API_BASE=https://api.anthropic.com/v1."
-        )
     base = (env.get("MODEL_API_BASE") or DEFAULT_MODEL_API_BASE).strip().rstrip("/")
     return {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base.removesuffix("/v1")}
 

@@ -391,8 +391,6 @@ def main(argv: list[str] | None = None) -> int:
     jobs_dir = workdir / JOBS_DIR
     try:
         agent_downloads_check(env)  # before any fetch
-        if env.get("HARBOR_AGENT", "").strip() in ANTHROPIC_AGENTS:
-            anthropic_settings(env)  # a covered run refused before it starts
         dataset_path = prepare_dataset(env, workdir, check=args.check)
         command = harbor_command(env, dataset_path, jobs_dir)
     except Refused as exc:
