@@ -10,7 +10,8 @@ reports for the prompt), `delay`
 (seconds before answering), `chunk_delay` (between streamed words), `fail` ((status, body) to
 answer instead, with `fail_headers`: a redirect's Location), `usage_of` (a function of the
 request's body giving the usage to report). Every request's JSON body is kept in `requests`,
-its path and headers (lower-cased) in `seen` (what key reached the upstream, for which name).
+its Authorization and Host headers and path in `seen` (what key reached the upstream, for which
+name), all its headers (lower-cased) in `headers`.
 
 The other APIs (`tests.router.fake_apis`) answer on their paths: completions, embeddings,
 responses, Anthropic's messages and messages/count_tokens.
@@ -53,6 +54,7 @@ class FakeUpstream:
         self.fail: tuple[int, bytes] | None = None
         self.fail_headers: dict[str, str] = {}
         self.seen: list[dict[str, str]] = []
+        self.headers: list[dict[str, str]] = []  # every request's headers, lower-cased
         self.requests: list[dict] = []
         self.disconnects = 0
         self._lock = threading.Lock()
@@ -72,9 +74,9 @@ class FakeUpstream:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
                     fake.seen.append(
                         {
-                            **{k.lower(): v for k, v in self.headers.items()},
                             "authorization": self.headers.get("Authorization") or "",
                             "host": self.headers.get("Host") or "",
                             "path": self.path,

@@ -45,8 +45,8 @@ def test_a_message_is_forwarded_with_the_operators_key_metered_and_traced(
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["content"][0]["text"] == REPLY
-    headers, forwarded = upstream.seen[0], upstream.requests[0]
-    assert headers["path"] == "/v1/messages"
+    headers, forwarded = upstream.headers[0], upstream.requests[0]
+    assert upstream.seen[0]["path"] == "/v1/messages"
     assert headers["authorization"] == "Bearer sk-upstream-operator"
     assert covered_run.plain_key not in json.dumps(headers)
     assert headers["anthropic-version"] == "2023-06-01"
@@ -145,7 +145,7 @@ def test_a_beta_that_bills_at_other_prices_is_not_passed_on(covered_run, router_
     answer = _post(router_url, covered_run.plain_key, BODY, **{"anthropic-beta": beta})
 
     assert answer.status_code == 200
-    assert upstream.seen[0]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert upstream.headers[0]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     settled(covered_run, spans=1)
 
 

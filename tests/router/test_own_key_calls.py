@@ -244,3 +244,34 @@ def test_the_model_list_names_the_runs_own_key_models(owner, harness, user_base,
     assert response.json()["data"] == [
         {"id": "acme/own", "object": "model", "created": 0, "owned_by": "your provider"}
     ]
+
+
+def test_an_own_key_anthropic_message_reaches_the_users_base_as_sent_billed_to_the_provider(
+    owner, harness, covered_model, user_base, upstream, router_url
+):
+    run = _own_key_run(owner, harness, user_base.base_url)
+    # Fields and a server tool the covered path refuses: the user's own business here.
+    body = {
+        "model": MODEL,
+        "max_tokens": 10**6,
+        "messages": QUESTION,
+        "mcp_servers": [{"type": "url", "url": "https://mcp.example/"}],
+        "stream": True,
+    }
+    headers = {"x-api-key": run.plain_key, "anthropic-version": "2023-06-01"}
+
+    answer = httpx.post(f"{router_url}/messages", json=body, headers=headers, timeout=30)
+
+    assert answer.status_code == 200, answer.text
+    assert "event: message_stop" in answer.text
+    assert upstream.requests == []  # the operator's upstream saw nothing
+    (seen,), (forwarded,) = user_base.seen, user_base.requests
+    assert (seen["path"], seen["authorization"]) == ("/v1/messages", f"Bearer {KEY}")
+    assert forwarded["max_tokens"] == 10**6 and forwarded["mcp_servers"] == body["mcp_servers"]
+    assert "stream_options" not in forwarded  # an OpenAI field, not Anthropic's
+    (span,) = _spans(run, 1)
+    assert span.attributes["belvedir.router.billed_to"] == "provider"
+    assert (span.input_tokens, span.output_tokens) == (PROMPT_TOKENS, 5)
+    assert KEY not in answer.text and KEY not in json.dumps(span.attributes)
+    run.refresh_from_db()
+    assert run.covered_spent_micros == 0
