@@ -206,3 +206,36 @@ def test_a_passed_through_path_never_leaves_the_upstreams_base(rest):
 
     assert not plain_path(rest)
     assert plain_path("messages/count_tokens")
+
+
+def test_a_client_gone_mid_message_stream_is_settled_from_what_came_through(
+    covered_run, router_url, upstream
+):
+    """No message_delta came, so no output usage: the prompt is estimated and the output is
+    what came through, never past the reservation; the upstream stream is closed."""
+    import time
+
+    upstream.words, upstream.chunk_delay = 80, 0.05  # four seconds of words
+    body = {**BODY, "stream": True}
+    headers = {"x-api-key": covered_run.plain_key, "anthropic-version": "2023-06-01"}
+    deltas = 0
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", f"{router_url}/messages", json=body, headers=headers) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                deltas += line == "event: content_block_delta"
+                if deltas == 3:
+                    break  # and the connection closes
+
+    span = _span(covered_run)
+    run = span.run
+    worst = ENDPOINTS["messages"].worst_case(PRICE, BODY)
+    assert span.status_message == "The client disconnected mid-stream."
+    assert 3 <= span.output_tokens < 80  # what came through, not the whole answer
+    assert span.input_tokens == ENDPOINTS["messages"].prompt_tokens(BODY)  # estimated
+    assert 0 < run.covered_spent_micros <= worst
+    assert run.covered_spent_micros == span.attributes["belvedir.router.cost_micros"]
+    deadline = time.monotonic() + 10
+    while upstream.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert upstream.disconnects == 1
