@@ -201,7 +201,8 @@ class Call:
         """Where the call goes: its admission's target, the URL of its endpoint there, and
         the headers (the target's key, the caller's headers the endpoint passes on)."""
         target = self.admission.target
-        return target, target.url(self.endpoint.path), target.headers(**self.headers)
+        headers = self.endpoint.authorized(target, target.headers(**self.headers))
+        return target, target.url(self.endpoint.path), headers
 
     def settlement(self) -> Settlement | None:
         """The call's settlement, the first time it is asked for; None after (a call settles

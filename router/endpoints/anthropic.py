@@ -8,6 +8,7 @@ answer, or, streamed, in `message_start` (the input) and `message_delta` (the ou
 cumulative); the input counts cache writes and reads at the input price."""
 
 import json
+from urllib.parse import urlsplit
 
 from router.endpoints.base import Endpoint, Reading, cap_budget, usage_tokens
 from router.pricing import REFUSED_FIELDS
@@ -48,6 +49,15 @@ class Messages(Endpoint):
 
     def upstream_headers(self, headers) -> dict[str, str]:
         return forwarded_headers(headers)
+
+    def authorized(self, target, headers: dict[str, str]) -> dict[str, str]:
+        """Anthropic's own API takes a key as x-api-key, not a bearer token (OpenRouter's
+        Anthropic endpoint takes the bearer): an own key for a base at anthropic.com goes so."""
+        host = urlsplit(target.base).hostname or ""
+        if target.covered or not (host == "anthropic.com" or host.endswith(".anthropic.com")):
+            return headers
+        kept = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        return {**kept, "x-api-key": target.key}
 
     def model(self, body: dict) -> str:
         name = super().model(body)

@@ -78,6 +78,11 @@ class Endpoint:
         """The caller's request headers the upstream gets too (none: the router's own)."""
         return {}
 
+    def authorized(self, target, headers: dict[str, str]) -> dict[str, str]:
+        """The headers as the target's API takes its key (a bearer token, as the target
+        sends it)."""
+        return headers
+
     def model(self, body: dict) -> str:
         return body.get("model") if isinstance(body.get("model"), str) else ""
 

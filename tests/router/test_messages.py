@@ -239,3 +239,22 @@ def test_a_client_gone_mid_message_stream_is_settled_from_what_came_through(
     while upstream.disconnects == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert upstream.disconnects == 1
+
+
+def test_an_own_key_for_anthropics_own_api_goes_as_x_api_key_and_openrouters_as_a_bearer():
+    from router.targets import Target, covered_target
+
+    messages = ENDPOINTS["messages"]
+    own = Target(base="https://api.anthropic.com/v1/", key="sk-ant-own", covered=False)
+    router = Target(base="https://openrouter.ai/api/v1", key="sk-or-own", covered=False)
+    lookalike = Target(base="https://api.anthropic.com.evil.test/v1", key="k", covered=False)
+
+    anthropic = messages.authorized(own, own.headers(**{"anthropic-version": "2023-06-01"}))
+    assert anthropic["x-api-key"] == "sk-ant-own" and "Authorization" not in anthropic
+    assert anthropic["anthropic-version"] == "2023-06-01"
+    assert messages.authorized(router, router.headers())["Authorization"] == "Bearer sk-or-own"
+    assert "x-api-key" not in messages.authorized(lookalike, lookalike.headers())
+    covered = covered_target()
+    assert "x-api-key" not in messages.authorized(covered, covered.headers())
+    # Other endpoints keep the bearer whatever the base.
+    assert ENDPOINTS["chat/completions"].authorized(own, own.headers())["Authorization"]
