@@ -39,7 +39,7 @@ import queue_pickup
 import run_overhead
 from _common import median, table
 
-from sandboxes import diskquota
+from sandboxes import diskquota, installcache
 from sandboxes.network import NetworkConfig, problems
 
 DB_NAME = "belvedir_bench_rerun"
@@ -281,7 +281,11 @@ def main() -> int:
 
             backend = get_backend()
             backend.sweep_install_cache(lambda snapshot: False)
-            for name in diskquota.copied_spares(root=backend.data_dir, owner=backend.instance):
+            shutil.rmtree(installcache.cache_dir(backend.data_dir, backend.instance), True)
+            for spare in sorted((backend.data_dir / diskquota.SPARES).glob("*")):  # its own
+                name = spare.name
+                if diskquota.spare_owner(root=backend.data_dir, name=name) != backend.instance:
+                    continue
                 if diskquota.claim_spare(root=backend.data_dir, name=name):
                     diskquota.release(root=backend.data_dir, name=name)
         except Exception as exc:  # report, keep cleaning

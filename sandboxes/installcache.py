@@ -240,9 +240,12 @@ def save(
         raise
     finally:
         _freeze(volume.mountpoint, frozen=False)
-    meta.unlink(missing_ok=True)  # another run's snapshot of the key: replaced whole
-    os.replace(partial, image)
-    meta.write_text(json.dumps({"run_id": run_id, "made": time.time()}))
+    try:
+        meta.unlink(missing_ok=True)  # another run's snapshot of the key: replaced whole
+        os.replace(partial, image)
+        meta.write_text(json.dumps({"run_id": run_id, "made": time.time()}))
+    finally:
+        partial.unlink(missing_ok=True)  # (gone once replaced)
     found = find(root, cache.organization, key)
     if found is None:
         raise InstallCacheError("the snapshot vanished as it was made")
@@ -282,11 +285,7 @@ def sweep(
         if keep is not None and not keep(snapshot):
             remove(snapshot)
             removed.append(snapshot)
-    removed += evict(root, budget=budget)
-    for folder in root.iterdir() if root.is_dir() else []:
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # an organization's folder left empty
-    return removed
+    return removed + evict(root, budget=budget)
 
 
 def clear(root: Path, organization: str) -> list[Snapshot]:
