@@ -128,9 +128,16 @@ def test_the_runner_card_grades_three_attempts_by_each_rule_and_traces_the_run(
     spans = list(Span.objects.filter(session=session))
     workflows = {s.name for s in spans if s.span_kind == "workflow"}
     assert workflows == {"capital.workflow", "refund.workflow", "task-3.workflow"}
-    llm_spans = [s for s in spans if s.is_llm]
+    llm_spans = [s for s in spans if s.is_llm and not s.from_router]
     assert len(llm_spans) == 18  # 3 tasks x 3 attempts x (model + judge)
     assert {s.model for s in llm_spans} == {"model-under-test", "judge"}
+    # Own keys go through the model proxy (issue 25): one call, one span. Each SDK span is
+    # the duplicate of the router's span of the same call (the Runner's raw HTTP calls carry
+    # no traceparent: paired by session, model, tokens and time, one to one).
+    router = [s for s in spans if s.from_router]
+    assert sorted(s.duplicate_of_id for s in llm_spans) == sorted(r.pk for r in router)
+    session.refresh_from_db()
+    assert session.llm_call_count == 18
 
 
 def test_agent_url_mode_posts_each_task_to_the_service_and_grades_its_answers(

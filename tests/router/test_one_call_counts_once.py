@@ -118,6 +118,29 @@ def test_two_alike_calls_pair_one_to_one(run):
     assert len({s.duplicate_of_id for s in paired}) == paired.count() == 2
 
 
+def test_alike_calls_in_one_client_batch_each_pair_with_a_router_span_of_their_own(run):
+    # A client that sends no trace context and flushes calls alike (same model, same token
+    # counts: a judge asked three times) in one batch, after the router recorded them. Each
+    # nearest router span is the same one for the three; they must still pair one to one
+    # (the Runner's 18 calls counted 21 before: three calls of a batch found no twin).
+    now = time.time_ns()
+    routers = [_router_call(run, at_ns=now + n * 1_000_000) for n in range(3)]
+    sent = []
+    for n in range(3):
+        attributes = llm_attributes(run.pk, MODEL)
+        attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"] = 11, 5
+        one = span("openai.chat", attributes=attributes, kind=3)
+        started = now + n * 1_000_000 - 10_000_000
+        one["startTimeUnixNano"], one["endTimeUnixNano"] = str(started), str(started + 90_000_000)
+        sent.append(one)
+    assert post_traces(run.plain_key, body_of(*sent)).status_code == 200
+
+    session = _session(run)
+    assert (session.llm_call_count, session.input_tokens, session.output_tokens) == (3, 33, 15)
+    clients = Span.objects.filter(session=session, from_router=False, is_llm=True)
+    assert sorted(s.duplicate_of_id for s in clients) == sorted(r.pk for r in routers)
+
+
 def test_a_client_span_far_from_any_router_call_is_not_paired(run):
     now = time.time_ns()
     _router_call(run, at_ns=now)

@@ -277,35 +277,54 @@ _CLIENT_TWINS = f"""
 calls AS (  -- the batch's client LLM spans in a run's sessions
     SELECT i, r FROM rows WHERE (r->>{{is_llm}})::boolean AND r->>{{run}} IS NOT NULL
         AND NOT (r->>{{from_router}})::boolean
-), twin AS (
-    SELECT DISTINCT ON (coalesce(l.id, f.id)) c.i, coalesce(l.id, f.id) AS id
-    FROM calls AS c
-    LEFT JOIN LATERAL (
+), traced AS (  -- those the router's span continues (by trace context): one to one
+    SELECT c.i, l.id FROM calls AS c
+    JOIN LATERAL (
         SELECT m.id FROM {_SPAN_TABLE} AS m
         WHERE m.project_id = c.r->>{{project}} AND m.trace_id = c.r->>{{trace}}
             AND m.parent_span_id = c.r->>{{span}} AND m.from_router
             AND m.run_id = c.r->>{{run}}
         LIMIT 1
     ) AS l ON true
-    LEFT JOIN LATERAL (
-        SELECT m.id FROM {_SPAN_TABLE} AS m
-        WHERE l.id IS NULL AND m.session_id = c.r->>{{session}}
-            AND m.start_time BETWEEN (c.r->>{{start}})::timestamptz - interval '{TWIN_WINDOW}'
-                AND (c.r->>{{start}})::timestamptz + interval '{TWIN_WINDOW}'
-            AND m.from_router AND m.parent_span_id = '' AND m.model = c.r->>{{model}}
-            AND m.input_tokens = (c.r->>{{tokens_in}})::integer
-            AND m.output_tokens = (c.r->>{{tokens_out}})::integer
-            AND NOT EXISTS (
-                SELECT 1 FROM {_SPAN_TABLE} AS d WHERE d.session_id = m.session_id
-                    AND d.start_time BETWEEN m.start_time - interval '{TWIN_WINDOW}'
-                        AND m.start_time + interval '{TWIN_WINDOW}'
-                    AND d.duplicate_of_id = m.id
-            )
-        ORDER BY abs(extract(epoch FROM m.start_time - (c.r->>{{start}})::timestamptz)), m.id
-        LIMIT 1
-    ) AS f ON true
-    WHERE coalesce(l.id, f.id) IS NOT NULL
-    ORDER BY coalesce(l.id, f.id), c.i
+), loose AS (  -- the others, numbered by start among the batch's calls alike
+    SELECT c.i, c.r->>{{session}} AS session_id, c.r->>{{model}} AS model,
+        (c.r->>{{tokens_in}})::integer AS tokens_in,
+        (c.r->>{{tokens_out}})::integer AS tokens_out,
+        (c.r->>{{start}})::timestamptz AS start_time,
+        row_number() OVER (
+            PARTITION BY c.r->>{{session}}, c.r->>{{model}}, c.r->>{{tokens_in}},
+                c.r->>{{tokens_out}}
+            ORDER BY (c.r->>{{start}})::timestamptz, c.i
+        ) AS k
+    FROM calls AS c WHERE c.i NOT IN (SELECT i FROM traced)
+), free AS (  -- the router spans without trace context they may pair with, unpaired yet,
+              -- numbered by start among the ones alike
+    SELECT m.id, m.session_id, m.model, m.input_tokens, m.output_tokens, m.start_time,
+        row_number() OVER (
+            PARTITION BY m.session_id, m.model, m.input_tokens, m.output_tokens
+            ORDER BY m.start_time, m.id
+        ) AS k
+    FROM {_SPAN_TABLE} AS m
+    WHERE m.session_id IN (SELECT session_id FROM loose)
+        AND m.start_time BETWEEN (SELECT min(start_time) FROM loose) - interval '{TWIN_WINDOW}'
+            AND (SELECT max(start_time) FROM loose) + interval '{TWIN_WINDOW}'
+        AND m.from_router AND m.parent_span_id = ''
+        AND NOT EXISTS (
+            SELECT 1 FROM {_SPAN_TABLE} AS d WHERE d.session_id = m.session_id
+                AND d.start_time BETWEEN m.start_time - interval '{TWIN_WINDOW}'
+                    AND m.start_time + interval '{TWIN_WINDOW}'
+                AND d.duplicate_of_id = m.id
+        )
+), twin AS (
+    SELECT i, id FROM traced
+    UNION ALL
+    -- the k-th call alike pairs with the k-th router span alike (the nearest for each
+    -- would give several calls of one batch the same span, and the rest none)
+    SELECT l.i, f.id FROM loose AS l JOIN free AS f
+        ON f.session_id = l.session_id AND f.model = l.model
+            AND f.input_tokens = l.tokens_in AND f.output_tokens = l.tokens_out AND f.k = l.k
+            AND f.start_time BETWEEN l.start_time - interval '{TWIN_WINDOW}'
+                AND l.start_time + interval '{TWIN_WINDOW}'
 ),"""
 _ROUTER_TWINS = f"""
 twin AS (  -- each new router span's client span, stored before it and not paired yet
