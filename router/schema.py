@@ -4,7 +4,7 @@ router itself reads or adds is described."""
 
 from belvedir.schema import ERROR_DESCRIPTIONS
 from belvedir.text import size_text
-from router.views import MAX_BODY_BYTES
+from router.http import MAX_BODY_BYTES
 
 ERROR = {
     "type": "object",

@@ -8,8 +8,6 @@ recorded as a span). A call waits on the upstream without holding a thread, and 
 server-sent events pass through as they arrive.
 """
 
-import functools
-import logging
 import time
 
 from django.conf import settings
@@ -21,6 +19,7 @@ from belvedir.authentication import bearer_token
 from router import calls, passthrough
 from router.calls import error_response, refused
 from router.endpoints import ENDPOINTS, Endpoint
+from router.http import MAX_BODY_BYTES, body_bytes, openai_errors
 from router.selectors import covered_models_list
 from router.services import (
     CallRecord,
@@ -29,10 +28,6 @@ from router.services import (
     run_key_authenticate,
 )
 from traces import otlp
-
-MAX_BODY_BYTES = 8 * 2**20
-
-log = logging.getLogger(__name__)
 
 _authenticate = off_loop(run_key_authenticate)
 
@@ -64,41 +59,11 @@ async def _refused_traced(request, endpoint, started: int, refusal: RouterRefusa
     return refused(refusal)
 
 
-def _openai_errors(view):
-    """An unexpected error answers OpenAI-style JSON (these views run without middleware)."""
-
-    @functools.wraps(view)
-    async def wrapped(request, *args, **kwargs):
-        try:
-            return await view(request, *args, **kwargs)
-        except Exception:
-            log.exception("router: %s failed", request.path)
-            return error_response(
-                500, "Server error: something went wrong on our side.", type="server_error"
-            )
-
-    return wrapped
-
-
-def _body_bytes(request) -> bytes | None:
-    """The request's body, read under the router's own limit (not Django's
-    DATA_UPLOAD_MAX_MEMORY_SIZE, made for forms: an agent's long context with images is
-    larger); None when it is over `MAX_BODY_BYTES`."""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > MAX_BODY_BYTES:
-        return None
-    raw = request.read(MAX_BODY_BYTES + 1)
-    return None if len(raw) > MAX_BODY_BYTES else raw
-
-
 def endpoint_view(endpoint: Endpoint):
     """The view of one endpoint (`router.endpoints`)."""
 
     @csrf_exempt
-    @_openai_errors
+    @openai_errors
     async def view(request):
         if request.method != "POST":
             return error_response(
@@ -113,7 +78,7 @@ def endpoint_view(endpoint: Endpoint):
 async def _call(request, endpoint: Endpoint):
     started = time.time_ns()
     try:
-        raw = _body_bytes(request)
+        raw = body_bytes(request)
         body = calls.checked_body(raw, limit=MAX_BODY_BYTES, endpoint=endpoint)
     except calls.BodyRefused as exc:
         return await _refused_traced(request, endpoint, started, exc.refusal, exc.body)
@@ -145,7 +110,7 @@ async def _call(request, endpoint: Endpoint):
 
 
 @csrf_exempt
-@_openai_errors
+@openai_errors
 async def models(request):
     """The covered models, for a run's key (belvedir/urls.py gives a POST on the same path to
     models_registry's upload)."""
@@ -166,7 +131,7 @@ served = {path: endpoint_view(endpoint) for path, endpoint in ENDPOINTS.items()}
 
 
 @csrf_exempt
-@_openai_errors
+@openai_errors
 async def unknown(request, rest: str):
     """A path the router does not serve: 404, or passed through untraced and unmetered when
     the operator allows it (BELVEDIR_ROUTER_PASSTHROUGH)."""
@@ -177,4 +142,4 @@ async def unknown(request, rest: str):
         key, run = await _authenticate(token=_token(request))
     except RouterRefusal as exc:
         return refused(exc)
-    return await passthrough.forward(request, rest, run, _body_bytes(request))
+    return await passthrough.forward(request, rest, run, body_bytes(request))

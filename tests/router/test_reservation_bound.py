@@ -18,8 +18,8 @@ from billing.pricing import (
     worst_case_micros,
 )
 from router.calls import forwarded_body
+from router.http import MAX_BODY_BYTES
 from router.services import Admission
-from router.views import MAX_BODY_BYTES
 from tests.router.helpers import INPUT_PRICE, MAX_OUTPUT, MODEL, OUTPUT_PRICE, make_run, settled
 from traces.models import Span
 

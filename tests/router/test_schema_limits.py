@@ -1,7 +1,7 @@
 """The router's OpenAPI description takes its body limit from the router's own constant."""
 
 from router import schema
-from router.views import MAX_BODY_BYTES
+from router.http import MAX_BODY_BYTES
 
 
 def _too_large() -> str:
