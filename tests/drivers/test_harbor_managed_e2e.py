@@ -26,6 +26,7 @@ from billing.services import ledger_operator_entry
 from harbor.models import TaskSandbox
 from harnesses.environments import environment_create, environment_harness_create
 from harnesses.services import harness_create, harness_update
+from runs.contract import run_model_secrets, run_sandbox_env
 from runs.executor import execute_run
 from runs.models import Run
 from runs.results import task_results
@@ -155,6 +156,50 @@ def test_a_runs_attempts_are_trials_folded_by_its_grading_as_the_runner_folds_th
         owner.web.get(f"/runs/{run.pk}/").content.decode()
     )
     assert_every_task_sandbox_stopped(run, 3)
+
+
+OWN_KEY = "sk-user-harbor-e2e-5e4d3c2b1a"
+OWN_MODEL = "acme/own-model"
+
+
+def test_a_harbor_run_with_the_users_own_key_goes_through_the_proxy_and_the_key_stays_out(
+    owner, install, judge, django_capture_on_commit_callbacks
+):
+    """Issue 25: a Harbor run (the `belvedir` agent) launched with the user's own key and base:
+    the driver's sandbox gets the router and the run key, the router forwards each task's
+    call to the user's provider with the user's key, every call is a span billed to the
+    provider, and the key is in no sandbox env, log, note, result, span or API answer."""
+    with FakeUpstream(words=5) as provider:  # the user's provider, reached by the router
+        harness = four_kinds_harness(owner, HARBOR_AGENT="belvedir")
+        run = launch(
+            owner,
+            django_capture_on_commit_callbacks,
+            harness,
+            model=OWN_MODEL,
+            model_api_base=provider.base_url,
+            model_api_key=OWN_KEY,
+            **judged_by(judge),
+        )
+    assert run.status == "succeeded", (run.notes, run.log_tail)
+    assert run.model_proxied and not run.covered
+    assert task_results(run.results) == {"capital": 1.0, "refund": 1.0, "sum": 0.0, "todo": 0.0}
+    # Each task's call reached the provider from the router, with the user's key.
+    assert [s["authorization"] for s in provider.seen] == [f"Bearer {OWN_KEY}"] * 4
+    prompts = sorted(r["messages"][-1]["content"].split("\n")[0] for r in provider.requests)
+    assert prompts == sorted(t["prompt"] for t in FOUR_KINDS)
+    calls = Span.objects.filter(run=run, from_router=True, model=OWN_MODEL)
+    assert calls.count() == 4
+    assert {s.attributes["belvedir.router.billed_to"] for s in calls} == {"provider"}
+    # What the driver's sandbox was given: the router and the run key, never the user's key.
+    env = run_sandbox_env(run, secrets=run_model_secrets(run))
+    assert env["MODEL_API_BASE"].endswith("/api/v1") and env["MODEL_API_BASE"] != provider.base_url
+    assert env["MODEL_API_KEY"] != OWN_KEY and not any(OWN_KEY in v for v in env.values())
+    spans = Span.objects.filter(run=run)
+    assert not any(OWN_KEY in json.dumps(s.attributes) for s in spans)
+    answer = owner.api.get(f"/api/v1/runs/{run.pk}").content.decode()
+    assert OWN_KEY not in answer and OWN_KEY not in run.log_tail and OWN_KEY not in run.notes
+    assert OWN_KEY not in json.dumps(run.results)
+    assert_every_task_sandbox_stopped(run, 4)
 
 
 def test_the_belvedir_agent_calls_the_router_and_its_calls_are_traced(
