@@ -169,6 +169,22 @@ def covered_body(body: dict, *, run: tuple[ApiKey, str], endpoint: Endpoint = CH
             param=field,
             run=run,
         )
+    part = endpoint.unmeasured_part(body)
+    if part is not None:
+        message = (
+            f"The router does not take this {part!r} on a covered call: it holds input the "
+            "provider fetches or multiplies itself (a file or document by URL or id, a stored "
+            "item, several prompts), which the run's reservation cannot measure. Send the "
+            "content itself, one prompt a call."
+        )
+        raise RouterRefusal(
+            400,
+            message,
+            type="invalid_request_error",
+            code="unmeasured_input",
+            param=part,
+            run=run,
+        )
     body = endpoint.forwarded_fields(body)
     problem = choices_problem(body)
     if problem is not None:

@@ -71,6 +71,15 @@ class Endpoint:
                     return "tools"
         return found
 
+    def unmeasured_part(self, body: dict) -> str | None:
+        """The prompt field holding input the reservation cannot measure (None when all of it
+        is measured): a file or a stored item the provider fetches itself (a PDF by URL or
+        file id: hundreds of pages for the few tokens its reference is), for a covered call."""
+        for name in (self.prompt_field, *self.prompt_fields):
+            if _unmeasured(body.get(name)):
+                return name
+        return None
+
     def forwarded_fields(self, body: dict) -> dict:
         return {name: value for name, value in body.items() if name in self.forwarded}
 
@@ -135,6 +144,29 @@ class Endpoint:
         """The event that ends a stream the upstream broke."""
         error = {"message": message, "type": "upstream_error", "param": None, "code": None}
         return f"data: {json.dumps({'error': error})}\n\n".encode()
+
+
+# Content parts whose input the provider fetches or expands itself (OpenAI's file and
+# input_file parts, the Responses API's item_reference, Anthropic's container uploads), and
+# the sources of a document it fetches (Anthropic's by URL or file id).
+UNMEASURED_PARTS = frozenset({"file", "input_file", "item_reference", "container_upload"})
+FETCHED_SOURCES = frozenset({"url", "file"})
+
+
+def _unmeasured(value, depth: int = 0) -> bool:
+    if depth > 64:  # deeper than any real prompt: not measured either
+        return True
+    if isinstance(value, list):
+        return any(_unmeasured(item, depth + 1) for item in value)
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("type")
+    if kind in UNMEASURED_PARTS:
+        return True
+    source = value.get("source")
+    if kind == "document" and isinstance(source, dict) and source.get("type") in FETCHED_SOURCES:
+        return True
+    return any(_unmeasured(item, depth + 1) for item in value.values())
 
 
 def cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:

@@ -4,7 +4,7 @@ bounds; fields that would pick another model or add billed work upstream are ref
 
 import json
 
-from billing.pricing import OUTPUT_LIMIT_FIELDS, PROMPT_FIELDS
+from billing.pricing import OUTPUT_LIMIT_FIELDS, PROMPT_FIELDS, whole_number
 from router.endpoints.base import Endpoint, Reading, cap_budget, usage_tokens
 from router.pricing import FORWARDED_FIELDS, REFUSED_FIELDS
 from router.sse import EventReader, StreamReader
@@ -70,7 +70,6 @@ class Completions(Chat):
     operation = "text_completion"
     prompt_field = "prompt"
     prompt_types = (str, list)
-    prompt_fields = ()
     forwarded = frozenset(
         {
             "model",
@@ -92,11 +91,21 @@ class Completions(Chat):
             "user",
         }
     )
+    prompt_fields = ("suffix",)
     refused = REFUSED_FIELDS | {"best_of"}
     limit_fields = ("max_tokens",)
 
     def body_problem(self, body) -> str | None:
         return Endpoint.body_problem(self, body)
+
+    def unmeasured_part(self, body: dict) -> str | None:
+        """A list of prompts makes one completion (n of them) per prompt upstream, which the
+        reservation of one cannot bound: one prompt (a text, or one list of token ids) only."""
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and not all(whole_number(t) for t in prompt):
+            if len(prompt) != 1 or not isinstance(prompt[0], (str, list)):
+                return "prompt"
+        return super().unmeasured_part(body)
 
     def read(self, document: dict) -> Reading:
         choice = _first_choice(document)

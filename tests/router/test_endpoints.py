@@ -66,7 +66,7 @@ def test_a_completion_is_forwarded_with_its_limit_metered_and_traced(
 def test_a_streamed_completion_asks_for_its_usage_and_is_settled_from_it(
     covered_run, router_url, upstream
 ):
-    body = {"model": MODEL, "prompt": ["a", "b"], "stream": True, "max_tokens": 9}
+    body = {"model": MODEL, "prompt": ["a b"], "stream": True, "max_tokens": 9}
 
     answer = _post(router_url, covered_run, "completions", body)
 
@@ -200,3 +200,87 @@ def test_past_the_cap_an_endpoint_call_is_refused_before_it_is_forwarded(
     assert answer.status_code == 402
     assert answer.json()["error"]["code"] == "spend_cap_reached"
     assert upstream.requests == []
+
+
+PDF_BY_URL = {"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}}
+
+
+@pytest.mark.parametrize(
+    "path, body, param",
+    [
+        # A list of prompts: one completion (n of them) per prompt upstream.
+        ("completions", {"prompt": ["x"] * 2000, "max_tokens": 16, "n": 8}, "prompt"),
+        ("completions", {"prompt": [[1, 2], [3, 4]]}, "prompt"),
+        # Files the provider reads itself: a PDF of hundreds of pages for a few tokens.
+        (
+            "chat/completions",
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}
+                ]
+            },
+            "messages",
+        ),
+        (
+            "responses",
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            "input",
+        ),
+        ("responses", {"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
+        (
+            "messages",
+            {"max_tokens": 16, "messages": [{"role": "user", "content": [PDF_BY_URL]}]},
+            "messages",
+        ),
+        (  # nested in a tool result
+            "messages",
+            {
+                "max_tokens": 16,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "t", "content": [PDF_BY_URL]}
+                        ],
+                    }
+                ],
+            },
+            "messages",
+        ),
+    ],
+    ids=[
+        "prompts",
+        "token-prompts",
+        "chat-file",
+        "input-file",
+        "item-reference",
+        "pdf-url",
+        "nested",
+    ],
+)
+def test_covered_input_the_reservation_cannot_measure_is_refused_naming_it(
+    covered_run, router_url, upstream, path, body, param
+):
+    answer = _post(router_url, covered_run, path, {"model": MODEL, **body})
+
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["param"], error["code"]) == (param, "unmeasured_input")
+    assert upstream.requests == []
+    assert settled(covered_run, spans=1).covered_spent_micros == 0
+
+
+@pytest.mark.parametrize(
+    "prompt", ["one text", ["one text in a list"], [1, 2, 3], [[1, 2, 3]]], ids=repr
+)
+def test_one_prompt_in_any_of_its_forms_is_forwarded(covered_run, router_url, upstream, prompt):
+    answer = _post(router_url, covered_run, "completions", {"model": MODEL, "prompt": prompt})
+
+    assert answer.status_code == 200, answer.text
+    assert upstream.requests[-1]["prompt"] == prompt
+
+
+def test_a_completions_suffix_is_counted_as_prompt():
+    completions = ENDPOINTS["completions"]
+    plain = completions.prompt_tokens({"prompt": "x"})
+    assert completions.prompt_tokens({"prompt": "x", "suffix": "word " * 400}) > plain + 300
