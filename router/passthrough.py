@@ -1,7 +1,7 @@
 """A path the router does not serve, passed through to the upstream when the operator allows
 it (BELVEDIR_ROUTER_PASSTHROUGH): for a running covered run's key only, with the operator's
 key, untraced and not charged (meant for calls that cost nothing, such as Anthropic's
-`messages/count_tokens`). The path stays under the upstream's base (no `..`, nothing but
+`messages/count_tokens`), and only the calls BELVEDIR_ROUTER_PASSTHROUGH_CALLS lists. The path stays under the upstream's base (no `..`, nothing but
 plain path characters), the caller's headers are not passed on but for the content type and
 Anthropic's version, redirects are not followed, and an upstream error comes back
 OpenAI-style."""
@@ -9,6 +9,7 @@ OpenAI-style."""
 import re
 
 import httpx
+from django.conf import settings
 from django.http import StreamingHttpResponse
 
 from router.calls import error_response, upstream_error
@@ -25,6 +26,9 @@ def plain_path(rest: str) -> bool:
 
 
 async def forward(request, rest: str, run: Run, raw: bytes | None):
+    if (request.method, rest) not in settings.BELVEDIR_ROUTER_PASSTHROUGH_CALLS:
+        message = f"The router does not pass {request.method} /api/v1/{rest} through."
+        return error_response(404, message, type="invalid_request_error", code="unknown_url")
     if not plain_path(rest):
         message = "The path is not one the router passes through."
         return error_response(400, message, type="invalid_request_error", code="invalid_path")

@@ -20,6 +20,24 @@ BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 
 # untraced and not charged to the run (for calls that cost nothing, such as Anthropic's
 # messages/count_tokens).
 BELVEDIR_ROUTER_PASSTHROUGH = envbool("BELVEDIR_ROUTER_PASSTHROUGH", False)
+# Which calls pass through, as "METHOD path" (comma-separated): any other is a 404 even with
+# passthrough on (an upstream's batch, file or account endpoints bill, or read what other
+# organizations' runs stored under the operator's key).
+
+
+def _passthrough_calls(name: str, default: list[str]) -> frozenset[tuple[str, str]]:
+    calls = set()
+    for call in envlist(name, default):
+        parts = call.split()
+        if len(parts) != 2 or not parts[0].isalpha():
+            raise ImproperlyConfigured(f'{name}: {call!r} is not "METHOD path"')
+        calls.add((parts[0].upper(), parts[1].strip("/")))
+    return frozenset(calls)
+
+
+BELVEDIR_ROUTER_PASSTHROUGH_CALLS = _passthrough_calls(
+    "BELVEDIR_ROUTER_PASSTHROUGH_CALLS", ["POST messages/count_tokens"]
+)
 # An answered call's settlement waits at most this long to be written with others' (router/
 # settlement.py): fewer, larger writes, at the price of reservations held that much longer.
 BELVEDIR_ROUTER_SETTLE_BATCH_SECONDS = max(

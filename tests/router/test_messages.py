@@ -198,6 +198,46 @@ def test_with_passthrough_on_an_unknown_path_reaches_the_upstream_untraced_and_u
     assert not Span.objects.filter(run=covered_run).exists()
 
 
+def test_with_passthrough_on_only_the_listed_calls_pass_and_nothing_else_reaches_the_upstream(
+    covered_run, serve_router, upstream
+):
+    """An upstream's batch endpoint bills (and is untraced here), its files and account
+    endpoints read what other organizations' runs stored under the operator's key: only the
+    calls BELVEDIR_ROUTER_PASSTHROUGH_CALLS lists pass (by default POST messages/count_tokens)."""
+    router_url = serve_router(BELVEDIR_ROUTER_PASSTHROUGH="1")
+    headers = {"x-api-key": covered_run.plain_key, "anthropic-version": "2023-06-01"}
+    with httpx.Client(headers=headers, timeout=30) as http:
+        answers = [
+            http.post(f"{router_url}/messages/batches", json={"requests": [BODY] * 3}),
+            http.get(f"{router_url}/files"),
+            http.get(f"{router_url}/files/file-1/content"),
+            http.delete(f"{router_url}/files/file-1"),
+            http.get(f"{router_url}/credits"),
+            http.get(f"{router_url}/messages/count_tokens"),  # listed only as a POST
+        ]
+
+    assert [a.status_code for a in answers] == [404] * 6
+    assert {a.json()["error"]["code"] for a in answers} == {"unknown_url"}
+    assert upstream.requests == [] and upstream.seen == []
+
+
+def test_the_passthrough_calls_setting_names_itself_when_an_entry_is_not_method_and_path(
+    monkeypatch,
+):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from belvedir.settings.model_router import _passthrough_calls
+
+    monkeypatch.setenv("BELVEDIR_ROUTER_PASSTHROUGH_CALLS", "post /messages/count_tokens, GET a")
+    assert _passthrough_calls("BELVEDIR_ROUTER_PASSTHROUGH_CALLS", []) == {
+        ("POST", "messages/count_tokens"),
+        ("GET", "a"),
+    }
+    monkeypatch.setenv("BELVEDIR_ROUTER_PASSTHROUGH_CALLS", "messages/batches")
+    with pytest.raises(ImproperlyConfigured, match="BELVEDIR_ROUTER_PASSTHROUGH_CALLS"):
+        _passthrough_calls("BELVEDIR_ROUTER_PASSTHROUGH_CALLS", [])
+
+
 @pytest.mark.parametrize(
     "rest", ["../keys", "a/../../keys", "a/./b", "/etc", "a//b", "a%2Fb", "a?b", "credits\n"]
 )
