@@ -25,6 +25,7 @@ from django.utils import timezone
 from belvedir import crypto
 from belvedir.errors import Invalid
 from belvedir.models import Project
+from belvedir.net_policy import model_base_refusal
 from belvedir.text import usd
 from billing.pricing import Price, cost_micros, reported_tokens, worst_case_micros
 from billing.spend import Charge, spend_reserve, spend_settle
@@ -99,6 +100,8 @@ def generation_start(
         _check_covered(project, model)
     else:
         api_base = resolve_api_base(model=model, api_base=api_base, gpu=False)
+        if (refusal := model_base_refusal(api_base)) is not None:
+            raise Invalid(f"model_api_base is refused: {refusal}.", field="model_api_base")
     generation = EnvironmentGeneration.objects.create(
         project=project,
         name=name,
@@ -300,6 +303,11 @@ def generation_execute(*, generation_id: str) -> str:
             return "failed"
     else:
         api_base = generation.api_base
+        # Checked again where it is called: the name may point elsewhere by now.
+        if (refusal := model_base_refusal(api_base)) is not None:
+            error = f"The model base {api_base} is refused: {refusal}."
+            _finish(generation_id, status=Status.FAILED, error=error, progress="Failed.")
+            return "failed"
         api_key = (
             crypto.decrypt(generation.api_key_encrypted) if generation.api_key_encrypted else ""
         )

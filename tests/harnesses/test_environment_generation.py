@@ -284,3 +284,38 @@ def test_a_generation_long_queued_says_what_it_waits_for(owner):
     page = owner.web.get(f"/environments/generations/{gen_id}/").content.decode()
     assert "waiting for a worker of the housekeeping cluster" in page
     assert EnvironmentGeneration.objects.get(pk=gen_id).status == "queued"
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://127.0.0.1:9/v1",
+        "http://10.0.0.7/v1",
+        "http://169.254.169.254/latest",
+        "http://[::1]/v1",
+    ],
+)
+def test_a_model_base_on_an_internal_address_is_refused_naming_it(owner, settings, base):
+    """Generation posts to the base its user names from inside the platform's network: the
+    model-host policy the router applies (belvedir/net_policy.py) applies here too."""
+    settings.BELVEDIR_DEV = False
+    settings.BELVEDIR_MODEL_HOST_ALLOWLIST = []
+    with ScriptedModel(["[]"]) as model:
+        response = start(owner, model, model_api_base=base)
+        assert model.requests == []
+    assert response.status_code == 400
+    assert "model_api_base" in response.json(), response.json()
+    assert not EnvironmentGeneration.objects.exists()
+
+
+def test_a_model_base_that_turned_internal_after_the_request_is_refused_at_the_call(
+    owner, settings, monkeypatch
+):
+    with ScriptedModel([json.dumps(TASKS)]) as model:
+        generation_id = start(owner, model).json()["id"]  # BELVEDIR_DEV=1: allowed
+        settings.BELVEDIR_DEV = False  # as if its name now resolved to 127.0.0.1
+        settings.BELVEDIR_MODEL_HOST_ALLOWLIST = []
+        done = run_job(generation_id)
+        assert model.requests == []
+    assert done.status == "failed"
+    assert "is refused" in done.error and "loopback address" in done.error, done.error
