@@ -35,8 +35,10 @@ class HostUnresolved(Exception):
 
 def address_refusal(address: Address) -> str | None:
     """What kind of internal address this is (loopback, private, ...), or None for a public one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one (mapped, or 6to4's 2002::/16, which a host with
+        # a 6to4 tunnel routes to it) is judged as that IPv4 address.
+        address = address.ipv4_mapped or address.sixtofour or address
     kinds = [
         ("loopback", address.is_loopback),
         ("unspecified", address.is_unspecified),

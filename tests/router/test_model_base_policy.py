@@ -26,6 +26,8 @@ REFUSED_BASES = {
     "http://169.254.169.254/latest": "link-local",
     "http://100.64.0.7/v1": "carrier-grade NAT",
     "http://[::ffff:10.0.0.1]/v1": "private",
+    "http://[2002:7f00:1::]/v1": "loopback",  # 6to4 of 127.0.0.1
+    "http://[2002:a9fe:a9fe::1]/v1": "link-local",  # 6to4 of 169.254.169.254
     "http://0.0.0.0:8000/v1": "unspecified",
     "https://localhost/v1": "loopback",
 }
