@@ -26,6 +26,7 @@ from belvedir.sandbox_config import engine_name
 from belvedir.text import ago_text
 from harnesses import env_secrets
 from harnesses.models import InstallSnapshot
+from sandboxes import installcache
 from sandboxes.base import SandboxBackend, SandboxError, SandboxHandle, SandboxSpec
 from sandboxes.entrypoint import SNAPSHOT_FILE, stage_marker
 from sandboxes.installcache import InstallCache, Snapshot
@@ -128,6 +129,9 @@ def plan(
         found = None
     row = _row(found, host=host, organization_id=organization_id, harness_id=run.harness_id)
     if row is not None:
+        # Used from now (LRU): another save's eviction between here and the launch takes
+        # the least recently used first, not the snapshot this run is to start from.
+        installcache.touch(found)
         return Plan(dataclasses.replace(cache, restore=True), row, host, run.harness_id)
     (control / SNAPSHOT_FILE.rsplit("/", 1)[1]).write_text("")
     marked = dataclasses.replace(cache, marker=stage_marker(stage_key, "installed"))
