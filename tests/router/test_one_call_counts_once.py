@@ -141,6 +141,31 @@ def test_alike_calls_in_one_client_batch_each_pair_with_a_router_span_of_their_o
     assert sorted(s.duplicate_of_id for s in clients) == sorted(r.pk for r in routers)
 
 
+def test_alike_calls_the_router_settles_in_one_batch_each_pair_with_a_client_span_of_their_own(
+    run,
+):
+    # The client flushed first; the router settles calls in batches (router/settlement.py),
+    # three alike (same model and token counts) in one: each must find its own client span
+    # (make up's Runner card counted 24 calls for 18 before).
+    now = time.time_ns()
+    clients = [_client_call(run, at_ns=now + n * 1_000_000) for n in range(3)]
+    settlements = []
+    for n in range(3):
+        started = now + n * 1_000_000
+        call = CallRecord(
+            model=MODEL, messages=[], started_ns=started, ended_ns=started + 50_000_000
+        )
+        call.input_tokens, call.output_tokens, call.cost_micros = 11, 5, 21
+        settlements.append(Settlement(run.ingest_key, run.pk, call))
+    calls_settle(settlements)
+
+    session = _session(run)
+    assert (session.llm_call_count, session.input_tokens, session.output_tokens) == (3, 33, 15)
+    routers = Span.objects.filter(session=session, from_router=True)
+    paired = Span.objects.filter(session=session, span_id__in=[s for _, s in clients])
+    assert sorted(s.duplicate_of_id for s in paired) == sorted(r.pk for r in routers)
+
+
 def test_a_client_span_far_from_any_router_call_is_not_paired(run):
     now = time.time_ns()
     _router_call(run, at_ns=now)

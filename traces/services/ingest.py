@@ -327,29 +327,44 @@ calls AS (  -- the batch's client LLM spans in a run's sessions
                 AND l.start_time + interval '{TWIN_WINDOW}'
 ),"""
 _ROUTER_TWINS = f"""
-twin AS (  -- each new router span's client span, stored before it and not paired yet
-    SELECT DISTINCT ON (coalesce(l.id, f.id)) n.id AS router_id, coalesce(l.id, f.id) AS id
-    FROM new AS n
-    LEFT JOIN LATERAL (
+traced AS (  -- each new router span continuing a stored client span's trace context
+    SELECT n.id AS router_id, l.id FROM new AS n
+    JOIN LATERAL (
         SELECT m.id FROM {_SPAN_TABLE} AS m
         WHERE n.parent_span_id <> '' AND m.project_id = n.project_id
             AND m.trace_id = n.trace_id AND m.span_id = n.parent_span_id
             AND m.run_id = n.run_id AND m.is_llm AND NOT m.from_router
             AND m.duplicate_of_id IS NULL
     ) AS l ON true
-    LEFT JOIN LATERAL (
-        SELECT m.id FROM {_SPAN_TABLE} AS m
-        WHERE n.parent_span_id = '' AND m.session_id = n.session_id
-            AND m.start_time BETWEEN n.start_time - interval '{TWIN_WINDOW}'
-                AND n.start_time + interval '{TWIN_WINDOW}'
-            AND m.is_llm AND NOT m.from_router AND m.duplicate_of_id IS NULL
-            AND m.model = n.model AND m.input_tokens = n.input_tokens
-            AND m.output_tokens = n.output_tokens
-        ORDER BY abs(extract(epoch FROM m.start_time - n.start_time)), m.id
-        LIMIT 1
-    ) AS f ON true
-    WHERE coalesce(l.id, f.id) IS NOT NULL
-    ORDER BY coalesce(l.id, f.id), n.id
+), loose AS (  -- the others, numbered by start among the batch's router spans alike
+    SELECT n.id, n.session_id, n.model, n.input_tokens, n.output_tokens, n.start_time,
+        row_number() OVER (
+            PARTITION BY n.session_id, n.model, n.input_tokens, n.output_tokens
+            ORDER BY n.start_time, n.id
+        ) AS k
+    FROM new AS n WHERE n.parent_span_id = '' AND n.is_llm AND n.session_id IS NOT NULL
+), free AS (  -- the stored client spans they may pair with, unpaired yet, numbered alike
+    SELECT m.id, m.session_id, m.model, m.input_tokens, m.output_tokens, m.start_time,
+        row_number() OVER (
+            PARTITION BY m.session_id, m.model, m.input_tokens, m.output_tokens
+            ORDER BY m.start_time, m.id
+        ) AS k
+    FROM {_SPAN_TABLE} AS m
+    WHERE m.session_id IN (SELECT session_id FROM loose)
+        AND m.start_time BETWEEN (SELECT min(start_time) FROM loose) - interval '{TWIN_WINDOW}'
+            AND (SELECT max(start_time) FROM loose) + interval '{TWIN_WINDOW}'
+        AND m.is_llm AND NOT m.from_router AND m.duplicate_of_id IS NULL
+), twin AS (
+    SELECT router_id, id FROM traced
+    UNION ALL
+    -- the k-th router span alike pairs with the k-th client span alike (the router settles
+    -- calls in batches: the nearest for each would give several the same client span)
+    SELECT l.id AS router_id, f.id FROM loose AS l JOIN free AS f
+        ON f.session_id = l.session_id AND f.model = l.model
+            AND f.input_tokens = l.input_tokens AND f.output_tokens = l.output_tokens
+            AND f.k = l.k
+            AND f.start_time BETWEEN l.start_time - interval '{TWIN_WINDOW}'
+                AND l.start_time + interval '{TWIN_WINDOW}'
 ), marked AS (
     UPDATE {_SPAN_TABLE} AS d SET duplicate_of_id = t.router_id FROM twin AS t
     WHERE d.id = t.id
