@@ -6,8 +6,6 @@ and the connection made to the checked address (no DNS rebinding), no redirect f
 These tests connect only to 127.0.0.1: a refused address is asserted on by the policy and by
 the connections the router tried (none), never by reaching it."""
 
-import asyncio
-
 import httpcore
 import pytest
 
@@ -15,6 +13,7 @@ from belvedir.errors import Invalid
 from belvedir.net_policy import HostUnresolved, model_base_refusal
 from router import pinned
 from runs import services as run_services
+from tests.helpers.aio import run as run_async
 from tests.router.fake_upstream import FakeUpstream
 
 KEY = "sk-user-own-key-0123456789"
@@ -164,7 +163,7 @@ def _post(client, url: str, **kwargs):
         async with client:
             return await client.post(url, json={"model": "m", "messages": []}, **kwargs)
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
 def test_a_name_rebound_to_an_internal_address_after_the_launch_check_is_refused_unconnected(
@@ -219,4 +218,4 @@ def test_the_router_follows_no_redirect(production):
 def test_a_unix_socket_is_never_connected_to(production):
     backend = pinned.PinnedBackend()
     with pytest.raises(pinned.BaseRefused):
-        asyncio.run(backend.connect_unix_socket("/var/run/docker.sock"))
+        run_async(backend.connect_unix_socket("/var/run/docker.sock"))
