@@ -140,6 +140,8 @@ def test_an_own_key_run_is_proxied_traced_and_never_holds_the_key(
     assert KEY not in seen["files"] and "/workspace" not in seen["files"], seen["files"]
     assert KEY not in seen["process"] and "MODEL_API_KEY=bv_" in seen["process"]
     # Every call traced in the run's session, billed to the user's provider.
+    # (the router settles its calls in batches, after answering: they may land just after)
+    wait_for(lambda: Span.objects.filter(run=run, from_router=True).count() >= 2, 30, "spans")
     spans = list(Span.objects.filter(run=run, from_router=True))
     assert len(spans) == 2
     estimate = PROMPT_TOKENS * INPUT_PRICE // 10**6 + 5 * OUTPUT_PRICE // 10**6
