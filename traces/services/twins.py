@@ -19,6 +19,19 @@ TWIN_WINDOW = "30 seconds"
 # and takes that span's call out of its session's counters (_ROUTER_TWINS). Only spans of a
 # run's sessions are looked at, by the (project, trace id, span id) and (session, start)
 # indexes: batches of other sessions (the project key's, the ingest benchmark's) find none.
+# Stored spans a batch's `loose` spans may pair with: of their sessions and TWIN_WINDOW,
+# numbered by start among the ones alike (each side adds which spans are still unpaired).
+_STORED_ALIKE = f"""
+    SELECT m.id, m.session_id, m.model, m.input_tokens, m.output_tokens, m.start_time,
+        row_number() OVER (
+            PARTITION BY m.session_id, m.model, m.input_tokens, m.output_tokens
+            ORDER BY m.start_time, m.id
+        ) AS k
+    FROM {_SPAN_TABLE} AS m
+    WHERE m.session_id IN (SELECT session_id FROM loose)
+        AND m.start_time BETWEEN (SELECT min(start_time) FROM loose) - interval '{TWIN_WINDOW}'
+            AND (SELECT max(start_time) FROM loose) + interval '{TWIN_WINDOW}'"""
+
 _CLIENT_TWINS = f"""
 calls AS (  -- the batch's client LLM spans in a run's sessions
     SELECT i, r FROM rows WHERE (r->>{{is_llm}})::boolean AND r->>{{run}} IS NOT NULL
@@ -45,15 +58,7 @@ calls AS (  -- the batch's client LLM spans in a run's sessions
     FROM calls AS c WHERE c.i NOT IN (SELECT i FROM traced)
 ), free AS (  -- the router spans without trace context they may pair with, unpaired yet,
               -- numbered by start among the ones alike
-    SELECT m.id, m.session_id, m.model, m.input_tokens, m.output_tokens, m.start_time,
-        row_number() OVER (
-            PARTITION BY m.session_id, m.model, m.input_tokens, m.output_tokens
-            ORDER BY m.start_time, m.id
-        ) AS k
-    FROM {_SPAN_TABLE} AS m
-    WHERE m.session_id IN (SELECT session_id FROM loose)
-        AND m.start_time BETWEEN (SELECT min(start_time) FROM loose) - interval '{TWIN_WINDOW}'
-            AND (SELECT max(start_time) FROM loose) + interval '{TWIN_WINDOW}'
+{_STORED_ALIKE}
         AND m.from_router AND m.parent_span_id = ''
         AND NOT EXISTS (
             SELECT 1 FROM {_SPAN_TABLE} AS d WHERE d.session_id = m.session_id
@@ -90,15 +95,7 @@ traced AS (  -- each new router span continuing a stored client span's trace con
         ) AS k
     FROM new AS n WHERE n.parent_span_id = '' AND n.is_llm AND n.session_id IS NOT NULL
 ), free AS (  -- the stored client spans they may pair with, unpaired yet, numbered alike
-    SELECT m.id, m.session_id, m.model, m.input_tokens, m.output_tokens, m.start_time,
-        row_number() OVER (
-            PARTITION BY m.session_id, m.model, m.input_tokens, m.output_tokens
-            ORDER BY m.start_time, m.id
-        ) AS k
-    FROM {_SPAN_TABLE} AS m
-    WHERE m.session_id IN (SELECT session_id FROM loose)
-        AND m.start_time BETWEEN (SELECT min(start_time) FROM loose) - interval '{TWIN_WINDOW}'
-            AND (SELECT max(start_time) FROM loose) + interval '{TWIN_WINDOW}'
+{_STORED_ALIKE}
         AND m.is_llm AND NOT m.from_router AND m.duplicate_of_id IS NULL
 ), twin AS (
     SELECT router_id, id FROM traced
