@@ -27,11 +27,17 @@ from belvedir.errors import Invalid
 from belvedir.models import Project
 from belvedir.net_policy import model_base_refusal
 from belvedir.text import usd
-from billing.pricing import Price, cost_micros, reported_tokens, worst_case_micros
+from billing.pricing import (
+    Price,
+    catalog_price,
+    chat_usage,
+    usage_cost_micros,
+    worst_case_micros,
+)
 from billing.spend import Charge, spend_reserve, spend_settle
 from harnesses import environments, model_client, policy, tasks_format
 from harnesses.models import Environment, EnvironmentGeneration, Harness
-from models_registry.inference import resolve_api_base
+from models_registry.inference import is_anthropic, resolve_api_base
 from models_registry.selectors import covered_model, lab_for_model
 
 Status = EnvironmentGeneration.Status
@@ -254,14 +260,11 @@ class _CoveredSpend:
         self.reserved = amount
 
     def settle(self, body: dict, usage: dict | None, *, sent: bool) -> None:
-        if usage is None:  # none reported: the worst case, once the request reached it
+        reported = chat_usage(usage)
+        if reported is None:  # none reported: the worst case, once the request reached it
             cost = self.reserved if sent else 0
         else:
-            cost = cost_micros(
-                self.price,
-                input_tokens=reported_tokens(usage.get("prompt_tokens")),
-                output_tokens=reported_tokens(usage.get("completion_tokens")),
-            )
+            cost = usage_cost_micros(self.price, reported)
         charge = Charge(self.generation.pk, self.reserved, cost)
         spend_settle(account=EnvironmentGeneration, charges=[charge])
         self.reserved = 0
@@ -275,7 +278,7 @@ def _covered_access(generation: EnvironmentGeneration):
         raise model_client.ModelError(
             f"The model {generation.model} is no longer one the platform covers."
         )
-    price = Price(entry.input_price_micros, entry.output_price_micros, entry.max_output_tokens)
+    price = catalog_price(entry, anthropic=is_anthropic(entry.model_id))
     limit = min(settings.BELVEDIR_GENERATION_MAX_TOKENS, entry.max_output_tokens)
     return (
         settings.BELVEDIR_ROUTER_UPSTREAM_BASE,

@@ -14,7 +14,7 @@ import time
 import httpx
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
-from billing.pricing import cost_micros
+from billing.pricing import Usage, cache_ttl_asked, usage_cost_micros
 from billing.spend import spend_reserve_async
 from router.endpoints import CHAT, Endpoint, Reading
 from router.pinned import BaseRefused
@@ -253,14 +253,17 @@ class Call:
         return {"trace": trace}
 
     def _cost(self) -> int:
-        call = self.record
         if self.admission.price is None:  # an own-key call of a model the catalog has not
             return 0
-        return cost_micros(
-            self.admission.price,
-            input_tokens=call.input_tokens or 0,
-            output_tokens=call.output_tokens or 0,
-        )
+        return usage_cost_micros(self.admission.price, self.record.usage())
+
+    def record_usage(self, usage: Usage, forwarded: dict) -> None:
+        """The call's tokens as its span and its cost have them: cache writes whose time the
+        upstream did not say, at the dearest the call asked for (as its reservation priced
+        them)."""
+        if usage.cache_write_tokens:
+            usage = usage.with_ttl(cache_ttl_asked(forwarded))
+        self.record.use(usage, output=self.endpoint.produces_output)
 
     async def send(self, sending) -> httpx.Response | JsonResponse:
         """The upstream's response; or, when none came, the error answer (the call settled)."""
@@ -312,7 +315,7 @@ class Call:
             return await self.failed(
                 502, message, error_response(502, message, type="upstream_error")
             )
-        self.read_completion(document)
+        self.read(self.endpoint.read(document), forwarded)
         if settle_later:
             self.finish_after_answer()
         else:
@@ -321,19 +324,14 @@ class Call:
             response.content, status=response.status_code, content_type="application/json"
         )
 
-    def read_completion(self, document: dict) -> None:
-        self.read(self.endpoint.read(document))
-
-    def read(self, reading: Reading) -> None:
+    def read(self, reading: Reading, forwarded: dict) -> None:
         call = self.record
         call.response_model = reading.model
         call.output_text, call.finish_reason = reading.text, reading.finish_reason
-        if reading.tokens is None:  # no usage: charge the worst case reserved
+        if reading.usage is None:  # no usage: charge the worst case reserved
             call.cost_micros = self.admission.reserved_micros
             return
-        call.input_tokens, call.output_tokens = reading.tokens
-        if not self.endpoint.produces_output:
-            call.output_tokens = None
+        self.record_usage(reading.usage, forwarded)
         call.cost_micros = self._cost()
 
     async def stream(self, forwarded: dict):
@@ -385,12 +383,14 @@ class Call:
         call.response_model = reader.model
         call.output_text = reader.text
         call.finish_reason = reader.finish_reason
-        tokens = reader.tokens()
-        if tokens is not None:
-            call.input_tokens, call.output_tokens = tokens
+        usage = reader.reported_usage()
+        if usage is not None:
+            self.record_usage(usage, forwarded)
             call.cost_micros = self._cost()
-        else:  # cut short: what was used, estimated from the prompt and what came through
-            call.input_tokens = self.endpoint.prompt_tokens(forwarded)
-            call.output_tokens = reader.output_tokens_estimate()
+        else:  # cut short: the input as reported so far (Anthropic's message_start), else
+            # estimated from the prompt as its reservation was; the output what came through
+            prompt = reader.input_usage() or self.endpoint.prompt_usage(forwarded)
+            came = reader.output_tokens_estimate()
+            self.record_usage(prompt._replace(output_tokens=came), forwarded)
             call.cost_micros = min(self._cost(), self.admission.reserved_micros)
         return self.finish_after_answer(hurry=bool(call.error))

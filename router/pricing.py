@@ -2,7 +2,8 @@
 number of choices it serves, and a covered model's catalog prices (the worst case and the
 cost themselves are billing's: `billing.pricing`)."""
 
-from billing.pricing import MAX_CHOICES, Price, whole_number
+from billing.pricing import MAX_CHOICES, Price, catalog_price, whole_number
+from models_registry.inference import is_anthropic
 from models_registry.selectors import covered_model
 
 # The request fields the router forwards for a chat completion (each endpoint's own are in
@@ -61,11 +62,12 @@ REFUSED_FIELDS = frozenset(
 
 
 def price_for(model: str) -> Price | None:
-    """The covered model's prices (the catalog's enabled entry), or None when not covered."""
+    """The covered model's prices (the catalog's enabled entry; Anthropic's models with
+    Anthropic's prompt-cache rates), or None when not covered."""
     entry = covered_model(model)
     if entry is None:
         return None
-    return Price(entry.input_price_micros, entry.output_price_micros, entry.max_output_tokens)
+    return catalog_price(entry, anthropic=is_anthropic(entry.model_id))
 
 
 def choices_problem(body: dict) -> str | None:

@@ -9,8 +9,6 @@ and settled by `billing.spend` (the router never writes the run's money columns 
 import dataclasses
 import functools
 import hashlib
-import json
-import secrets
 import time
 
 from asgiref.sync import sync_to_async
@@ -21,15 +19,15 @@ from belvedir.errors import Invalid
 from belvedir.models import ApiKey
 from belvedir.services import api_key_authenticate
 from belvedir.text import usd
-from billing.pricing import Price, cost_micros
+from billing.pricing import Price, Usage, usage_cost_micros
 from billing.spend import Charge, spend_reserve, spend_settle
 from router.endpoints import CHAT, Endpoint
 from router.pricing import choices_problem, price_for
+from router.spans import call_span
 from router.targets import Target, covered_target, own_prefix, own_target
 from runs.model_access import covered_model_check
 from runs.models import Run, Status
 from runs.selectors import run_covered_models, run_of_key
-from traces import otlp
 from traces.services.ingest import spans_ingest
 
 
@@ -49,7 +47,6 @@ def off_loop(fn):
     return sync_to_async(call, thread_sensitive=False)
 
 
-PROVIDER = "belvedir.router"
 # A run key's run and a model's price are looked up once per this many seconds (per process):
 # a call's own check is the reserving UPDATE, which refuses a run that stopped or is not
 # covered, so a cached lookup can never let a call past the cap or into a finished run.
@@ -343,8 +340,10 @@ class CallRecord:
     response_model: str = ""
     output_text: str = ""
     finish_reason: str = ""
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # all of the input, the prompt cache's included
     output_tokens: int | None = None
+    # Of the input: read from the prompt cache, written to it for 5 minutes, for an hour.
+    cache_tokens: tuple[int, int, int] = (0, 0, 0)
     cost_micros: int = 0
     streamed: bool = False
     http_status: int = 200
@@ -361,6 +360,20 @@ class CallRecord:
     # prices say it cost (None: a model the catalog does not price).
     billed_to_provider: bool = False
     estimated_cost_micros: int | None = None
+
+    def use(self, usage: Usage, *, output: bool = True) -> None:
+        """The call's tokens (`output`: its API produces output; embeddings do not)."""
+        self.input_tokens, self.output_tokens = usage.input_tokens, usage.output_tokens
+        self.output_tokens = self.output_tokens if output else None
+        self.cache_tokens = (
+            usage.cache_read_tokens,
+            usage.cache_write_5m_tokens + usage.cache_write_tokens,
+            usage.cache_write_1h_tokens,
+        )
+
+    def usage(self) -> Usage:
+        read, five_minutes, hour = self.cache_tokens
+        return Usage(self.input_tokens or 0, self.output_tokens or 0, read, five_minutes, hour)
 
     def fail(self, status: int, error: str) -> None:
         """The call ends in an error: its status and message, for its span."""
@@ -388,11 +401,7 @@ class Settlement:
         if not admission.covered:  # the user's provider bills it: charged nothing here
             call.billed_to_provider, call.cost_micros = True, 0
             if admission.price is not None:
-                call.estimated_cost_micros = cost_micros(
-                    admission.price,
-                    input_tokens=call.input_tokens or 0,
-                    output_tokens=call.output_tokens or 0,
-                )
+                call.estimated_cost_micros = usage_cost_micros(admission.price, call.usage())
         return cls(admission.key, admission.run_id, call, admission.reserved_micros)
 
 
@@ -419,68 +428,8 @@ def calls_settle(settlements: list[Settlement]) -> None:
             spanless.add(item.run_id)
     with transaction.atomic():
         for (_, run_id), (key, calls) in by_key.items():
-            spans = [_span(run_id, call, charge) for call, charge in calls]
+            spans = [call_span(run_id, call, charge) for call, charge in calls]
             spans_ingest(key=key, spans=spans, from_router=True)
         spend_settle(account=Run, charges=charges)
         if spanless:  # their traces are short of these calls: the run page says so
             Run.objects.filter(pk__in=sorted(spanless)).update(traces_incomplete=True)
-
-
-def _span(run_id: str, call: CallRecord, charge: Charge) -> otlp.SpanIn:
-    """The call as an LLM span in the run's session (session id = the run's id): its tokens as
-    the upstream reported them, its cost as charged; when the upstream reported more than was
-    reserved, the excess too (and the reported cost)."""
-    attributes = {
-        "session.id": run_id,
-        "traceloop.span.kind": "llm",
-        "gen_ai.operation.name": call.operation,
-        "gen_ai.provider.name": PROVIDER,
-        "gen_ai.request.model": call.model,
-        "gen_ai.input.messages": json.dumps(
-            call.messages if isinstance(call.messages, list) else []
-        ),
-        "belvedir.router.cost_micros": charge.charged_micros,
-        "belvedir.router.cost_usd": charge.charged_micros / 1e6,
-        "belvedir.router.streamed": call.streamed,
-        "http.response.status_code": call.http_status,
-    }
-    if call.billed_to_provider:  # an own-key call: the run page's "billed to your provider"
-        attributes["belvedir.router.billed_to"] = "provider"
-        if call.estimated_cost_micros is not None:
-            attributes["belvedir.router.estimated_cost_micros"] = call.estimated_cost_micros
-    if charge.excess_micros:  # "upstream reported more than reserved"
-        attributes["belvedir.router.reserved_micros"] = charge.reserved_micros
-        attributes["belvedir.router.reported_cost_micros"] = charge.cost_micros
-        attributes["belvedir.router.excess_micros"] = charge.excess_micros
-    if call.response_model:
-        attributes["gen_ai.response.model"] = call.response_model
-    if call.output_text or call.finish_reason:
-        output = {"role": "assistant", "content": call.output_text}
-        if call.finish_reason:
-            output["finish_reason"] = call.finish_reason
-            attributes["gen_ai.response.finish_reasons"] = [call.finish_reason]
-        attributes["gen_ai.output.messages"] = json.dumps([output])
-    if call.input_tokens is not None:
-        attributes["gen_ai.usage.input_tokens"] = call.input_tokens
-    if call.output_tokens is not None:
-        attributes["gen_ai.usage.output_tokens"] = call.output_tokens
-    if call.error:
-        attributes["error.type"] = str(call.http_status)
-    # In the client's trace, under its span of the call, when it sent one (the pair that
-    # counts once: traces.services.ingest, _CLIENT_TWINS); else a trace of its own.
-    trace_id, parent_span_id = call.trace_parent or (secrets.token_hex(16), "")
-    return otlp.SpanIn(
-        trace_id=trace_id,
-        span_id=secrets.token_hex(8),
-        parent_span_id=parent_span_id,
-        name=f"{call.operation} {call.model}"[:500],
-        kind="client",
-        start_ns=call.started_ns,
-        end_ns=max(call.ended_ns, call.started_ns),
-        attributes=attributes,
-        events=[],
-        status_code="error" if call.error else "ok",
-        status_message=call.error[:1000],
-        resource_attributes={"service.name": PROVIDER},
-        scope_name=PROVIDER,
-    )

@@ -5,7 +5,7 @@ chunks (the usage is in the last chunk, which `stream_options.include_usage` ask
 
 import json
 
-from billing.pricing import reported_tokens, text_tokens
+from billing.pricing import Usage, chat_usage, text_tokens
 
 
 class EventReader:
@@ -49,9 +49,14 @@ class EventReader:
             self._parts.append(text)
             self.content_chunks += 1
 
-    def tokens(self) -> tuple[int, int] | None:
-        """(input, output) tokens as the upstream reported them, or None when it did not."""
+    def reported_usage(self) -> Usage | None:
+        """The usage as the upstream reported it, or None when it did not (yet)."""
         raise NotImplementedError
+
+    def input_usage(self) -> Usage | None:
+        """The input's usage, when the upstream reported it before the rest (Anthropic's
+        `message_start`): what a stream cut short is settled from. None by default."""
+        return None
 
     @property
     def text(self) -> str:
@@ -84,10 +89,5 @@ class StreamReader(EventReader):
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
 
-    def tokens(self) -> tuple[int, int] | None:
-        if self.usage is None:
-            return None
-        return (
-            reported_tokens(self.usage.get("prompt_tokens")),
-            reported_tokens(self.usage.get("completion_tokens")),
-        )
+    def reported_usage(self) -> Usage | None:
+        return chat_usage(self.usage)

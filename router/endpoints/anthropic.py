@@ -5,16 +5,18 @@ run key comes as `x-api-key` or a bearer token. OpenRouter serves the same API a
 A model named without its vendor (`claude-sonnet-4.5`, as Harbor's claude-code passes
 `anthropic/claude-sonnet-4.5` on) is the catalog's `anthropic/…`. The usage comes in the
 answer, or, streamed, in `message_start` (the input) and `message_delta` (the output so far,
-cumulative); the input counts cache writes and reads at the input price."""
+cumulative, and in newer answers the input again); the input is `input_tokens` plus the prompt
+cache's writes and reads, which an Anthropic model's price bills at Anthropic's cache rates
+(`billing.pricing.ANTHROPIC_CACHE`)."""
 
 import json
 from urllib.parse import urlsplit
 
-from router.endpoints.base import Endpoint, Reading, cap_budget, usage_tokens
+from billing.pricing import Usage, reported_tokens
+from router.endpoints.base import Endpoint, Reading, cap_budget
 from router.pricing import REFUSED_FIELDS
 from router.sse import EventReader
 
-INPUT_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 VENDOR = "anthropic/"
 # Request headers passed on to the upstream; a beta that bills differently (the 1M-token
 # context's long-context prices) is left out.
@@ -81,7 +83,7 @@ class Messages(Endpoint):
             model=str(document.get("model") or ""),
             text=_text(document.get("content")),
             finish_reason=str(document.get("stop_reason") or ""),
-            tokens=usage_tokens(document.get("usage"), INPUT_USAGE, "output_tokens"),
+            usage=anthropic_usage(document.get("usage")),
         )
 
     def stream_reader(self) -> EventReader:
@@ -105,6 +107,29 @@ def forwarded_headers(headers) -> dict[str, str]:
     return out
 
 
+def anthropic_usage(usage) -> Usage | None:
+    """Anthropic's usage as `Usage`: the input is `input_tokens` (what follows the last cache
+    breakpoint) plus `cache_creation_input_tokens` (written to the cache; newer answers split
+    them by time in `cache_creation`: `ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`)
+    plus `cache_read_input_tokens`. Writes the split does not account for have no time said."""
+    if not isinstance(usage, dict):
+        return None
+    split = usage.get("cache_creation")
+    split = split if isinstance(split, dict) else {}
+    five_minutes = reported_tokens(split.get("ephemeral_5m_input_tokens"))
+    hour = reported_tokens(split.get("ephemeral_1h_input_tokens"))
+    written = max(reported_tokens(usage.get("cache_creation_input_tokens")), five_minutes + hour)
+    read = reported_tokens(usage.get("cache_read_input_tokens"))
+    return Usage(
+        input_tokens=reported_tokens(usage.get("input_tokens")) + written + read,
+        output_tokens=reported_tokens(usage.get("output_tokens")),
+        cache_read_tokens=read,
+        cache_write_5m_tokens=five_minutes,
+        cache_write_1h_tokens=hour,
+        cache_write_tokens=written - five_minutes - hour,
+    )
+
+
 def _text(content) -> str:
     if isinstance(content, str):
         return content
@@ -120,8 +145,8 @@ class MessagesStreamReader(EventReader):
 
     def __init__(self):
         super().__init__()
-        self.input_usage: dict | None = None
-        self.output_usage: dict | None = None
+        self.start_usage: dict | None = None  # message_start's
+        self.delta_usage: dict | None = None  # message_delta's, cumulative
 
     def event(self, event: dict) -> None:
         kind = event.get("type")
@@ -129,7 +154,7 @@ class MessagesStreamReader(EventReader):
             message = event["message"]
             self.model = self.model or str(message.get("model") or "")
             if isinstance(message.get("usage"), dict):
-                self.input_usage = message["usage"]
+                self.start_usage = message["usage"]
         elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
             delta = event["delta"]
             self.text_part(delta.get("text") if delta.get("type") == "text_delta" else None)
@@ -138,14 +163,20 @@ class MessagesStreamReader(EventReader):
             if isinstance(delta, dict) and delta.get("stop_reason"):
                 self.finish_reason = str(delta["stop_reason"])
             if isinstance(event.get("usage"), dict):
-                self.output_usage = event["usage"]
+                # Its counts are cumulative; the input ones may be null (not said again).
+                said = {k: v for k, v in event["usage"].items() if v is not None}
+                self.delta_usage = {**(self.delta_usage or {}), **said}
         elif kind == "message_stop":
             self.done = True
 
-    def tokens(self) -> tuple[int, int] | None:
-        """None until `message_delta` said the output (a stream cut before it is estimated);
-        a later delta's input counts win over `message_start`'s."""
-        if self.output_usage is None:
+    def reported_usage(self) -> Usage | None:
+        """None until `message_delta` said the output (a stream cut before it is settled from
+        `input_usage`); a delta's input counts win over `message_start`'s."""
+        if self.delta_usage is None:
             return None
-        usage = {**(self.input_usage or {}), **self.output_usage}
-        return usage_tokens(usage, INPUT_USAGE, "output_tokens")
+        return anthropic_usage({**(self.start_usage or {}), **self.delta_usage})
+
+    def input_usage(self) -> Usage | None:
+        """`message_start`'s input usage (its cache writes and reads), output not counted."""
+        usage = anthropic_usage(self.start_usage)
+        return None if usage is None else usage._replace(output_tokens=0)

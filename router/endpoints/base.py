@@ -9,11 +9,12 @@ import json
 
 from billing.pricing import (
     Price,
+    Usage,
     choices,
-    cost_micros,
     output_tokens_limit,
     prompt_tokens_estimate,
-    reported_tokens,
+    prompt_usage,
+    worst_case_cost,
 )
 from router.pricing import REFUSED_FIELDS
 from router.sse import EventReader
@@ -21,21 +22,13 @@ from router.sse import EventReader
 
 @dataclasses.dataclass
 class Reading:
-    """An answer as the span records it; `tokens` (input, output) as the upstream reported
-    them, None when it did not (the call then costs its reserved worst case)."""
+    """An answer as the span records it; its `usage` as the upstream reported it, None when
+    it did not (the call then costs its reserved worst case)."""
 
     model: str = ""
     text: str = ""
     finish_reason: str = ""
-    tokens: tuple[int, int] | None = None
-
-
-def usage_tokens(usage, input_names: tuple[str, ...], output_name: str | None):
-    """(input, output) from an upstream's usage: the input is the sum of `input_names`."""
-    if not isinstance(usage, dict):
-        return None
-    given = sum(reported_tokens(usage.get(name)) for name in input_names)
-    return given, reported_tokens(usage.get(output_name)) if output_name else 0
+    usage: Usage | None = None
 
 
 class Endpoint:
@@ -115,10 +108,16 @@ class Endpoint:
             return 0
         return output_tokens_limit(price, body, self.limit_fields)
 
+    def prompt_usage(self, body: dict) -> Usage:
+        """The prompt's estimate at the most it may cost (`billing.pricing.prompt_usage`: all
+        of it written to the prompt cache when the body asks for caching)."""
+        return prompt_usage(self.prompt_tokens(body), body)
+
     def worst_case(self, price: Price, body: dict) -> int:
-        return cost_micros(
+        return worst_case_cost(
             price,
-            input_tokens=self.prompt_tokens(body),
+            body,
+            prompt_tokens=self.prompt_tokens(body),
             output_tokens=self.output_limit(price, body) * choices(body),
         )
 

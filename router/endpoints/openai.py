@@ -4,12 +4,13 @@ bounds; fields that would pick another model or add billed work upstream are ref
 
 import json
 
-from billing.pricing import OUTPUT_LIMIT_FIELDS, PROMPT_FIELDS, whole_number
-from router.endpoints.base import Endpoint, Reading, cap_budget, usage_tokens
+from billing.pricing import OUTPUT_LIMIT_FIELDS, PROMPT_FIELDS, Usage, chat_usage, whole_number
+from router.endpoints.base import Endpoint, Reading, cap_budget
 from router.pricing import FORWARDED_FIELDS, REFUSED_FIELDS
 from router.sse import EventReader, StreamReader
 
-OPENAI_USAGE = (("prompt_tokens",), "completion_tokens")
+# The Responses API's usage: `input_tokens` (with `input_tokens_details.cached_tokens`).
+RESPONSES_USAGE = {"input_name": "input_tokens", "output_name": "output_tokens"}
 
 
 def _with_usage(forwarded: dict) -> dict:
@@ -55,7 +56,7 @@ class Chat(Endpoint):
             model=str(document.get("model") or ""),
             text=str(message.get("content") or "") if isinstance(message, dict) else "",
             finish_reason=str(choice.get("finish_reason") or ""),
-            tokens=usage_tokens(document.get("usage"), *OPENAI_USAGE),
+            usage=chat_usage(document.get("usage")),
         )
 
     def stream_reader(self) -> EventReader:
@@ -113,7 +114,7 @@ class Completions(Chat):
             model=str(document.get("model") or ""),
             text=str(choice.get("text") or ""),
             finish_reason=str(choice.get("finish_reason") or ""),
-            tokens=usage_tokens(document.get("usage"), *OPENAI_USAGE),
+            usage=chat_usage(document.get("usage")),
         )
 
 
@@ -131,7 +132,7 @@ class Embeddings(Endpoint):
     def read(self, document: dict) -> Reading:
         return Reading(
             model=str(document.get("model") or ""),
-            tokens=usage_tokens(document.get("usage"), ("prompt_tokens",), None),
+            usage=chat_usage(document.get("usage"), output_name=None),
         )
 
 
@@ -179,7 +180,7 @@ class Responses(Endpoint):
             model=str(document.get("model") or ""),
             text=_output_text(document),
             finish_reason=str(document.get("status") or ""),
-            tokens=usage_tokens(document.get("usage"), ("input_tokens",), "output_tokens"),
+            usage=chat_usage(document.get("usage"), **RESPONSES_USAGE),
         )
 
     def stream_reader(self) -> EventReader:
@@ -220,5 +221,5 @@ class ResponsesStreamReader(EventReader):
                 if isinstance(response.get("usage"), dict):
                     self.usage = response["usage"]
 
-    def tokens(self) -> tuple[int, int] | None:
-        return usage_tokens(self.usage, ("input_tokens",), "output_tokens")
+    def reported_usage(self) -> Usage | None:
+        return chat_usage(self.usage, **RESPONSES_USAGE)

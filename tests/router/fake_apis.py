@@ -5,7 +5,9 @@ input usage, content_block_start/delta/stop, message_delta with the output usage
 message_stop), each whole or streamed; and Anthropic's `messages/count_tokens`.
 
 Each function takes the request's body, the reply's words and the usage the fake reports
-(OpenAI's prompt_tokens and completion_tokens), and gives the document or the events."""
+(OpenAI's prompt_tokens and completion_tokens; for Anthropic's, also its prompt-cache counts
+when the usage names them, and `message_delta_usage`: what the final message_delta's usage
+says beside the output), and gives the document or the events."""
 
 EMBEDDING = [0.25, -0.5, 0.125]
 
@@ -88,8 +90,16 @@ def response_events(body: dict, words: list[str], usage: dict) -> list[tuple[str
     return events
 
 
+ANTHROPIC_CACHE_USAGE = ("cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation")
+
+
 def _anthropic_usage(usage: dict) -> dict:
-    return {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+    cache = {name: usage[name] for name in ANTHROPIC_CACHE_USAGE if name in usage}
+    return {
+        "input_tokens": usage["prompt_tokens"],
+        "output_tokens": usage["completion_tokens"],
+        **cache,
+    }
 
 
 def message(body: dict, words: list[str], usage: dict) -> dict:
@@ -107,7 +117,7 @@ def message(body: dict, words: list[str], usage: dict) -> dict:
 
 def message_events(body: dict, words: list[str], usage: dict) -> list[tuple[str, dict]]:
     start = {**message(body, [], usage), "content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": usage["prompt_tokens"], "output_tokens": 1}
+    start["usage"] = {**_anthropic_usage(usage), "output_tokens": 1}
     events = [
         ("message_start", {"type": "message_start", "message": start}),
         (
@@ -127,7 +137,7 @@ def message_events(body: dict, words: list[str], usage: dict) -> list[tuple[str,
         )
     events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
     stop = {"stop_reason": "end_turn", "stop_sequence": None}
-    final = {"output_tokens": usage["completion_tokens"]}
+    final = {"output_tokens": usage["completion_tokens"], **usage.get("message_delta_usage", {})}
     events.append(("message_delta", {"type": "message_delta", "delta": stop, "usage": final}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
