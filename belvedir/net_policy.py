@@ -10,9 +10,10 @@ Both policies are off under BELVEDIR_DEV=1; an operator lets internal hosts thro
 address or CIDR (BELVEDIR_REPO_HOST_ALLOWLIST, BELVEDIR_MODEL_HOST_ALLOWLIST).
 
 A model base is checked at launch (`model_base_refusal`) and again on every connection the
-router opens (`router.pinned`): the name is resolved once there, the addresses checked and
-the connection made to a checked address, so a name that answers otherwise the second time
-(DNS rebinding) reaches nothing it was not checked for.
+platform opens to it (`belvedir.pinned`: the router's own-key calls, environment generation's):
+the name is resolved once there, the addresses checked and the connection made to a checked
+address, so a name that answers otherwise the second time (DNS rebinding) reaches nothing it
+was not checked for.
 """
 
 import ipaddress
@@ -131,7 +132,7 @@ def model_host_refusal(
 
 def model_base_refusal(url: str, *, resolver: Resolver = resolve) -> str | None:
     """Why a run's calls may not be forwarded to the model base `url`, or None (checked at
-    launch; the router checks each connection again, `router.pinned`). A name that does not
+    launch; each connection is checked again, `belvedir.pinned`). A name that does not
     resolve is refused too: the router could forward nothing to it."""
     found = _host_port(url)
     if found is None:

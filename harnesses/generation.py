@@ -18,11 +18,12 @@ import json
 import re
 import time
 
+import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from belvedir import crypto
+from belvedir import crypto, pinned
 from belvedir.errors import Invalid
 from belvedir.models import Project
 from belvedir.net_policy import model_base_refusal
@@ -306,7 +307,8 @@ def generation_execute(*, generation_id: str) -> str:
             return "failed"
     else:
         api_base = generation.api_base
-        # Checked again where it is called: the name may point elsewhere by now.
+        # Checked again where it is called (the name may point elsewhere by now), and on
+        # each connection (`pinned`).
         if (refusal := model_base_refusal(api_base)) is not None:
             error = f"The model base {api_base} is refused: {refusal}."
             _finish(generation_id, status=Status.FAILED, error=error, progress="Failed.")
@@ -314,6 +316,25 @@ def generation_execute(*, generation_id: str) -> str:
         api_key = (
             crypto.decrypt(generation.api_key_encrypted) if generation.api_key_encrypted else ""
         )
+    if generation.covered:  # the operator's upstream
+        return _generate(generation, api_base, api_key, limit, meter, None)
+    # A base the user named: every connection pinned to an address the policy checked (its
+    # name may resolve elsewhere since the check above), no redirects.
+    with pinned.sync_client(timeout=60.0) as client:
+        return _generate(generation, api_base, api_key, limit, meter, client)
+
+
+def _generate(
+    generation: EnvironmentGeneration,
+    api_base: str,
+    api_key: str,
+    limit: int,
+    meter: model_client.Meter | None,
+    client: httpx.Client | None,
+) -> str:
+    """Ask the model (once more with the errors of an answer that is not valid tasks) and
+    keep the tasks or the error."""
+    generation_id = generation.pk
     messages = prompt_messages(generation)
     deadline = time.monotonic() + settings.BELVEDIR_GENERATION_TIMEOUT
     error = ""
@@ -333,6 +354,7 @@ def generation_execute(*, generation_id: str) -> str:
                 deadline=deadline,
                 max_tokens=limit,
                 meter=meter,
+                client=client,
             )
         except model_client.ModelError as exc:
             error = str(exc)

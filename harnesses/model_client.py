@@ -1,5 +1,8 @@
 """One OpenAI-compatible chat call from the platform (environment generation), with its own
-error type: a message a user can read, never the key. A call the platform pays for is
+error type: a message a user can read, never the key, and of an error answer only the message
+of an OpenAI-style error (never the body of whatever answered). No redirect is followed. A
+call to a base its user named goes through a pinned client (`belvedir.pinned.sync_client`:
+each connection to an address the model-host policy checked). A call the platform pays for is
 metered (`Meter`): each request to the upstream is reserved before it is sent and settled
 with the usage the upstream reported after it."""
 
@@ -7,6 +10,8 @@ import time
 from typing import Protocol
 
 import httpx
+
+from belvedir.pinned import BaseRefused
 
 RETRY_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -38,9 +43,13 @@ def chat(
     retries: int = 2,
     backoff: float = 1.0,
     meter: Meter | None = None,
+    client: httpx.Client | None = None,
 ) -> str:
     """The assistant's text for `messages`; retries 429/5xx and connection errors with backoff,
-    all before `deadline` (a `time.monotonic()` value); each request metered by `meter`."""
+    all before `deadline` (a `time.monotonic()` value); each request metered by `meter`, sent
+    with `client` (a user's base: its pinned client; None: httpx's own, for the operator's
+    upstream)."""
+    post = client.post if client is not None else httpx.post
     url = api_base.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body: dict = {"model": model, "messages": messages}
@@ -54,7 +63,10 @@ def chat(
         if meter is not None:
             meter.reserve(body)
         try:
-            response = httpx.post(url, json=body, headers=headers, timeout=remaining)
+            response = post(url, json=body, headers=headers, timeout=remaining)
+        except BaseRefused as exc:  # on connecting: nothing was sent
+            _settle(meter, body, None, sent=False)
+            raise ModelError(f"The model base {api_base} is refused: {exc}.") from None
         except httpx.TimeoutException as exc:
             _settle(meter, body, None, sent=not isinstance(exc, httpx.ConnectTimeout))
             raise ModelError(f"The model at {api_base} did not answer in time.") from None
@@ -65,14 +77,19 @@ def chat(
                     f"Could not reach the model at {api_base}: {exc.__class__.__name__}."
                 ) from None
         else:
-            if response.status_code < 400:
+            if response.status_code < 300:
                 _settle(meter, body, _usage(response), sent=True)
                 return _content(response, api_base)
             _settle(meter, body, {}, sent=True)  # an error answer: no tokens
+            if response.status_code < 400:
+                raise ModelError(
+                    f"The model at {api_base} answered {response.status_code}, a redirect, "
+                    "which is not followed."
+                )
             if response.status_code not in RETRY_STATUSES or last:
                 raise ModelError(
-                    f"The model at {api_base} answered {response.status_code}: "
-                    f"{_error_text(response)}"
+                    f"The model at {api_base} answered {response.status_code}"
+                    + _error_text(response, api_key)
                 )
         time.sleep(backoff * 2**attempt)
     raise ModelError("unreachable")  # pragma: no cover - the loop returns or raises
@@ -92,14 +109,21 @@ def _usage(response: httpx.Response) -> dict | None:
     return usage if isinstance(usage, dict) else None
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(response: httpx.Response, api_key: str) -> str:
+    """What follows the status in the error: ": " and the message of an OpenAI-style error
+    answer (the key replaced if it is echoed), else "." alone: the body of anything else is
+    not shown (the base may be anything, an internal page included)."""
     try:
         document = response.json()
     except ValueError:
-        return response.text[:300]
-    if isinstance(document, dict) and isinstance(document.get("error"), dict):
-        return str(document["error"].get("message") or "")[:300]
-    return str(document)[:300]
+        document = None
+    error = document.get("error") if isinstance(document, dict) else None
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    if not message:
+        return "."
+    if len(api_key) >= 4:
+        message = message.replace(api_key, "[redacted]")
+    return f": {message[:300]}"
 
 
 def _content(response: httpx.Response, api_base: str) -> str:

@@ -14,6 +14,7 @@ from belvedir.net_policy import HostUnresolved, model_base_refusal
 from router import pinned
 from runs import services as run_services
 from tests.helpers.aio import run as run_async
+from tests.helpers.resolvers import answers
 from tests.router.fake_upstream import FakeUpstream
 
 KEY = "sk-user-own-key-0123456789"
@@ -144,20 +145,6 @@ class Recording(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def _answers(*rounds: str):
-    """A resolver answering `rounds[i]` the i-th time it is asked (the last one after)."""
-    import ipaddress
-
-    asked = []
-
-    def resolve(host, port):
-        asked.append(host)
-        return [ipaddress.ip_address(rounds[min(len(asked), len(rounds)) - 1])]
-
-    resolve.asked = asked
-    return resolve
-
-
 def _post(client, url: str, **kwargs):
     async def go():
         async with client:
@@ -170,7 +157,7 @@ def test_a_name_rebound_to_an_internal_address_after_the_launch_check_is_refused
     production,
 ):
     production.BELVEDIR_MODEL_HOST_ALLOWLIST = ["127.0.0.1/32"]
-    resolver, network = _answers("127.0.0.1", "10.0.0.7"), Recording()
+    resolver, network = answers("127.0.0.1", "10.0.0.7"), Recording()
     base = "http://models.example:9/v1"
     assert model_base_refusal(base, resolver=resolver) is None  # the launch: 127.0.0.1
 
@@ -187,7 +174,7 @@ def test_the_connection_goes_to_the_address_checked_resolved_once_verifying_the_
         port = fake.server.server_address[1]
         # Answers 127.0.0.1 once, then an address nothing listens on: a second lookup would
         # send the call elsewhere.
-        resolver, network = _answers("127.0.0.1", "10.0.0.7"), Recording()
+        resolver, network = answers("127.0.0.1", "10.0.0.7"), Recording()
         response = _post(
             pinned.new_client(resolver=resolver, inner=network),
             f"http://models.example:{port}/v1/chat/completions",

@@ -1,0 +1,145 @@
+"""HTTP clients for calls the platform makes to a model base its user named (the router's
+own-key calls, an environment generation with the user's key): the base must not let them
+reach the platform's own network (an SSRF vector otherwise).
+
+Every connection resolves the host once, checks the addresses with the model-host policy
+(`belvedir.net_policy.model_host_refusal`: internal addresses, the platform itself) and
+connects to a checked address; TLS is still verified against the host's name (httpcore gives
+the origin's name as SNI, and the request keeps it as its Host). So a name that resolves to a
+public address when it is checked and to an internal one at the call (DNS rebinding) is
+refused at the call, and no connection goes anywhere that was not checked. The clients follow
+no redirect, read no proxy or certificate settings from the environment, and their pools keep
+connections by host name.
+
+httpx has no public hook for the network layer, so the transports are given an httpcore
+connection pool whose `network_backend` (that hook) is a pinned one: `PinnedBackend` for the
+router's async client, `SyncPinnedBackend` for a worker's.
+"""
+
+import anyio
+import httpcore
+import httpx
+
+from belvedir.net_policy import Address, HostUnresolved, Resolver, model_host_refusal, resolve
+
+CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
+
+
+class BaseRefused(Exception):
+    """The model base may not be connected to: why (`belvedir.net_policy`)."""
+
+
+def checked_addresses(host: str, port: int, resolver: Resolver = resolve) -> list[Address]:
+    """The host's addresses, resolved once, that a connection may go to; BaseRefused when the
+    name does not resolve or the policy refuses them."""
+    try:
+        addresses = resolver(host, port)
+    except HostUnresolved as exc:
+        raise BaseRefused(str(exc)) from None
+    refusal = model_host_refusal(host, port, addresses, resolver=resolver)
+    if refusal is not None:
+        raise BaseRefused(refusal)
+    if not addresses:
+        raise BaseRefused(f"the host {host} has no address")
+    return addresses
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's async network backend, resolving and checking each host it is asked to
+    connect to, then connecting to a checked address itself."""
+
+    def __init__(self, *, resolver: Resolver = resolve, inner=None) -> None:
+        self._resolver = resolver
+        self._inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        addresses = await anyio.to_thread.run_sync(checked_addresses, host, port, self._resolver)
+        options = {"timeout": timeout, "local_address": local_address}
+        *others, last = addresses
+        for address in others:  # the next one when an address does not answer
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, **options, socket_options=socket_options
+                )
+            except CONNECT_ERRORS:
+                pass
+        return await self._inner.connect_tcp(
+            str(last), port, **options, socket_options=socket_options
+        )
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise BaseRefused("model bases are connected to over TCP only")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class SyncPinnedBackend(httpcore.NetworkBackend):
+    """`PinnedBackend` for a synchronous client (a worker's job)."""
+
+    def __init__(self, *, resolver: Resolver = resolve, inner=None) -> None:
+        self._resolver = resolver
+        self._inner = inner or httpcore.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        options = {"timeout": timeout, "local_address": local_address}
+        *others, last = checked_addresses(host, port, self._resolver)
+        for address in others:
+            try:
+                return self._inner.connect_tcp(
+                    str(address), port, **options, socket_options=socket_options
+                )
+            except CONNECT_ERRORS:
+                pass
+        return self._inner.connect_tcp(str(last), port, **options, socket_options=socket_options)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise BaseRefused("model bases are connected to over TCP only")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _client(client, transport, pool, backend, *, timeout, limits: httpx.Limits):
+    """An httpx `client` whose `transport` sends through an httpcore `pool` over the pinned
+    `backend`: no redirect followed, nothing read from the environment."""
+    sending = transport(limits=limits, trust_env=False)
+    sending._pool = pool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=backend,
+    )
+    return client(transport=sending, timeout=timeout, follow_redirects=False, trust_env=False)
+
+
+def async_client(
+    *, timeout: httpx.Timeout, limits: httpx.Limits, resolver: Resolver = resolve, inner=None
+) -> httpx.AsyncClient:
+    """The router's: `PinnedBackend` under an async client."""
+    backend = PinnedBackend(resolver=resolver, inner=inner)
+    return _client(
+        httpx.AsyncClient,
+        httpx.AsyncHTTPTransport,
+        httpcore.AsyncConnectionPool,
+        backend,
+        timeout=timeout,
+        limits=limits,
+    )
+
+
+def sync_client(
+    *, timeout: float | httpx.Timeout, resolver: Resolver = resolve, inner=None
+) -> httpx.Client:
+    """A worker's (environment generation): `SyncPinnedBackend` under a client of its own."""
+    backend = SyncPinnedBackend(resolver=resolver, inner=inner)
+    limits = httpx.Limits(max_connections=10, max_keepalive_connections=2)
+    return _client(
+        httpx.Client,
+        httpx.HTTPTransport,
+        httpcore.ConnectionPool,
+        backend,
+        timeout=timeout,
+        limits=limits,
+    )
