@@ -225,11 +225,11 @@ def prompt_usage(prompt_tokens: int, body: dict) -> Usage:
 
 
 def worst_case_cost(price: Price, body: dict, *, prompt_tokens: int, output_tokens: int) -> int:
-    """The most a call may cost: its prompt as `prompt_usage` has it, its output at most
+    """The most a call may cost: its prompt as `prompt_usage` has it (a price without cache
+    rates charges a write as input: the body is not searched for markers), its output at most
     `output_tokens`."""
-    return usage_cost_micros(
-        price, prompt_usage(prompt_tokens, body)._replace(output_tokens=output_tokens)
-    )
+    prompt = prompt_usage(prompt_tokens, body) if price.cache else Usage(prompt_tokens)
+    return usage_cost_micros(price, prompt._replace(output_tokens=output_tokens))
 
 
 def worst_case_micros(price: Price, body: dict) -> int:
