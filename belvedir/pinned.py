@@ -8,8 +8,10 @@ connects to a checked address; TLS is still verified against the host's name (ht
 the origin's name as SNI, and the request keeps it as its Host). So a name that resolves to a
 public address when it is checked and to an internal one at the call (DNS rebinding) is
 refused at the call, and no connection goes anywhere that was not checked. The clients follow
-no redirect, read no proxy or certificate settings from the environment, and their pools keep
-connections by host name.
+no redirect and read no proxy setting from the environment (a proxy would resolve the name
+again); the certificate authorities are the operator's SSL_CERT_FILE or SSL_CERT_DIR where set
+(as httpx reads them: behind a TLS-intercepting proxy, or a provider with a private CA), else
+the bundled ones. Their pools keep connections by host name.
 
 httpx has no public hook for the network layer, so the transports are given an httpcore
 connection pool whose `network_backend` (that hook) is a pinned one: `PinnedBackend` for the
@@ -102,10 +104,10 @@ class SyncPinnedBackend(httpcore.NetworkBackend):
 
 def _client(client, transport, pool, backend, *, timeout, limits: httpx.Limits):
     """An httpx `client` whose `transport` sends through an httpcore `pool` over the pinned
-    `backend`: no redirect followed, nothing read from the environment."""
+    `backend`: no redirect followed, no proxy read from the environment, only its CAs."""
     sending = transport(limits=limits, trust_env=False)
     sending._pool = pool(
-        ssl_context=httpx.create_ssl_context(trust_env=False),
+        ssl_context=httpx.create_ssl_context(trust_env=True),
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
