@@ -35,6 +35,7 @@ def tasks_export_files(
     platform's options: an environment's, and a Harbor harness's Tasks field at a run."""
     options = ExportOptions(
         base_image=settings.BELVEDIR_EXPORT_BASE_IMAGE,
+        base_agents=tuple(settings.BELVEDIR_EXPORT_BASE_AGENTS),
         # The verifier's judge where the run (or your shell) sets no JUDGE_MODEL.
         judge_model=settings.BELVEDIR_DEFAULT_JUDGE_MODEL,
         limit=limit,

@@ -44,6 +44,9 @@ JUDGE_SOURCE = (
     / "judge.py"
 )
 JUDGED_KINDS = ("judge", "rubric")
+# task.toml's [metadata] key naming the Harbor agents the task's image holds (comma-separated);
+# the Harbor driver reads it (drivers/harness-harbor/belvedir_harbor/dataset.py).
+AGENTS_INSTALLED = "agents_installed"
 _NO_ANSWER_NOTE = "belvedir: this task has no recorded answer; the oracle writes an empty one."
 
 
@@ -57,6 +60,10 @@ class ExportOptions:
     defaults (JUDGE_MODEL / JUDGE_API_BASE set where Harbor runs win over them)."""
 
     base_image: str = DEFAULT_BASE_IMAGE
+    # Harbor agents the base image already holds (`claude-code` in the image `make
+    # claude-code-image` builds): every task.toml's [metadata] agents_installed says so, and
+    # the Harbor driver runs such an agent on an offline install instead of refusing it.
+    base_agents: tuple[str, ...] = ()
     judge_model: str = DEFAULT_JUDGE_MODEL
     judge_api_base: str = DEFAULT_JUDGE_API_BASE
     agent_timeout_sec: float = 600.0
@@ -265,6 +272,8 @@ def _toml_value(value) -> str:
 
 def _task_toml(task_id: str, task: dict, kind: str, options: ExportOptions) -> str:
     metadata: dict[str, object] = {**options.metadata, "task_id": task_id, "verifier_kind": kind}
+    if options.base_agents:
+        metadata[AGENTS_INSTALLED] = ",".join(options.base_agents)
     if task.get("metadata"):
         metadata["task_metadata"] = json.dumps(task["metadata"], ensure_ascii=False)
         if task["metadata"].get("group") is not None:

@@ -1,5 +1,7 @@
 """Runs: their time, caps, repositories, reaper, prices, and the managed Harbor workspace."""
 
+import re
+
 from django.core.exceptions import ImproperlyConfigured
 
 from belvedir.env import envbool, envfloat, envint, envlist, envsize, envstr
@@ -10,6 +12,14 @@ from belvedir.settings.sandboxes import BELVEDIR_SANDBOX_IMAGE
 # the image every exported task's Dockerfile builds FROM (it needs python3). An offline install
 # points it at a local image, e.g. belvedir-sandbox:latest.
 BELVEDIR_EXPORT_BASE_IMAGE = envstr("BELVEDIR_EXPORT_BASE_IMAGE", "python:3.13-slim")
+# Harbor agents that image already holds (comma-separated agent names: claude-code in the image
+# `make claude-code-image` builds): the export says so in every task.toml, and the Harbor
+# driver then runs that agent on an offline install instead of refusing it (docs/harbor.md).
+BELVEDIR_EXPORT_BASE_AGENTS = envlist("BELVEDIR_EXPORT_BASE_AGENTS", [])
+if any(not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) for name in BELVEDIR_EXPORT_BASE_AGENTS):
+    raise ImproperlyConfigured(
+        "BELVEDIR_EXPORT_BASE_AGENTS must be comma-separated Harbor agent names (claude-code)"
+    )
 # The image a Harbor harness's run sandbox runs in (the sandbox image plus the pinned Harbor and
 # docker compose v2), built by `make harbor-image` (scripts/harbor-image.sh).
 BELVEDIR_HARBOR_IMAGE = envstr("BELVEDIR_HARBOR_IMAGE", "belvedir-harbor:0.26.0")

@@ -96,6 +96,7 @@ def _load_settings(**env) -> subprocess.CompletedProcess:
         ({"BELVEDIR_DEV": "0", "SECRET_KEY": ""}, "SECRET_KEY"),
         ({"BELVEDIR_SANDBOX_BACKEND": "kubernetes"}, "BELVEDIR_SANDBOX_BACKEND"),
         ({"BELVEDIR_SANDBOX_BACKEND": "my_backend.Backend"}, "BELVEDIR_SANDBOX_BACKEND"),
+        ({"BELVEDIR_EXPORT_BASE_AGENTS": "claude-code,my agent"}, "BELVEDIR_EXPORT_BASE_AGENTS"),
     ],
 )
 def test_the_settings_module_refuses_to_start_with_a_bad_value(env, named):

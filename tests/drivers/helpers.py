@@ -1,10 +1,14 @@
-"""Import the drivers shipped in drivers/ (standalone programs, not platform packages), and a
-scripted OpenAI-compatible server: the model answers and the judge scores as a test says."""
+"""Import the drivers shipped in drivers/ (standalone programs, not platform packages), a
+scripted OpenAI-compatible server (the model answers and the judge scores as a test says), and
+the platform's Harbor export as a driver fetches it."""
 
+import io
 import json
 import re
+import socket
 import sys
 import threading
+import zipfile
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +24,19 @@ for _path in (RUNNER, HARBOR):
 VERDICTS = {"good": 1.0, "half": 0.6, "bad": 0.2}
 
 
-class ScriptedLLM:
+class Served:
+    """A local HTTP server (`self.server`) serving in a thread of its own while the block runs."""
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ScriptedLLM(Served):
     """POST /v1/chat/completions. As the model (any model but `judge`), it answers the n-th
     call for a prompt with scripts[prompt][n % len]; as the judge (model `judge`), it scores
     the candidate by the word it holds (VERDICTS). `fail_first` answers the first calls with
@@ -91,14 +107,6 @@ class ScriptedLLM:
 
     def model_calls(self) -> list[dict]:
         return [r for r in self.requests if r["body"]["model"] != "judge"]
-
-    def __enter__(self):
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # Three tasks whose attempts the scripted servers grade (threshold 0.5):
@@ -171,3 +179,42 @@ class AgentService:
 
 
 AGENT_TOKEN = "agent-token-e2e"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ExportServer(Served):
+    """GET /api/v1/environments/{id}/export as the platform answers it: a zip of one folder."""
+
+    def __init__(self, files: dict[str, str]):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for name, text in files.items():
+                archive.writestr(f"Env-v1/{name}", text)
+        self.zip = buffer.getvalue()
+        self.requests: list[tuple[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.requests.append((self.path, self.headers.get("Authorization")))
+                ok = self.path.startswith(
+                    ("/api/v1/environments/env_1/export", "/api/v1/runs/run_1/tasks/export")
+                )
+                self.send_response(200 if ok else 404)
+                body = server.zip if ok else b'{"detail": "Not found."}'
+                self.send_header("Content-Length", str(len(body)))
+                if ok:
+                    self.send_header("X-Belvedir-Tasks-Total", "7")
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

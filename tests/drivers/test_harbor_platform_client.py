@@ -4,19 +4,18 @@ Retry-After) is waited out, a failed build names the field, an exec stream that 
 sandbox is an error, and a missing path is a 404 naming it."""
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.drivers import helpers  # noqa: F401 (puts the drivers on sys.path)
+from tests.drivers.helpers import Served  # (puts the drivers on sys.path)
 
 from belvedir_harbor.platform import PlatformError, TaskSandboxes  # isort: skip
 
 SANDBOX = {"id": "tsb_1", "status": "running", "image": "belvedir-task:ab"}
 
 
-class Platform:
+class Platform(Served):
     """Answers queued per path: (status, headers, body bytes); every request is kept."""
 
     def __init__(self):
@@ -40,20 +39,12 @@ class Platform:
 
             do_GET = do_POST = do_PUT = do_DELETE = _answer
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def queue(self, path: str, status: int, body, headers=None):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.answers.setdefault(path, []).append((status, headers or {}, data))
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

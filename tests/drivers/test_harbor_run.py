@@ -4,17 +4,12 @@ bad settings are refused naming the variable, a `belvedir:<id>` dataset is fetch
 run's key, an offline registry dataset fails fast, and Harbor's job result becomes
 results.json."""
 
-import io
 import json
-import socket
-import threading
-import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.drivers.helpers import HARBOR
+from tests.drivers.helpers import HARBOR, ExportServer, free_port
 
 from belvedir_harbor import agents, run  # isort: skip
 from belvedir_runner import runner, tracing  # isort: skip
@@ -101,12 +96,6 @@ def test_no_dataset_is_refused_and_main_says_so(tmp_path, monkeypatch, capsys):
         run.prepare_dataset({"BELVEDIR_TASKS_FILE": "tasks.json"}, tmp_path)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_an_offline_registry_dataset_fails_fast_with_a_note(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(run, "REGISTRY_URL", f"http://127.0.0.1:{free_port()}/registry.json")
     monkeypatch.chdir(tmp_path)
@@ -115,47 +104,6 @@ def test_an_offline_registry_dataset_fails_fast_with_a_note(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "'terminal-bench@2.1' is a Harbor registry dataset" in err
     assert "registry datasets need an online install" in err
-
-
-class ExportServer:
-    """GET /api/v1/environments/{id}/export as the platform answers it: a zip of one folder."""
-
-    def __init__(self, files: dict[str, str]):
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w") as archive:
-            for name, text in files.items():
-                archive.writestr(f"Env-v1/{name}", text)
-        self.zip = buffer.getvalue()
-        self.requests: list[tuple[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                server.requests.append((self.path, self.headers.get("Authorization")))
-                ok = self.path.startswith(
-                    ("/api/v1/environments/env_1/export", "/api/v1/runs/run_1/tasks/export")
-                )
-                self.send_response(200 if ok else 404)
-                body = server.zip if ok else b'{"detail": "Not found."}'
-                self.send_header("Content-Length", str(len(body)))
-                if ok:
-                    self.send_header("X-Belvedir-Tasks-Total", "7")
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def test_an_environment_dataset_is_fetched_with_the_run_key(tmp_path):

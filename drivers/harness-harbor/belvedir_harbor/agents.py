@@ -115,17 +115,28 @@ def reachable(url: str, timeout: float = 5.0) -> bool:
         return False
 
 
-def agent_downloads_check(env, *, modal: bool) -> None:
+def downloads_agent(env, *, modal: bool) -> bool:
+    """Whether HARBOR_AGENT installs itself from the internet in each task container, and
+    where those are (not your own Modal account's containers, which have the internet)."""
+    return env.get("HARBOR_AGENT", "").strip() in DOWNLOADED_AGENTS and not modal
+
+
+def agent_downloads_check(env, *, modal: bool, installed: frozenset[str] = frozenset()) -> None:
     """Refused, naming what it needed, when HARBOR_AGENT installs itself from the internet in
     each task container and this install cannot reach the npm registry (offline): the run
     stops before Harbor starts rather than failing in every trial. Your own Modal account's
-    containers (`modal`) have the internet; nothing is checked there."""
+    containers (`modal`) have the internet; nothing is checked there. An agent every task's
+    image already holds (`installed`: the platform's export says so where its base image
+    has it) installs nothing: Harbor 0.26 skips the install of an agent whose version
+    command answers (BaseInstalledAgent.is_requested_version_installed)."""
     agent = env.get("HARBOR_AGENT", "").strip()
-    if agent not in DOWNLOADED_AGENTS or modal or reachable(NPM_REGISTRY_URL):
+    if not downloads_agent(env, modal=modal) or agent in installed or reachable(NPM_REGISTRY_URL):
         return
     raise Refused(
         f"HARBOR_AGENT {agent} installs itself in each task container when the run starts: it "
         f"needs {DOWNLOADED_AGENTS[agent]} from the internet, and {NPM_REGISTRY_URL} cannot be "
-        "reached from here (an offline install). Offline, use belvedir, terminus-2 or oracle; "
-        "or run on your own Modal account (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)."
+        "reached from here (an offline install). Offline, use belvedir, terminus-2 or oracle, or "
+        "task images that hold the agent (the operator's BELVEDIR_EXPORT_BASE_IMAGE and "
+        "BELVEDIR_EXPORT_BASE_AGENTS); or run on your own Modal account (MODAL_TOKEN_ID and "
+        "MODAL_TOKEN_SECRET)."
     )

@@ -50,7 +50,7 @@ from belvedir_harbor.agents import (
     anthropic_settings,
     reachable,
 )
-from belvedir_harbor.dataset import task_groups
+from belvedir_harbor.dataset import agents_installed, task_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_NAME = "belvedir-sample"
@@ -275,9 +275,11 @@ def registry_reachable(timeout: float = 5.0) -> bool:
     return reachable(REGISTRY_URL, timeout)
 
 
-def agent_downloads_check(env) -> None:
-    """agents.agent_downloads_check: nothing is checked on your own Modal account."""
-    agents.agent_downloads_check(env, modal=uses_modal(env))
+def agent_downloads_check(env, dataset_path: Path | None = None) -> None:
+    """agents.agent_downloads_check: nothing is checked on your own Modal account, nor for an
+    agent the dataset's every task image holds (its task.toml says so)."""
+    installed = agents_installed(dataset_path)
+    agents.agent_downloads_check(env, modal=uses_modal(env), installed=installed)
 
 
 def prepare_dataset(env, workdir: Path, *, check: bool = False) -> Path | None:
@@ -390,8 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path.cwd()
     jobs_dir = workdir / JOBS_DIR
     try:
-        agent_downloads_check(env)  # before any fetch
-        dataset_path = prepare_dataset(env, workdir, check=args.check)
+        # An agent that installs itself needs the dataset's word on what its images hold, so
+        # the dataset is fetched before the check, at --check too (the install step, where
+        # an offline install stops before Harbor starts).
+        downloads = agents.downloads_agent(env, modal=uses_modal(env))
+        dataset_path = prepare_dataset(env, workdir, check=args.check and not downloads)
+        agent_downloads_check(env, dataset_path)
         command = harbor_command(env, dataset_path, jobs_dir)
     except Refused as exc:
         note(str(exc))
