@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3.11
 export DJANGO_SETTINGS_MODULE := belvedir.settings
 
-.PHONY: up test venv machine sdk-node sandbox-image harbor-image lint bench gpu-check clean
+.PHONY: up test venv machine sdk-node sandbox-image harbor-image claude-code-image lint bench gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -37,10 +37,15 @@ sandbox-image: venv machine
 harbor-image: sandbox-image
 	bash scripts/harbor-image.sh
 
+# The task base image with Claude Code (pinned, from npm at build time), so Harbor's
+# claude-code agent runs in task sandboxes with no internet (docs/harbor.md).
+claude-code-image: sandbox-image
+	bash scripts/claude-code-image.sh
+
 up: venv machine sandbox-image harbor-image
 	bash scripts/up.sh
 
-test: venv machine sdk-node sandbox-image harbor-image
+test: venv machine sdk-node sandbox-image harbor-image claude-code-image
 	bash scripts/test.sh
 
 # ruff, then the import contracts in pyproject.toml (floors, CLI and sandbox imports).

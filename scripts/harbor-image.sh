@@ -18,14 +18,8 @@ HARBOR_VERSION="${BELVEDIR_HARBOR_VERSION:-0.26.0}"
 BASE="${BELVEDIR_SANDBOX_IMAGE:-belvedir-sandbox:latest}"
 TAG="${BELVEDIR_HARBOR_IMAGE:-belvedir-harbor:$HARBOR_VERSION}"
 
-if [ "${1:-}" != "--force" ] && docker image inspect "$TAG" >/dev/null 2>&1; then
-  echo "$TAG"
-  exit 0
-fi
-docker image inspect "$BASE" >/dev/null 2>&1 || {
-  echo "harbor-image: $BASE is missing; build it first (python manage.py sandbox_image)" >&2
-  exit 1
-}
+WHAT=harbor-image
+source "$(dirname "$0")/derived-image.sh"
 echo "harbor-image: building $TAG from $BASE (Harbor $HARBOR_VERSION)" >&2
 # The host network: the build reaches the Debian mirror and PyPI the way the host does.
 docker build --network host --label belvedir.harbor="$HARBOR_VERSION" -t "$TAG" - >&2 <<DOCKERFILE

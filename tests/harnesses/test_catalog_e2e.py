@@ -29,8 +29,6 @@ import socket
 
 import docker
 import pytest
-from django.conf import settings as django_settings
-from django.test.utils import override_settings
 
 from billing.models import Kind
 from billing.services import ledger_operator_entry
@@ -38,14 +36,12 @@ from harbor.models import TaskSandbox
 from harnesses.catalog import HARBOR_REPO, PRESETS, preset_get
 from runs.models import Run
 from runs.results import task_results
-from sandboxes.gateway import GatewayThread
 from sandboxes.network import host_resolvers
 from tests.drivers.helpers import HARBOR  # noqa: F401  (puts the drivers on sys.path)
-from tests.helpers.harbor import harbor_image
-from tests.helpers.offline_network import network_settings
-from tests.helpers.run_fixtures import FAKELAB_MODEL, sandbox_ports, worker_env
+from tests.helpers.offline_platform import offline_platform
+from tests.helpers.run_fixtures import FAKELAB_MODEL, sandbox_ports
 from tests.helpers.scripted_model import ScriptedModel
-from tests.runs.helpers import containers_of, start_qcluster, stop_qcluster, wait_for
+from tests.runs.helpers import containers_of, wait_for
 
 from belvedir_harbor import agents, run as harbor_run  # isort: skip
 
@@ -70,45 +66,18 @@ def expected(preset) -> str:
 
 @pytest.fixture(scope="module")
 def offline_install(offline_network, live_server, django_db_setup, tmp_path_factory):
-    """The platform at the live server with its sandboxes on the offline network: its sandbox
-    gateway there, the settings of this process (the web: API, router, task sandboxes) and of
-    the runs cluster's worker alike; the cluster is stopped afterwards as scripts/up.sh stops
-    it. Yields the cluster's log."""
-    from tests.runs.helpers import subprocess_database_url  # noqa: PLC0415
-
+    """The platform at the live server with its sandboxes on the offline network
+    (tests/helpers/offline_platform.py), exports built FROM the sandbox image. Yields the
+    runs cluster's log."""
     tmp = tmp_path_factory.mktemp("catalog")
-    gateway = GatewayThread(
-        host=offline_network.gateway, ports=sandbox_ports(), upstream=live_server.url
-    )
-    values = {
-        **network_settings(offline_network),
-        "BELVEDIR_SANDBOX_BASE_URL": gateway.url,
-        "BELVEDIR_BASE_URL": live_server.url,
-        "BELVEDIR_CACHE_DIR": str(tmp / "cache"),
-        "BELVEDIR_EXPORT_BASE_IMAGE": "belvedir-sandbox:latest",
-        "BELVEDIR_HARBOR_IMAGE": harbor_image(),
-        "BELVEDIR_SANDBOX_MEMORY": "2g",
-        "BELVEDIR_SANDBOX_CPUS": 1.0,
-        "BELVEDIR_SANDBOX_DISK": 2 * 2**30,
-    }
-    override = override_settings(**values)
-    override.enable()
-    log = tmp / "qcluster.log"
-    process = None
-    try:
-        assert subprocess_database_url()  # the test database exists (django_db_setup)
-        process = start_qcluster(
-            "runs",
-            log,
-            Q_WORKERS="1",
-            **{**worker_env(django_settings), **{k: str(v) for k, v in values.items()}},
-        )
+    with offline_platform(
+        offline_network,
+        live_server,
+        tmp / "qcluster.log",
+        BELVEDIR_CACHE_DIR=str(tmp / "cache"),
+        BELVEDIR_EXPORT_BASE_IMAGE="belvedir-sandbox:latest",
+    ) as log:
         yield log
-    finally:
-        if process is not None:
-            stop_qcluster(process)
-        override.disable()
-        gateway.stop()
 
 
 def test_a_sandbox_on_the_offline_network_reaches_the_platform_and_nothing_else(

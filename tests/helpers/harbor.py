@@ -51,16 +51,23 @@ FOUR_KINDS = [
 HOST_NETWORK_OVERLAY = "services:\n  main:\n    network_mode: host\n"
 
 
+def _built(script: str) -> str:
+    """The tag scripts/`script` prints, building its image the first time (then cached)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / script)], capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, f"scripts/{script} failed:\n{done.stderr[-3000:]}"
+    return done.stdout.strip().splitlines()[-1]
+
+
 def harbor_image() -> str:
     """The Harbor image's tag, building it the first time (a few minutes, then cached)."""
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "harbor-image.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, f"scripts/harbor-image.sh failed:\n{done.stderr[-3000:]}"
-    return done.stdout.strip().splitlines()[-1]
+    return _built("harbor-image.sh")
+
+
+def claude_code_image() -> str:
+    """The task base image with Claude Code (`make claude-code-image`), built the first time."""
+    return _built("claude-code-image.sh")
 
 
 def harbor(image: str, workdir: Path, *args: str, env: dict[str, str] | None = None, timeout=900):

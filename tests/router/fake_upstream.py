@@ -114,8 +114,8 @@ class FakeUpstream:
                     return self._send(200, fake_apis.response(body, words, usage))
                 if name == "messages":
                     if streamed:
-                        return self._events(fake_apis.message_events(body, words, usage))
-                    return self._send(200, fake_apis.message(body, words, usage))
+                        return self._events(fake.message_events(body, words, usage))
+                    return self._send(200, fake.message(body, words, usage))
                 self._send(404, {"error": {"message": f"no {path}", "type": "not_found"}})
 
             def _events(self, events, *, done: bool = False, paced: int | None = None):
@@ -204,6 +204,14 @@ class FakeUpstream:
             ],
             "usage": self.usage(len(words), body),
         }
+
+    def message(self, body: dict, words: list[str], usage: dict) -> dict:
+        """Anthropic's Messages answer (a subclass may script it)."""
+        return fake_apis.message(body, words, usage)
+
+    def message_events(self, body: dict, words: list[str], usage: dict) -> list:
+        """The same, as the named events of its stream."""
+        return fake_apis.message_events(body, words, usage)
 
     def chunk(self, body: dict, delta: dict | None, finish: str | None) -> dict:
         return {

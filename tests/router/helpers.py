@@ -107,10 +107,10 @@ def start_uvicorn(
 
 
 @contextlib.contextmanager
-def serving_app(log_dir: Path, **extra_env: str) -> Iterator[str]:
-    """The app under uvicorn on a free port, on this test's database, with no model upstream
-    (a closed port): its URL while the block runs, stopped afterwards."""
-    port = free_port()
+def serving_app(log_dir: Path, port: int | None = None, **extra_env: str) -> Iterator[str]:
+    """The app under uvicorn on `port` (a free one by default), on this test's database, with
+    no model upstream (a closed port): its URL while the block runs, stopped afterwards."""
+    port = port or free_port()
     process = start_uvicorn(
         upstream_base="http://127.0.0.1:9",
         database_name=connection.settings_dict["NAME"],
