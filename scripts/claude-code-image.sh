@@ -24,12 +24,17 @@ source "$(dirname "$0")/derived-image.sh"
 echo "claude-code-image: building $TAG from $BASE (@anthropic-ai/claude-code@$VERSION)" >&2
 # The host network: the build reaches npm the way the host does (through its TLS proxy, whose
 # CA the sandbox image already trusts: NODE_EXTRA_CA_CERTS). The sandbox's own user again at
-# the end; no updater (the version is pinned, and task sandboxes may have no network).
+# the end; no updater (the version is pinned, and task sandboxes may have no network). Debian's
+# npm 9 installs every platform package that matches the CPU and OS, the musl build's too: only
+# the one the package's postinstall linked as its binary is kept (360 MB less).
 docker build --network host --label belvedir.claude-code="$VERSION" -t "$TAG" - >&2 <<DOCKERFILE
 FROM $BASE
 USER root
 RUN NODE_EXTRA_CA_CERTS=$CA npm install -g --no-audit --no-fund --loglevel=error \
       "@anthropic-ai/claude-code@$VERSION" \
+ && cd /usr/local/lib/node_modules/@anthropic-ai/claude-code \
+ && for p in node_modules/@anthropic-ai/claude-code-*; do \
+      [ "\$p/claude" -ef bin/claude.exe ] || rm -rf "\$p"; done \
  && rm -rf /root/.npm \
  && claude --version
 ENV DISABLE_AUTOUPDATER=1
