@@ -12,7 +12,7 @@ instances carrying them have (A10G: g5.2xlarge 8 vCPU/32 GiB; L4: g6.2xlarge; A1
 12 vCPU/144 GiB a GPU; H100: p5's 24 vCPU/256 GiB a GPU).
 
 The runtime (BELVEDIR_GPU_RUNTIME) is a Docker runtime name. gVisor's way is runsc with
-`--nvproxy` (`runsc install --runtime=runsc-gpu -- --nvproxy`), which proxies the driver's
+`--nvproxy` (`runsc-gpu`, which scripts/ensure-docker.sh registers), which proxies the driver's
 ioctls for the host driver versions that runsc release knows (`runsc nvproxy
 list-supported-drivers`); else runc (or NVIDIA's runtime, a shim over runc) with the device
 passed through, a weaker boundary. Either way Docker's GPU device request needs

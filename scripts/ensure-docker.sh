@@ -4,7 +4,8 @@
 # Idempotent and quick when everything is in place. It installs docker.io,
 # debootstrap (for the offline sandbox image recipe) and runsc (gVisor, the
 # sandboxes' default runtime: the pinned release of scripts/gvisor.sh, else Debian's)
-# when missing; registers runsc in
+# when missing; registers gVisor's runtimes, `runsc` and `runsc-gpu` (with --nvproxy, for
+# GPU sandboxes; harmless on a host without a GPU: scripts/runsc-runtimes.py), in
 # /etc/docker/daemon.json (merged into what is there, never clobbered); starts
 # dockerd detached from this shell (setsid + nohup, log in /var/log/dockerd.log)
 # when it is not running, or makes a running one reload its configuration with
@@ -16,12 +17,7 @@ cd "$(dirname "$0")/.."
 LOG=/var/log/dockerd.log
 WAIT_SECONDS=${DOCKER_WAIT_SECONDS:-60}
 DAEMON_JSON=${DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
-# ptrace works on every VM (no KVM needed); --network=host makes gVisor use the network
-# namespace Docker made for the container, so Docker's bridge and our rules apply to it;
-# --overlay2=none keeps writes to the root filesystem in the container's layer on the host (as
-# runc does: `docker commit` of a task build's RUN step and the disk watch see them), not in
-# gVisor's own filestore (its default since 2023).
-RUNSC_ARGS='["--platform=ptrace", "--network=host", "--overlay2=none"]'
+RUNTIMES=scripts/runsc-runtimes.py # the runtimes' names and flags
 
 say() { echo "ensure-docker: $*"; }
 die() {
@@ -60,53 +56,25 @@ if [ "$(id -u)" = 0 ]; then
     fi
 fi
 
-# Merge the runsc runtime into daemon.json; prints "changed" when the file was rewritten.
-register_runsc() {
-    python3 - "$DAEMON_JSON" "$RUNSC" "$RUNSC_ARGS" <<'PY'
-import json, os, sys
-path, binary, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-try:
-    with open(path) as f:
-        config = json.load(f) if os.path.getsize(path) else {}
-except FileNotFoundError:
-    config = {}
-wanted = {"path": binary, "runtimeArgs": args}
-if config.get("runtimes", {}).get("runsc") == wanted:
-    sys.exit(0)
-config.setdefault("runtimes", {})["runsc"] = wanted
-os.makedirs(os.path.dirname(path), exist_ok=True)
-tmp = path + ".belvedir.tmp"
-with open(tmp, "w") as f:
-    json.dump(config, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
-print("changed")
-PY
-}
-
-# dockerd knows runsc with the path and arguments registered (a change needs a reload too).
+# dockerd knows both runtimes with the path and arguments $DAEMON_JSON registers (a change
+# needs a reload too).
 runsc_registered() {
-    docker info --format '{{json .Runtimes.runsc}}' 2>/dev/null | python3 -c '
-import json, sys
-seen = json.loads(sys.stdin.read() or "null") or {}
-sys.exit(seen.get("path") != sys.argv[1] or seen.get("runtimeArgs") != json.loads(sys.argv[2]))
-' "$RUNSC" "$RUNSC_ARGS"
+    docker info --format '{{json .Runtimes}}' 2>/dev/null | python3 "$RUNTIMES" check "$DAEMON_JSON"
 }
 
-changed=""
 if [ -n "$RUNSC" ]; then
-    changed=$(register_runsc) || die "could not update $DAEMON_JSON"
-    [ -n "$changed" ] && say "registered runsc in $DAEMON_JSON"
+    changed=$(python3 "$RUNTIMES" merge "$DAEMON_JSON" "$RUNSC") || die "could not update $DAEMON_JSON"
+    for name in $changed; do say "registered $name in $DAEMON_JSON"; done
 fi
 
 if docker_ok; then
     if [ -n "$RUNSC" ] && ! runsc_registered; then
         pid=$(dockerd_pid)
         [ -n "$pid" ] || die "docker answers but no local dockerd to reload (is it remote?)"
-        say "dockerd (pid $pid) reloads its configuration (SIGHUP) to pick up runsc"
+        say "dockerd (pid $pid) reloads its configuration (SIGHUP) to pick up runsc and runsc-gpu"
         kill -HUP "$pid"
         for _ in $(seq 1 20); do runsc_registered && break; sleep 0.5; done
-        runsc_registered || die "dockerd did not pick up the runsc runtime; see $LOG"
+        runsc_registered || die "dockerd did not pick up the runsc and runsc-gpu runtimes of $DAEMON_JSON; see $LOG"
     fi
     [ "$(id -u)" = 0 ] && bash scripts/sandbox-network.sh
     exit 0

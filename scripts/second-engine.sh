@@ -5,8 +5,8 @@
 #   scripts/second-engine.sh stop    # stops it and takes its network's firewall rules out;
 #                                    # its data root (images, network) stays for next time
 #
-# Its own socket, data root, exec root, pid file and configuration (the same runsc runtime
-# as the main engine), its own default bridge (BELVEDIR_ENGINE2_DEFAULT_BRIDGE, made here: a
+# Its own socket, data root, exec root, pid file and configuration (the same gVisor runtimes,
+# runsc and runsc-gpu, as the main engine), its own default bridge (BELVEDIR_ENGINE2_DEFAULT_BRIDGE, made here: a
 # dockerd started with `--bridge none` deletes `docker0`, and both engines share this host's
 # network namespace, so that would take the main engine's default bridge away) and no
 # iptables changes of its own (the main engine's rules stay untouched), and the sandbox image copied over from the main engine
@@ -53,15 +53,8 @@ start() {
     command -v dockerd >/dev/null || die "dockerd is missing (scripts/prepare-machine.sh installs it)"
     if ! running_pid >/dev/null; then
         mkdir -p "$DATA" "$EXEC"
-        python3 - "$CONFIG" "$(bash scripts/gvisor.sh)" <<'PY'
-import json, sys
-path, runsc = sys.argv[1], sys.argv[2]
-config = {}
-if runsc:  # the same registration as scripts/ensure-docker.sh gives the main engine
-    config["runtimes"] = {"runsc": {"path": runsc, "runtimeArgs": ["--platform=ptrace", "--network=host", "--overlay2=none"]}}
-with open(path, "w") as f:
-    json.dump(config, f, indent=2)
-PY
+        # The same gVisor runtimes as scripts/ensure-docker.sh gives the main engine.
+        python3 scripts/runsc-runtimes.py write "$CONFIG" "$(bash scripts/gvisor.sh)"
         rm -f "$PIDFILE" "$SOCK"
         if ! ip link show "$DEFAULT_BRIDGE" >/dev/null 2>&1; then
             ip link add "$DEFAULT_BRIDGE" type bridge

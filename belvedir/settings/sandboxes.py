@@ -131,7 +131,7 @@ BELVEDIR_GPU_TYPES = envgpus("BELVEDIR_GPU_TYPES")
 BELVEDIR_GPU_SIMULATE = envbool("BELVEDIR_GPU_SIMULATE", False)
 # Each GPU type's sandbox shape (sandboxes/gpu.py: defaults for an 8B model under vLLM), and
 # the Docker runtime GPU sandboxes run under: gVisor with --nvproxy registered under this name
-# (`runsc install --runtime=runsc-gpu -- --nvproxy`), or runc (a warning: no gVisor). A GPU
+# (`make machine` registers runsc-gpu: scripts/runsc-runtimes.py), or runc (a warning). A GPU
 # worker host checks both, the driver and nvidia-container-toolkit at start (belvedir/gpu_host.py).
 BELVEDIR_GPU_SHAPES = envgpushapes("BELVEDIR_GPU_SHAPES")
 BELVEDIR_GPU_RUNTIME = envstr("BELVEDIR_GPU_RUNTIME", "runsc-gpu")

@@ -5,6 +5,7 @@ support) and refuses this host's GPU launches and its GPU cluster with that reas
 No GPU here: the host's probes (driver version, toolkit, device nodes) are faked; the engine's
 runtimes and the real runsc's list of supported drivers are asked for real."""
 
+import docker
 import pytest
 from django.core.management.base import CommandError
 
@@ -14,6 +15,7 @@ from runs.management.commands.qcluster import Command as Qcluster
 from runs.models import GpuDevice, Run
 from sandboxes import gpu
 from sandboxes.gpu import HostProbes, check_host
+from tests.helpers.run_fixtures import TEST_GPU_SHAPE
 
 SUPPORTED = ["535.104.12", "550.54.15"]
 
@@ -142,6 +144,43 @@ def test_the_engines_runsc_without_nvproxy_is_what_this_host_lacks(gpu_host_here
     found = gpu_host_here(driver=supported[0], supported=supported)  # runsc's own list
     assert len(found.problems) == 1
     assert "'runsc' runtime runs gVisor without --nvproxy" in found.problems[0]
+
+
+def test_the_engines_runsc_gpu_has_nvproxy_and_a_host_without_a_gpu_names_what_it_lacks(
+    settings, monkeypatch
+):
+    """scripts/ensure-docker.sh registers runsc-gpu (BELVEDIR_GPU_RUNTIME's default) on every
+    host: on this one, with no NVIDIA driver, the real check still names the driver and the
+    toolkit, and finds nothing wrong with the runtime."""
+    runsc_gpu = gpu_host.get_backend().runtime_command("runsc-gpu")
+    assert runsc_gpu is not None and "--nvproxy=true" in runsc_gpu
+    assert runsc_gpu[0] == gpu_host.get_backend().runtime_command("runsc")[0]
+    settings.BELVEDIR_GPU_TYPES = {"A10G": 1}
+    settings.BELVEDIR_GPU_SIMULATE = False
+    settings.BELVEDIR_GPU_RUNTIME = "runsc-gpu"
+    settings.BELVEDIR_GPU_SHAPES = gpu.parse_shapes(TEST_GPU_SHAPE)  # fits this machine
+    monkeypatch.setattr(gpu_host, "PROBES", gpu.REAL_PROBES)
+    if gpu.DRIVER_VERSION_FILE.exists():
+        pytest.skip("this host has the NVIDIA driver")
+
+    problems = gpu_host.gpu_host_check(refresh=True).problems
+
+    assert any("the NVIDIA driver is not loaded" in p for p in problems), problems
+    assert any("nvidia-container-toolkit is not installed" in p for p in problems), problems
+    assert not [p for p in problems if "'runsc-gpu' runtime" in p or "nvproxy" in p], problems
+
+
+@pytest.mark.docker
+def test_a_docker_engine_starts_with_the_gpu_runtime_registered(engine_b):
+    """The second engine's configuration is scripts/runsc-runtimes.py's, as the main one's
+    daemon.json: a dockerd starts with runsc-gpu registered, and lists it."""
+    client = docker.DockerClient(base_url=engine_b)
+    try:
+        runtimes = client.info()["Runtimes"]
+    finally:
+        client.close()
+    assert runtimes["runsc-gpu"]["runtimeArgs"][-1] == "--nvproxy=true"
+    assert runtimes["runsc-gpu"]["path"] == runtimes["runsc"]["path"]
 
 
 @pytest.mark.django_db

@@ -232,7 +232,7 @@ def test_a_bad_network_setting_is_refused_by_name(values, message):
 PINNED_RUNSC = "/usr/local/lib/belvedir/gvisor/0.0-20240729.0-4+b7/runsc"
 
 
-def test_ensure_docker_registers_gvisor_by_merging_into_an_existing_daemon_json(tmp_path):
+def test_ensure_docker_registers_gvisors_runtimes_by_merging_into_an_existing_daemon_json(tmp_path):
     daemon_json = tmp_path / "daemon.json"
     daemon_json.write_text(
         json.dumps({"log-level": "warn", "runtimes": {"kata": {"path": "/usr/bin/kata"}}})
@@ -249,16 +249,47 @@ def test_ensure_docker_registers_gvisor_by_merging_into_an_existing_daemon_json(
 
     assert first.returncode == 0, first.stderr
     assert f"registered runsc in {daemon_json}" in first.stdout
+    assert f"registered runsc-gpu in {daemon_json}" in first.stdout
+    runsc_args = ["--platform=ptrace", "--network=host", "--overlay2=none"]
     assert json.loads(written) == {
         "log-level": "warn",
         "runtimes": {
             "kata": {"path": "/usr/bin/kata"},
-            "runsc": {
-                "path": PINNED_RUNSC,
-                "runtimeArgs": ["--platform=ptrace", "--network=host", "--overlay2=none"],
-            },
+            "runsc": {"path": PINNED_RUNSC, "runtimeArgs": runsc_args},
+            # GPU sandboxes' (BELVEDIR_GPU_RUNTIME's default): the same, with gVisor's nvproxy
+            "runsc-gpu": {"path": PINNED_RUNSC, "runtimeArgs": [*runsc_args, "--nvproxy=true"]},
         },
     }
     assert second.returncode == 0, second.stderr
     assert "registered" not in second.stdout
     assert daemon_json.read_text() == written
+
+
+def runtimes_after_merge(daemon_json: Path, runsc: str) -> tuple[list[str], dict]:
+    """scripts/runsc-runtimes.py merge, as ensure-docker.sh runs it: the names it registered
+    and the runtimes daemon.json then holds."""
+    done = subprocess.run(
+        ["python3", "scripts/runsc-runtimes.py", "merge", str(daemon_json), runsc],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split(), json.loads(daemon_json.read_text())["runtimes"]
+
+
+def test_the_gpu_runtime_follows_runsc_to_a_new_release_but_an_operators_own_is_kept(tmp_path):
+    daemon_json = tmp_path / "daemon.json"
+    assert runtimes_after_merge(daemon_json, "/opt/old/runsc")[0] == ["runsc", "runsc-gpu"]
+    changed, found = runtimes_after_merge(daemon_json, "/opt/new/runsc")  # a new pinned release
+    assert changed == ["runsc", "runsc-gpu"]
+    assert found["runsc-gpu"]["path"] == "/opt/new/runsc"
+    assert found["runsc-gpu"]["runtimeArgs"][-1] == "--nvproxy=true"
+
+    # An operator's (a runsc that knows the host's driver, an ABI forced): theirs, kept whole.
+    theirs = {"path": "/opt/gvisor-2025/runsc", "runtimeArgs": ["--nvproxy", "--nvproxy-driver-version=550.54.15"]}  # fmt: skip
+    found["runsc-gpu"] = theirs
+    daemon_json.write_text(json.dumps({"runtimes": found}))
+    changed, found = runtimes_after_merge(daemon_json, "/opt/newer/runsc")
+    assert changed == ["runsc"]
+    assert found["runsc-gpu"] == theirs
