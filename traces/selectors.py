@@ -267,7 +267,7 @@ def run_trace_summary(run: Run) -> dict | None:
         calls=Sum("llm_call_count"), tin=Sum("input_tokens"), tout=Sum("output_tokens")
     )
     first = sessions.order_by("first_seen_at").first()
-    provider = provider_billed(Span.objects.filter(session__in=sessions))
+    provider = provider_billed(Span.objects.filter(session__in=sessions), run=run)
     url = (
         reverse("traces:session", kwargs={"session_id": first.pk})
         if sessions.count() == 1
@@ -287,10 +287,15 @@ def run_trace_summary(run: Run) -> dict | None:
 BILLED_TO_PROVIDER = {"belvedir.router.billed_to": "provider"}
 
 
-def provider_billed(spans: QuerySet[Span]) -> dict | None:
-    """What the router's own-key calls among `spans` used, which the user's provider bills
-    (not the organization): calls, tokens and the cost the catalog's prices estimate (of the
-    calls whose model it prices: `estimated` of `calls`); None when there are none."""
+def provider_billed(spans: QuerySet[Span], *, run: Run) -> dict | None:
+    """What the router's own-key calls among `spans` (of `run`'s sessions) used, which the
+    user's provider bills (not the organization): calls, tokens and the cost the catalog's
+    prices estimate (of the calls whose model it prices: `estimated` of `calls`); None when
+    there are none. A run launched without an own key through the router (neither
+    `model_proxied` nor `judge_proxied`) makes no such call (router.targets.own_prefix): None
+    without a query."""
+    if not (run.model_proxied or run.judge_proxied):
+        return None
     totals = spans.filter(from_router=True, attributes__contains=BILLED_TO_PROVIDER).aggregate(
         calls=Count("pk"),
         tin=Sum("input_tokens"),

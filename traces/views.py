@@ -78,7 +78,7 @@ def session_detail(request, session_id: str):
         return render(request, "traces/session.html#span-page", context)
     context["tasks"] = session.tasks.select_related("group")
     if session.run_id:  # a run's own-key calls through the router: its provider bills them
-        context["provider_billed"] = selectors.provider_billed(session.spans.all())
+        context["provider_billed"] = selectors.provider_billed(session.spans.all(), run=session.run)
     return render(request, "traces/session.html", context)
 
 
