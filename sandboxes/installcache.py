@@ -151,9 +151,25 @@ def total_bytes(root: Path) -> int:
 
 
 def remove(snapshot: Snapshot) -> None:
-    """Delete a snapshot (its record first: a half-removed one is never found)."""
+    """Delete a snapshot (its record first: a half-removed one is never found), and its
+    organization's folder with the last of its snapshots (a save puts it back: `_move_in`)."""
     snapshot.image.with_suffix(".json").unlink(missing_ok=True)
     snapshot.image.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another snapshot of it is there, or a save made it
+        snapshot.image.parent.rmdir()
+
+
+def _move_in(partial: Path, image: Path) -> None:
+    """The finished copy to its place, the organization's folder made again where the last
+    of its snapshots was removed meanwhile (this save's eviction, another worker's)."""
+    for attempt in range(3):
+        image.parent.mkdir(exist_ok=True, mode=0o700)
+        try:
+            os.replace(partial, image)
+            return
+        except FileNotFoundError:
+            if attempt == 2 or not partial.exists():
+                raise
 
 
 def host_snapshots(root: Path) -> list[Snapshot]:
@@ -217,7 +233,7 @@ def save(
     (nothing kept) when it alone is larger, or the disk would keep less than `reserve_bytes`
     free with every quota volume full and the snapshot on it."""
     image, meta = _paths(root, cache.organization, key)
-    image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    root.mkdir(parents=True, exist_ok=True)
     partial = root / f"{SAVING_PREFIX}{secrets.token_hex(6)}{diskquota.IMAGE_SUFFIX}"
     _freeze(volume.mountpoint, frozen=True)  # all of it on its image: its size is known
     try:
@@ -242,7 +258,7 @@ def save(
         _freeze(volume.mountpoint, frozen=False)
     try:
         meta.unlink(missing_ok=True)  # another run's snapshot of the key: replaced whole
-        os.replace(partial, image)
+        _move_in(partial, image)
         meta.write_text(json.dumps({"run_id": run_id, "made": time.time()}))
     finally:
         partial.unlink(missing_ok=True)  # (gone once replaced)

@@ -154,3 +154,23 @@ def test_the_budget_is_the_hosts_every_platform_instances_snapshots_together(dat
     assert not theirs.image.exists()  # the host's least recently used, another instance's
     assert ours.image.exists()
     assert sum(s.bytes for s in installcache.host_snapshots(ours.image.parent.parent)) <= 8 * MiB
+
+
+def test_removed_snapshots_leave_no_empty_folder_and_an_eviction_of_the_last_keeps_the_new_one(
+    data_dir,
+):
+    """An organization's folder goes with its last snapshot (cleared, swept, evicted): a host
+    keeps no folder for every organization it ever cached. A save whose own eviction takes
+    its organization's last other snapshot still keeps the new one."""
+    first = save(data_dir, volume_with(data_dir, 3), key="1" * 64, budget=4 * MiB)
+    root = first.image.parent.parent
+
+    second = save(data_dir, volume_with(data_dir, 3), key="2" * 64, budget=4 * MiB)  # evicts it
+
+    assert not first.image.exists() and second.image.exists()
+    assert installcache.find(root, "org_a", second.key) == second
+    theirs = save(data_dir, volume_with(data_dir, 1), organization="org_b", key="3" * 64)
+    assert installcache.clear(root, "org_a") == [second]
+    assert not (root / "org_a").exists()  # no empty folder of it
+    assert installcache.sweep(root, budget=64 * MiB, keep=lambda s: False) == [theirs]
+    assert [p.name for p in root.iterdir()] == []
