@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.helpers.engines",
     "tests.helpers.task_sandboxes",
     "tests.helpers.offline_network",
+    "tests.helpers.leaks",  # which test left a mount or a container behind
 ]
 
 

@@ -24,7 +24,7 @@ from runs.models import Run, Status, WorkerHost
 from runs.services import run_launch
 from sandboxes.base import LABEL_TASK_SANDBOX
 from sandboxes.gateway import GatewayThread
-from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on
+from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, release_host
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
 from tests.helpers.task_sandboxes import Client, context_tar, fresh_dockerfile, loop_repo_at
 from tests.router.helpers import ROOT, free_port, start_uvicorn
@@ -43,12 +43,13 @@ def test_a_run_on_engine_b_gets_its_task_sandboxes_on_b_and_the_web_refuses_them
     tmp_path,
     django_capture_on_commit_callbacks,
 ):
+    data_b = tmp_path / "host-b" / "sandboxes"  # B's quota volumes, released at the end
     host_b = {
         **worker_env(sandbox_settings),
         **NETWORK_B,
         "BELVEDIR_WORKER_HOST": "host-b",
         "DOCKER_HOST": engine_b,
-        "BELVEDIR_SANDBOX_DATA_DIR": str(tmp_path / "host-b" / "sandboxes"),
+        "BELVEDIR_SANDBOX_DATA_DIR": str(data_b),
         "BELVEDIR_HARBOR_IMAGE": "belvedir-sandbox:latest",  # the loop needs no Harbor
     }
     port = free_port()
@@ -144,15 +145,14 @@ def test_a_run_on_engine_b_gets_its_task_sandboxes_on_b_and_the_web_refuses_them
         web_b.terminate()
         web_b.wait(20)
         gateway_b.stop()
-        _clean_b(engine_b, run.pk, set(TaskSandbox.objects.values_list("image", flat=True)))
+        release_host(engine_b, data_b, [run.pk])
+        _remove_images(engine_b, set(TaskSandbox.objects.values_list("image", flat=True)))
 
 
-def _clean_b(url: str, run_id: str, images: set[str]) -> None:
-    """This test's containers and task images on B (B's data root outlives the test)."""
+def _remove_images(url: str, images: set[str]) -> None:
+    """This test's task images on B (B's data root outlives the test)."""
     client = docker.DockerClient(base_url=url)
     try:
-        for container in containers_on(url, run_id):
-            container.remove(force=True)
         for image in images - {""}:
             try:
                 client.images.remove(image, force=True)

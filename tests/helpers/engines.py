@@ -6,14 +6,18 @@ Host A is this machine's engine; host B a second engine (scripts/second-engine.s
 socket, data root, bridge and sandbox network 172.31.0.0/24 with its own gateway IP).
 """
 
+import contextlib
 import fcntl
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import docker
 import pytest
+import requests
 
 from belvedir import isolation
+from sandboxes import diskquota
 from sandboxes.base import LABEL_RUN_ID
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +85,21 @@ def containers_on(url: str, run_id: str, *labels: str) -> list:
         )
     finally:
         client.close()
+
+
+def release_host(url: str, data_dir: Path, run_ids: Iterable[str]) -> None:
+    """What a test's worker host leaves behind, even when the test failed half-way: the
+    runs' containers on the engine at `url` (their anonymous volumes too; nothing when the
+    engine is down: a stopped engine's containers go with its next start's reaper) and every
+    quota volume in `data_dir`, the test's own (its runs' volumes, the spares its workers
+    made), mounted under pytest's temporary folder."""
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        client = docker.DockerClient(base_url=url, timeout=30)
+        try:
+            for run_id in run_ids:
+                for container in containers_on(url, run_id):
+                    client.api.remove_container(container.id, force=True, v=True)
+        finally:
+            client.close()
+    for name in diskquota.volume_names(root=data_dir):
+        diskquota.release(root=data_dir, name=name)

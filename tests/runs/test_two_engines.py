@@ -14,14 +14,13 @@ import os
 import signal
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from runs.models import Run, WorkerHost
 from sandboxes.gateway import GatewayThread
-from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, second_engine
+from tests.helpers.engines import ENGINE_A, NETWORK_B, containers_on, release_host, second_engine
 from tests.helpers.run_fixtures import sandbox_ports, worker_env
 from tests.runs.helpers import queue_entries, start_qcluster, stop_qcluster, wait_for
 
@@ -63,75 +62,85 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         "BELVEDIR_HEARTBEAT_STALE": str(STALE),
         "BELVEDIR_REAP_SECONDS": "1",
     }
-    host_a = {**common, "BELVEDIR_WORKER_HOST": "host-a", "DOCKER_HOST": ENGINE_A}
+    # Each host's quota volumes in a folder of the test's own, released at its end.
+    data_a, data_b = tmp_path / "host-a" / "sandboxes", tmp_path / "host-b" / "sandboxes"
+    host_a = {
+        **common,
+        "BELVEDIR_WORKER_HOST": "host-a",
+        "DOCKER_HOST": ENGINE_A,
+        "BELVEDIR_SANDBOX_DATA_DIR": str(data_a),
+    }
     host_b = {
         **common,
         **NETWORK_B,
         "BELVEDIR_WORKER_HOST": "host-b",
         "DOCKER_HOST": engine_b,
         "BELVEDIR_SANDBOX_BASE_URL": gateway_b.url,
-        "BELVEDIR_SANDBOX_DATA_DIR": str(tmp_path / "host-b" / "sandboxes"),
+        "BELVEDIR_SANDBOX_DATA_DIR": str(data_b),
     }
     engines = {"host-a": ENGINE_A, "host-b": engine_b}
     log_a, log_b = tmp_path / "host-a.log", tmp_path / "host-b.log"
-    cluster_a = start_qcluster("runs", log_a, **host_a)
-    cluster_b = start_qcluster("runs", log_b, **host_b)
-    # Each host reported itself and its engine, isolated; the web launches on their word.
-    wait_for(lambda: WorkerHost.objects.filter(problems=[]).count() == 2, 30, "both hosts")
-    assert dict(WorkerHost.objects.values_list("name", "engine")) == {
-        host: f"{host} {url}" for host, url in engines.items()
-    }
-    harness = make_harness(env={"SLEEP": "100"})
+    cluster_a = cluster_b = None
     launched: list[str] = []
-
-    def logs() -> str:
-        """Both hosts' logs, and each run: where and how long after its launch it was claimed
-        (a host that took a task but claims it late shows here)."""
-        runs = [
-            f"{r.pk} {r.status} {r.engine.split(' ')[0] or '-'} stage={r.stage or '-'} claimed "
-            + (
-                f"{(r.started_at - r.created_at).total_seconds():.1f} s after launch"
-                if r.started_at
-                else "-"
-            )
-            for r in Run.objects.order_by("created_at")
-        ]
-        return (
-            "runs:\n" + "\n".join(runs) + f"\nhost A:\n{log_a.read_text()[-3000:]}"
-            f"\nhost B:\n{log_b.read_text()[-3000:]}"
-        )
-
-    def running_on(host: str) -> Run | None:
-        return Run.objects.filter(status="running", engine__startswith=f"{host} ").first()
-
-    def claimed_on(host: str) -> Run:
-        """Launch runs until `host` runs one (or return the one it runs already: either host
-        may claim the first launch). A busy host's cluster holds at most two tasks it cannot
-        start yet (django-q2's queue of one, and one in hand), so the idle host gets the third
-        at the latest. The next run is launched as soon as the last one is the other host's:
-        running there, or taken off the queue yet not started by `host` within HELD s."""
-        for _ in range(4):
-            if found := running_on(host):  # it took a run launched while waiting for the other
-                return found
-            response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
-            if response.status_code != 201:  # e.g. the cap: the hosts' logs say why
-                pytest.fail(f"{response.content!r} before {host} claimed a run\n{logs()}")
-            run_id = response.json()["id"]
-            launched.append(run_id)
-            deadline, taken_at = time.monotonic() + 20, None
-            while time.monotonic() < deadline:
-                if found := running_on(host):
-                    return found
-                if Run.objects.get(pk=run_id).status == "running":  # the other host's
-                    break
-                if taken_at is None and any(q.lock > timezone.now() for q in queue_entries(run_id)):
-                    taken_at = time.monotonic()  # a cluster took it (django-q2 locks the entry)
-                if taken_at is not None and time.monotonic() - taken_at > HELD:
-                    break  # held in the other, busy host's cluster
-                time.sleep(0.3)
-        pytest.fail(f"{host} claimed none of {launched}\n{logs()}")
-
     try:
+        cluster_a = start_qcluster("runs", log_a, **host_a)
+        cluster_b = start_qcluster("runs", log_b, **host_b)
+        # Each host reported itself and its engine, isolated; the web launches on their word.
+        wait_for(lambda: WorkerHost.objects.filter(problems=[]).count() == 2, 30, "both hosts")
+        assert dict(WorkerHost.objects.values_list("name", "engine")) == {
+            host: f"{host} {url}" for host, url in engines.items()
+        }
+        harness = make_harness(env={"SLEEP": "100"})
+
+        def logs() -> str:
+            """Both hosts' logs, and each run: where and how long after its launch it was claimed
+            (a host that took a task but claims it late shows here)."""
+            runs = [
+                f"{r.pk} {r.status} {r.engine.split(' ')[0] or '-'} stage={r.stage or '-'} claimed "
+                + (
+                    f"{(r.started_at - r.created_at).total_seconds():.1f} s after launch"
+                    if r.started_at
+                    else "-"
+                )
+                for r in Run.objects.order_by("created_at")
+            ]
+            return (
+                "runs:\n" + "\n".join(runs) + f"\nhost A:\n{log_a.read_text()[-3000:]}"
+                f"\nhost B:\n{log_b.read_text()[-3000:]}"
+            )
+
+        def running_on(host: str) -> Run | None:
+            return Run.objects.filter(status="running", engine__startswith=f"{host} ").first()
+
+        def claimed_on(host: str) -> Run:
+            """Launch runs until `host` runs one (or return the one it runs already: either host
+            may claim the first launch). A busy host's cluster holds at most two tasks it cannot
+            start yet (django-q2's queue of one, and one in hand), so the idle host gets the third
+            at the latest. The next run is launched as soon as the last one is the other host's:
+            running there, or taken off the queue yet not started by `host` within HELD s."""
+            for _ in range(4):
+                if found := running_on(host):  # it took a run launched while waiting for the other
+                    return found
+                response = owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json")
+                if response.status_code != 201:  # e.g. the cap: the hosts' logs say why
+                    pytest.fail(f"{response.content!r} before {host} claimed a run\n{logs()}")
+                run_id = response.json()["id"]
+                launched.append(run_id)
+                deadline, taken_at = time.monotonic() + 20, None
+                while time.monotonic() < deadline:
+                    if found := running_on(host):
+                        return found
+                    if Run.objects.get(pk=run_id).status == "running":  # the other host's
+                        break
+                    if taken_at is None and any(
+                        q.lock > timezone.now() for q in queue_entries(run_id)
+                    ):
+                        taken_at = time.monotonic()  # a cluster took it (django-q2 locks the entry)
+                    if taken_at is not None and time.monotonic() - taken_at > HELD:
+                        break  # held in the other, busy host's cluster
+                    time.sleep(0.3)
+            pytest.fail(f"{host} claimed none of {launched}\n{logs()}")
+
         run_a, run_b = claimed_on("host-a"), claimed_on("host-b")
         for run, host in ((run_a, "host-a"), (run_b, "host-b")):
             assert run.engine == f"{host} {engines[host]}"
@@ -180,9 +189,8 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
         assert _names(engine_b, lost.pk)
         cluster_b = start_qcluster("runs", log_b, **host_b)
         wait_for(lambda: containers_on(engine_b, lost.pk) == [], 60, "B's reaper", on_timeout=logs)
-        volumes_b = Path(host_b["BELVEDIR_SANDBOX_DATA_DIR"])
         wait_for(
-            lambda: not any(p.is_mount() for p in volumes_b.iterdir()),
+            lambda: not any(p.is_mount() for p in data_b.iterdir()),
             60,
             "B's reaper to release the lost run's disk volume",
             on_timeout=logs,
@@ -190,10 +198,12 @@ def test_runs_spread_over_two_engines_and_a_vanished_host_is_reaped_by_the_other
     finally:
         for run_id in launched:
             owner.api.post(f"/api/v1/runs/{run_id}/cancel")
-        stop_qcluster(cluster_a)
-        if cluster_b.poll() is None:
-            stop_qcluster(cluster_b)
+        for cluster in (cluster_a, cluster_b):
+            if cluster is not None and cluster.poll() is None:
+                stop_qcluster(cluster)
         gateway_b.stop()
+        release_host(ENGINE_A, data_a, launched)
+        release_host(engine_b, data_b, launched)
 
 
 def _names(url: str, run_id: str) -> list[str]:
