@@ -2,12 +2,14 @@
 sandbox gateway, both django-q2 clusters), with a database, a var/ directory (its logs and
 keys, BELVEDIR_VAR_DIR) and ports of the test's own, and no setting of the test session's
 (pytest's, scripts/test.sh's, tests/conftest.py's warm pool off). What its instance leaves on
-the host once stopped (its warm sandboxes, its spare volumes: a `make up` keeps them for its
-next start) is removed by `release`, so the tests after it find the host as it was."""
+the host once stopped (its warm sandboxes, its spare volumes, its install snapshots: a `make up`
+keeps them for its next start) is removed by `release`, so the tests after it find the host as
+it was."""
 
 import itertools
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +20,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandboxes import diskquota, volumes
+from sandboxes import diskquota, installcache, instances, volumes
 from sandboxes.base import LABEL_INSTANCE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,13 +189,15 @@ class Platform:
         return instance, Path(data_dir)
 
     def release(self, instance: str, data_dir: Path) -> None:
-        """Remove the stopped instance's sandboxes and release their volumes and its spares."""
+        """Remove the stopped instance's sandboxes (their anonymous Docker volumes too) and
+        release their quota volumes and its spares; remove its install snapshots and its
+        heartbeat on the host."""
         client = docker.from_env()
         try:
             for item in client.api.containers(
                 all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"}
             ):
-                client.api.remove_container(item["Id"], force=True)
+                client.api.remove_container(item["Id"], force=True, v=True)
                 if name := (item.get("Labels") or {}).get(volumes.LABEL_VOLUME):
                     volumes.release(data_dir, name)
         finally:
@@ -207,4 +211,8 @@ class Platform:
             for name in diskquota.volume_names(root=data_dir)
             if diskquota.spare_owner(root=data_dir, name=name) == instance
         ]
+        # Its install snapshots: its database goes with the test, so nothing finds them again
+        # (a `make up` keeps them for its next start; the host's budget evicts them at last).
+        shutil.rmtree(installcache.cache_dir(data_dir, instance), ignore_errors=True)
+        instances.heartbeat_file(data_dir, instance).unlink(missing_ok=True)
         assert left == [], f"spare volumes of the stopped instance {instance} left: {left}"
