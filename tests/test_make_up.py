@@ -58,8 +58,10 @@ def platform(tmp_path, tmp_path_factory, llm, judge):
         try:
             yield platform
         finally:
-            platform.stop()
-            platform.release(*instance)
+            try:
+                platform.stop()
+            finally:  # what it left on the host goes even when stopping it failed
+                platform.release(*instance)
 
 
 @pytest.fixture
