@@ -42,6 +42,11 @@ class Messages(Endpoint):
             "tool_choice",
             "thinking",
             "metadata",
+            # Claude Code's: context editing, the output's effort or format, automatic prompt
+            # caching (a write priced at its rate; the reservation counts its marker too).
+            "context_management",
+            "output_config",
+            "cache_control",
         }
     )
     # MCP servers the provider would call, a code-execution container; server tools (web

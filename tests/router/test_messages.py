@@ -120,6 +120,25 @@ def test_the_worst_case_is_bounded_by_max_tokens_and_the_thinking_budget_under_i
     assert endpoint.prompt_tokens(with_image) < 2_000  # an image's allowance, not its bytes
 
 
+def test_claude_codes_own_fields_reach_a_covered_model(covered_run, router_url, upstream):
+    """Claude Code sends context editing, an output effort and Anthropic's automatic prompt
+    caching: none bills more than the tokens the reservation bounds (a cache write is priced
+    at its rate, `billing.pricing.ANTHROPIC_CACHE`), so a covered run passes them on rather
+    than dropping them under the agent."""
+    fields = {
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        "output_config": {"effort": "high"},
+        "cache_control": {"type": "ephemeral"},
+    }
+
+    answer = _post(router_url, covered_run.plain_key, {**BODY, **fields})
+
+    assert answer.status_code == 200, answer.text
+    forwarded = upstream.requests[0]
+    assert {name: forwarded.get(name) for name in fields} == fields
+    settled(covered_run, spans=1)
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
