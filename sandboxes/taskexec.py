@@ -7,6 +7,7 @@ and `open_files` (`sandboxes.taskbackend`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import posixpath
 import queue
@@ -30,11 +31,22 @@ EXEC_BACKLOG = 16  # output chunks an exec stream holds before it stops reading 
 # `timeout` (coreutils) kills the command's whole process group at the deadline; images
 # without it still get the platform's own deadline. `bash -c` as Harbor's own Docker and Modal
 # environments run it: a login shell would read /etc/profile, which resets PATH on Debian
-# (the image's ENV PATH and the PATH a caller passes would be lost).
+# (the image's ENV PATH and the PATH a caller passes would be lost). Where the container's
+# image is known to have `timeout` (`tools`), the exec starts it directly, without the `sh`
+# that asks: under gVisor every process started in the sandbox costs (bench/README.md).
 _RUN = (
     'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$0" bash -c "$1"; '
     'else exec bash -c "$1"; fi'
 )
+
+
+def exec_command(tools: Tools, *, command: str, timeout: float, env: dict[str, str]) -> list[str]:
+    """The argv of an exec: `timeout -s KILL N bash -c CMD` where `timeout` is known to be
+    there (and no PATH of the caller's could hide it), else asked for by `sh` first."""
+    seconds = str(max(1, int(timeout)))
+    if tools.timeout and "PATH" not in env:
+        return ["timeout", "-s", "KILL", seconds, "bash", "-c", command]
+    return ["sh", "-c", _RUN, seconds, command]
 
 
 def exec_events(
@@ -50,10 +62,11 @@ def exec_events(
     """Run `command` under `bash -c` (as `user`, a name or uid; "": the image's); yields {"stream", "data"} as output arrives,
     {"heartbeat": True} after HEARTBEAT_SECONDS of silence, and last {"exit_code",
     "timed_out"} (or {"error"} when the engine lost it)."""
+    argv = exec_command(tools_of(client, container_id), command=command, timeout=timeout, env=env)
     try:
         created = client.api.exec_create(
             container_id,
-            ["sh", "-c", _RUN, str(max(1, int(timeout))), command],
+            argv,
             environment=env or None,
             workdir=cwd or None,
             user=user,
@@ -133,26 +146,75 @@ def _exec_events(
 # /tmp is a tmpfs of its own, where Harbor packs its transfers). As root, as Harbor's uploads.
 # An image without tar falls back to Docker's archive API.
 TRANSFER_USER = "0"
-_PREPARE = 'mkdir -p -- "$0" || exit 1; command -v tar >/dev/null 2>&1 || exit 4'
+# The first transfer of an image's container asks what it has: `timeout` on stdout, exit 4
+# without tar.
+_PREPARE = (
+    'mkdir -p -- "$0" || exit 1; command -v timeout >/dev/null 2>&1 && echo timeout; '
+    "command -v tar >/dev/null 2>&1 || exit 4"
+)
 # One exec where the container is known to have tar: every exec is a process started in the
-# sandbox (under gVisor, `runsc exec` on the host), most of what a transfer costs.
-_EXTRACT = 'mkdir -p -- "$0" || exit 1; exec tar -x -f - -C "$0"'
+# sandbox (under gVisor, `runsc exec` on the host), most of what a transfer costs; `mkdir`
+# only when the directory is not there yet.
+_EXTRACT = '[ -d "$0" ] || mkdir -p -- "$0" || exit 1; exec tar -x -f - -C "$0"'
 NO_TAR = 4
-# Whether each container's image has tar, learned by its first transfer (a container's
-# files never change kind under it: its image is fixed), so later ones skip the check.
-_HAS_TAR: OrderedDict[str, bool] = OrderedDict()
-_HAS_TAR_KEPT = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Tools:
+    """What a container's image has (None: not learned yet)."""
+
+    tar: bool | None = None
+    timeout: bool | None = None
+
+
+# What the transfers learned of each container's image, by container id and by image id: a
+# container starts with its image's files, so the first transfer of one container of an
+# image tells the calls to every later one (of this process) which commands it may skip. A
+# task that removes its own tar or timeout only breaks its own calls (never a limit: the
+# platform's deadline and the download's byte count do not depend on them).
+_TOOLS: OrderedDict[str, Tools] = OrderedDict()
+_IMAGE_OF: OrderedDict[str, str] = OrderedDict()
+_KEPT = 4096
+
+
+def _keep(table: OrderedDict, key: str, value) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > _KEPT:
+        table.popitem(last=False)
+
+
+def _image_of(client: docker.DockerClient, container_id: str) -> str:
+    if (image := _IMAGE_OF.get(container_id)) is None:
+        try:
+            image = str(client.api.inspect_container(container_id).get("Image") or "")
+        except (docker.errors.DockerException, requests.RequestException):
+            return ""  # the call itself says what is wrong
+        _keep(_IMAGE_OF, container_id, image)
+    return image
+
+
+def tools_of(client: docker.DockerClient, container_id: str) -> Tools:
+    """What is known of the container's tar and timeout: its own, else its image's."""
+    if (known := _TOOLS.get(container_id)) is not None:
+        return known
+    image = _image_of(client, container_id)
+    known = _TOOLS.get(f"image:{image}") if image else None
+    if known is not None:
+        _keep(_TOOLS, container_id, known)
+    return known or Tools()
 
 
 def has_tar(container_id: str) -> bool | None:
     """What the transfers learned of the container's tar (None: not yet)."""
-    return _HAS_TAR.get(container_id)
+    return _TOOLS.get(container_id, Tools()).tar
 
 
-def _learned(container_id: str, found: bool) -> None:
-    _HAS_TAR[container_id] = found
-    while len(_HAS_TAR) > _HAS_TAR_KEPT:
-        _HAS_TAR.popitem(last=False)
+def _learned(client: docker.DockerClient, container_id: str, **found: bool) -> None:
+    known = dataclasses.replace(tools_of(client, container_id), **found)
+    _keep(_TOOLS, container_id, known)
+    if image := _image_of(client, container_id):
+        _keep(_TOOLS, f"image:{image}", known)
 
 
 def run_quietly(
@@ -175,11 +237,12 @@ def put_tar(
     One exec once the container is known to have tar, two the first time (the check, then
     the extraction: the body can be sent only once, so the check comes first)."""
     command = ["sh", "-c", _EXTRACT, path]
-    if has_tar(container_id) is not True:
+    if tools_of(client, container_id).tar is not True:
         code, output = run_quietly(
             client, container_id, ["sh", "-c", _PREPARE, path], TRANSFER_USER
         )
-        _learned(container_id, code != NO_TAR)
+        has_timeout = "timeout" in output.split()
+        _learned(client, container_id, tar=code != NO_TAR, timeout=has_timeout)
         if code == NO_TAR:
             return _put_archive(client, container_id, path=path, chunks=chunks)
         if code != 0:
@@ -243,13 +306,17 @@ def _archive_size(client: docker.DockerClient, container_id: str, path: str) -> 
     return int(stat.get("size") or 0)
 
 
-# A download in one exec: its size first (on stderr, `size N`), then, unless past the limit,
-# the tar (on stdout). $0 the path, $1 its parent, $2 its base name, $3 the limit.
+# A download in one exec: its size first (on stderr, `size N`, then ` timeout` where the
+# image has it), then, unless past the limit, the tar (on stdout). $0 the path, $1 its
+# parent, $2 its base name, $3 the limit.
+# The size by parameter expansion (du's first field), not `cut` in a pipe: each subshell and
+# process is one more started under gVisor. du -sk where du has no -b (busybox's).
 _SIZED_TAR = (
     '[ -e "$0" ] || [ -L "$0" ] || exit 3; command -v tar >/dev/null 2>&1 || exit 4; '
-    'if s=$(du -sb -- "$0" 2>/dev/null); then s=$(echo "$s" | cut -f1); '
-    'else k=$(du -sk -- "$0" | cut -f1); s=$((k * 1024)); fi; '
-    'echo "size $s" >&2; [ "$s" -le "$3" ] || exit 5; exec tar -c -f - -C "$1" -- "$2"'
+    'if s=$(du -sb -- "$0" 2>/dev/null); then s=${s%%[!0-9]*}; '
+    'else s=$(du -sk -- "$0") || exit 1; s=$((${s%%[!0-9]*} * 1024)); fi; '
+    't=; command -v timeout >/dev/null 2>&1 && t=" timeout"; '
+    'echo "size $s$t" >&2; [ "$s" -le "$3" ] || exit 5; exec tar -c -f - -C "$1" -- "$2"'
 )
 NOT_THERE = 3
 
@@ -261,7 +328,7 @@ def open_tar(
     where the image has tar: its size comes first, so a path past `max_bytes` sends nothing
     (the size and no tar), and a missing one is (None, nothing). Docker's archive API where it
     has none."""
-    if has_tar(container_id) is False:
+    if tools_of(client, container_id).tar is False:
         return _archive_open(client, container_id, path=path, max_bytes=max_bytes)
     normal = posixpath.normpath(path)
     parent, base = posixpath.dirname(normal) or "/", posixpath.basename(normal) or "."
@@ -271,15 +338,16 @@ def open_tar(
         parts = client.api.exec_start(created["Id"], stream=True, demux=True)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxError(f"could not read {path}: {exc}") from exc
-    said, size, early = b"", None, []
+    said, size, early, has_timeout = b"", None, [], False
     for out, err in parts:
         # The engine copies stdout and stderr apart: the tar's first bytes may come first.
         if out:
             early.append(out)
         said += err or b""
         head, newline, _ = said.partition(b"\n")
-        if newline and head.startswith(b"size ") and head[5:].strip().isdigit():
-            size = int(head[5:])
+        words = head.split()
+        if newline and words[:1] == [b"size"] and len(words) > 1 and words[1].isdigit():
+            size, has_timeout = int(words[1]), words[2:] == [b"timeout"]
             break
     if size is None:  # it ended before saying: not there, no tar, or it failed
         try:
@@ -289,10 +357,10 @@ def open_tar(
         if code == NOT_THERE:
             return None, iter(())
         if code == NO_TAR:
-            _learned(container_id, False)
+            _learned(client, container_id, tar=False)
             return _archive_open(client, container_id, path=path, max_bytes=max_bytes)
         raise SandboxError(f"could not read {path}: {said.decode(errors='replace')[-300:]}")
-    _learned(container_id, True)
+    _learned(client, container_id, tar=True, timeout=has_timeout)
     if size > max_bytes:
         return size, iter(())
     return size, _limited(itertools.chain(early, (out for out, _ in parts if out)), max_bytes)

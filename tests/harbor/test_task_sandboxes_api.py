@@ -21,6 +21,7 @@ from tests.helpers.task_sandboxes import (
     context_tar,
     fresh_dockerfile,
     managed_client,
+    tar_of,
     task_containers,
 )
 
@@ -28,22 +29,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]
-
-
-@pytest.fixture
-def managed(owner, sandbox_settings, task_images):
-    return managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
-
-
-def tar_of(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def test_a_task_sandbox_is_built_started_used_and_stopped_like_the_driver_does(

@@ -46,6 +46,18 @@ def context_tar(dockerfile: str, files: dict[str, str] | None = None) -> bytes:
     return buffer.getvalue()
 
 
+def tar_of(files: dict[str, str]) -> bytes:
+    """A plain tar of `files` (name: text), as the driver uploads."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def fresh_dockerfile() -> str:
     """A task Dockerfile no earlier test built (a marker of its own), offline from the
     sandbox image, as the Harbor export writes them."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import tempfile
+import threading
 from pathlib import Path
 
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
@@ -23,6 +24,42 @@ from harbor.models.trial.paths import EnvironmentPaths
 from belvedir_harbor.platform import PlatformError, TaskSandboxes
 
 ENVIRONMENT_TYPE = "belvedir"
+
+
+class _Stops:
+    """The task sandboxes this process is stopping. A trial's stop returns once the platform
+    is asked (the kill and removal take 0.2-0.6 s under gVisor, and the trial's end, or the
+    job's, need not wait for them); a create waits for every stop asked before it, so the
+    run never asks for more task sandboxes at once than before (HARBOR_CONCURRENCY), and
+    the process does not exit before each is answered (the threads are not daemons)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+
+    def start(self, stop, sandbox_id: str, logger) -> None:
+        def run() -> None:
+            try:
+                stop(sandbox_id)
+            except PlatformError as exc:
+                logger.error(f"could not stop task sandbox {sandbox_id}: {exc}")
+            finally:
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name=f"stop {sandbox_id}")
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def wait(self) -> None:
+        with self._lock:
+            pending = list(self._threads)
+        for thread in pending:
+            thread.join()
+
+
+STOPS = _Stops()
 
 
 class BelvedirEnvironment(BaseEnvironment):
@@ -71,6 +108,7 @@ class BelvedirEnvironment(BaseEnvironment):
                 context = Path(folder)
                 image = self.task_env_config.docker_image
                 (context / "Dockerfile").write_text(f"FROM {image}\n")
+            await asyncio.to_thread(STOPS.wait)  # the slots of the trials before
             try:
                 answer = await asyncio.to_thread(
                     self.client.create, self.session_id, context, force_build=force_build
@@ -93,14 +131,12 @@ class BelvedirEnvironment(BaseEnvironment):
     async def stop(self, delete: bool) -> None:
         # Removed either way, as Harbor's Docker environment removes its containers (`delete`
         # is about images and volumes; the platform keeps task images cached): a sandbox kept
-        # would hold one of the run's HARBOR_CONCURRENCY slots until the run ends.
+        # would hold one of the run's HARBOR_CONCURRENCY slots until the run ends. Asked here,
+        # answered in the background (`_Stops`).
         if self._sandbox_id is None:
             return
         sandbox_id, self._sandbox_id = self._sandbox_id, None
-        try:
-            await asyncio.to_thread(self.client.stop, sandbox_id)
-        except PlatformError as exc:
-            self.logger.error(f"could not stop task sandbox {sandbox_id}: {exc}")
+        STOPS.start(self.client.stop, sandbox_id, self.logger)
 
     async def exec(
         self,

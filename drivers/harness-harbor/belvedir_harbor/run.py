@@ -51,6 +51,7 @@ from belvedir_harbor.agents import (
     reachable,
 )
 from belvedir_harbor.dataset import agents_installed, task_groups
+from belvedir_harbor.prestart import Prestarted
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_NAME = "belvedir-sample"
@@ -391,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     workdir = Path.cwd()
     jobs_dir = workdir / JOBS_DIR
+    script = shutil.which("harbor")
+    # Harbor imports while the dataset is fetched (belvedir_harbor.prestart).
+    early = None if args.check or script is None else Prestarted.start(script, harbor_env(env))
     try:
         # An agent that installs itself needs the dataset's word on what its images hold, so
         # the dataset is fetched before the check, at --check too (the install step, where
@@ -400,21 +404,26 @@ def main(argv: list[str] | None = None) -> int:
         agent_downloads_check(env, dataset_path)
         command = harbor_command(env, dataset_path, jobs_dir)
     except Refused as exc:
+        if early is not None:
+            early.cancel()
         note(str(exc))
         return 2
     if not uses_modal(env) and (env.get("MODAL_TOKEN_ID") or env.get("MODAL_TOKEN_SECRET")):
         note("only one of MODAL_TOKEN_ID / MODAL_TOKEN_SECRET is set: using task sandboxes.")
-    if shutil.which("harbor") is None:
+    if script is None:
         note("Harbor is not installed here (PyPI harbor, Python >= 3.12); cannot run the tasks.")
         return 0 if args.check else 2
     print("belvedir-harbor: " + " ".join(command), flush=True)
     if args.check:
         return 0
     shutil.rmtree(jobs_dir, ignore_errors=True)
-    done = subprocess.run(command, env=harbor_env(env))
-    if done.returncode != 0:
-        note(f"harbor run exited with {done.returncode}.")
-        return done.returncode
+    if early is not None:
+        returncode = early.run(command)
+    else:
+        returncode = subprocess.run(command, env=harbor_env(env)).returncode
+    if returncode != 0:
+        note(f"harbor run exited with {returncode}.")
+        return returncode
     try:
         groups = task_groups(dataset_path)
         results = read_job(jobs_dir, env, dataset_size(dataset_path), groups)

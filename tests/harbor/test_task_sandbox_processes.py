@@ -1,0 +1,138 @@
+"""How few processes a task sandbox's calls start (under gVisor each one costs), and that the
+limits hold however few: an exec's deadline still kills, a download still stops at its byte
+limit whatever the sandbox says of its size. Real Docker, gVisor, through the gateway."""
+
+import io
+import tarfile
+
+import pytest
+
+from tests.helpers.task_sandboxes import context_tar, fresh_dockerfile, tar_of
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("task_sandboxes_removed"),
+]
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The argv of every exec the platform starts in a sandbox, from here on."""
+    from docker.api.exec_api import ExecApiMixin
+
+    seen: list[list[str]] = []
+    original = ExecApiMixin.exec_create
+
+    def counted(self, container, cmd, *args, **kwargs):
+        seen.append(list(cmd))
+        return original(self, container, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(ExecApiMixin, "exec_create", counted)
+    return seen
+
+
+def processes(client, sandbox_id: str) -> str:
+    """Every process's command line in the sandbox."""
+    lines = client.exec_lines(
+        sandbox_id, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"
+    )
+    return "".join(line.get("data", "") for line in lines)
+
+
+def test_once_an_image_is_known_an_exec_starts_timeout_directly_and_its_deadline_still_kills(
+    managed, task_images, started
+):
+    run, client = managed
+    context = context_tar(fresh_dockerfile())
+    first = client.create("first", context).json()
+    task_images.add(first["image"])
+    assert client.put_files(first["id"], "/app/in", tar_of({"a": "A"})).status == 204
+    assert client.stop(first["id"]).status == 200
+    sandbox = client.create("second", context).json()  # another container of the image
+    started.clear()
+
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"b": "B"})).status == 204
+    lines = client.exec_lines(sandbox["id"], "echo start; sleep 60; echo never", timeout_sec=2)
+
+    assert [argv[0] for argv in started] == ["sh", "timeout"], started  # no check, no sh
+    assert started[1][:5] == ["timeout", "-s", "KILL", "2", "bash"]
+    assert lines[0] == {"stream": "stdout", "data": "start\n"}
+    assert lines[-1]["timed_out"] is True
+    assert all(line.get("data") != "never\n" for line in lines)
+    assert "sleep 60" not in processes(client, sandbox["id"])  # killed, not left running
+
+
+def test_a_callers_path_has_the_shell_look_for_timeout_as_before(managed, task_images, started):
+    run, client = managed
+    sandbox = client.create("path", context_tar(fresh_dockerfile())).json()
+    task_images.add(sandbox["image"])
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"a": "A"})).status == 204
+    started.clear()
+
+    lines = client.exec_lines(sandbox["id"], "echo $PATH", env={"PATH": "/usr/bin:/bin"})
+
+    assert started[0][:2] == ["sh", "-c"], started
+    assert lines[0] == {"stream": "stdout", "data": "/usr/bin:/bin\n"}
+
+
+def test_an_image_without_timeout_still_answers_at_the_deadline(managed, task_images):
+    run, client = managed
+    dockerfile = fresh_dockerfile() + "RUN rm -f /usr/bin/timeout /bin/timeout\n"
+    sandbox = client.create("no-timeout", context_tar(dockerfile)).json()
+    task_images.add(sandbox["image"])
+    assert client.put_files(sandbox["id"], "/app/in", tar_of({"a": "A"})).status == 204
+
+    lines = client.exec_lines(sandbox["id"], "echo start; sleep 60", timeout_sec=1)
+
+    assert lines[0] == {"stream": "stdout", "data": "start\n"}
+    assert lines[-1]["timed_out"] is True
+
+
+# du as busybox has it: no -b (sizes in KiB with -k).
+BUSYBOX_DU = (
+    "RUN mv /usr/bin/du /usr/bin/du.real && printf '%s\\n' '#!/bin/sh' "
+    '\'case "$1" in -sb) echo "du: invalid option -- b" >&2; exit 1;; esac\' '
+    "'exec /usr/bin/du.real \"$@\"' > /usr/bin/du && chmod +x /usr/bin/du\n"
+)
+# A task that lies about its files' size: du says 0 whatever it is asked.
+LYING_DU = "RUN printf '%s\\n' '#!/bin/sh' 'echo \"0\t$3\"' > /usr/bin/du && chmod +x /usr/bin/du\n"
+
+
+def with_files(client, task_images, steps: str, command: str) -> dict:
+    """A task sandbox of a fresh image with `steps`, where `command` made its files."""
+    sandbox = client.create("du", context_tar(fresh_dockerfile() + steps)).json()
+    task_images.add(sandbox["image"])
+    assert client.exec_lines(sandbox["id"], command)[-1]["exit_code"] == 0
+    return sandbox
+
+
+def test_a_download_is_sized_where_du_has_no_b_and_refused_past_its_limit(
+    managed, task_images, monkeypatch
+):
+    run, client = managed
+    sandbox = with_files(
+        client, task_images, BUSYBOX_DU, "head -c 20000 /dev/zero > /app/big; echo hi > /app/s"
+    )
+
+    small = client.get_files(sandbox["id"], "/app/s")
+    monkeypatch.setattr("harbor.api.DOWNLOAD_MAX_BYTES", 4096)
+    big = client.get_files(sandbox["id"], "/app/big")
+
+    assert small.status == 200, small.body
+    with tarfile.open(fileobj=io.BytesIO(small.body)) as tar:
+        assert tar.extractfile("s").read() == b"hi\n"
+    assert big.status == 413 and big.json()["code"] == "too_large", big.body
+
+
+def test_a_sandbox_that_lies_about_a_size_never_makes_the_platform_read_past_the_limit(
+    managed, task_images, monkeypatch
+):
+    run, client = managed
+    sandbox = with_files(client, task_images, LYING_DU, "head -c 4000000 /dev/urandom > /app/big")
+    monkeypatch.setattr("harbor.api.DOWNLOAD_MAX_BYTES", 4096)
+
+    got = client.get_files(sandbox["id"], "/app/big")
+
+    # The size said 0, so the tar was sent, and cut off at the limit and the tar's own 1 MB.
+    assert got.status == 200
+    assert len(got.body) <= 4096 + (1 << 20) + (1 << 16), len(got.body)
