@@ -64,7 +64,8 @@ def _require_managed_running(run: Run) -> None:
 def _reserve(*, run: Run, name: str, warm_image: str = "") -> TaskSandbox:
     """A STARTING row, counted under a lock on the run so concurrent creates never pass
     HARBOR_CONCURRENCY; or, with `warm_image`, the run's own warm task sandbox of that image
-    taken, RUNNING already (harbor/warm.py). A warm one counts once it is taken."""
+    taken: RUNNING, or WARM under the task's name while its container still starts
+    (harbor/warm.py). A warm one counts once it is taken."""
     cap = managed.concurrency(run_harness_env(run))
     lost = timezone.now() - timedelta(seconds=settings.BELVEDIR_TASK_IMAGE_BUILD_TIMEOUT + 120)
     with transaction.atomic():
@@ -81,7 +82,7 @@ def _reserve(*, run: Run, name: str, warm_image: str = "") -> TaskSandbox:
         )
         alive = (
             TaskSandbox.objects.filter(run=locked, status__in=TaskSandbox.ALIVE)
-            .exclude(status=TaskSandbox.Status.WARM)
+            .exclude(warm.untaken())
             .count()
         )
         if alive >= cap:
@@ -118,6 +119,8 @@ def task_sandbox_create(
         context=context, digest=digest, organization=run.project.organization_id
     )
     sandbox = _reserve(run=run, name=name, warm_image="" if force_build else tag)
+    if sandbox.status == TaskSandbox.Status.WARM:  # taken while its container starts
+        sandbox = warm.when_up(sandbox) or _reserve(run=run, name=name)
     if sandbox.status == TaskSandbox.Status.RUNNING:  # a warm one, taken
         handle = SandboxHandle(id=sandbox.container_id, run_id=run.pk)
         if sandbox.container_id in backend.written_bytes([handle]):  # still up

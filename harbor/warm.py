@@ -21,10 +21,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections import Counter
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from belvedir.sandbox_config import get_backend
@@ -38,6 +40,8 @@ from sandboxes.base import SandboxError
 
 log = logging.getLogger(__name__)
 WARM_NAME = "(warm)"
+WAIT_SECONDS = 20.0  # how long a create waits for the warm task sandbox it took to come up
+POLL_SECONDS = 0.05
 
 
 def predicted_images(run: Run) -> list[str]:
@@ -89,6 +93,7 @@ def make(*, run: Run, images: list[str]) -> list[TaskSandbox]:
 
 def _start_one(run: Run, image: str, made: list[TaskSandbox]) -> None:
     backend = get_backend()
+    row = None
     try:
         if not Run.objects.filter(pk=run.pk, status=Status.RUNNING).exists():
             return
@@ -109,26 +114,54 @@ def _start_one(run: Run, image: str, made: list[TaskSandbox]) -> None:
         made.append(row)
     except SandboxError as exc:
         log.warning("run %s: no warm task sandbox of %s: %s", run.pk, image, exc)
+        if row is not None:  # a create waiting for it starts its own at once
+            TaskSandbox.objects.filter(pk=row.pk, status=TaskSandbox.Status.WARM).delete()
     finally:
         connection.close()  # this thread's own
 
 
+def untaken() -> Q:
+    """The warm task sandboxes no create has taken (the rest count against the run's
+    HARBOR_CONCURRENCY, as running ones)."""
+    return Q(status=TaskSandbox.Status.WARM, name=WARM_NAME)
+
+
 def claim(*, run: Run, image: str, name: str) -> TaskSandbox | None:
-    """A warm task sandbox of `run` (this run's, never another's) running `image`, taken for
-    the task `name`; None when it has none. Called under the lock on the run."""
-    warm = (
-        TaskSandbox.objects.filter(run=run, status=TaskSandbox.Status.WARM, image=image)
-        .exclude(container_id="")
-        .order_by("created_at")
-        .first()
-    )
+    """A warm task sandbox of `run` (this run's, never another's) of `image`, taken for the
+    task `name`: RUNNING when its container is up, else still WARM under the task's name
+    while its container starts (`when_up`); None when it has none. Called under the lock on
+    the run."""
+    mine = TaskSandbox.objects.filter(untaken(), run=run, image=image).order_by("created_at")
+    warm = mine.exclude(container_id="").first() or mine.first()  # the ones up first
     if warm is None:
         return None
-    TaskSandbox.objects.filter(pk=warm.pk, status=TaskSandbox.Status.WARM).update(
-        status=TaskSandbox.Status.RUNNING, name=name, started_at=timezone.now()
+    up = {"status": TaskSandbox.Status.RUNNING, "started_at": timezone.now()}
+    TaskSandbox.objects.filter(untaken(), pk=warm.pk).update(
+        name=name, **(up if warm.container_id else {})
     )
     warm.refresh_from_db()
     return warm
+
+
+def when_up(sandbox: TaskSandbox, *, wait: float | None = None) -> TaskSandbox | None:
+    """The taken warm task sandbox, RUNNING once its container is up (under gVisor its start
+    takes 1-4 s, begun as the run started: waiting for it is never longer than starting
+    another); None when it did not come up within `wait` seconds or went (its start failed,
+    its run ended), given back untaken if it is still there."""
+    deadline = time.monotonic() + (WAIT_SECONDS if wait is None else wait)
+    while time.monotonic() < deadline:
+        row = TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.WARM).first()
+        if row is None:
+            return None
+        if row.container_id:
+            TaskSandbox.objects.filter(pk=row.pk, status=TaskSandbox.Status.WARM).update(
+                status=TaskSandbox.Status.RUNNING, started_at=timezone.now()
+            )
+            row.refresh_from_db()
+            return row
+        time.sleep(POLL_SECONDS)
+    TaskSandbox.objects.filter(pk=sandbox.pk, status=TaskSandbox.Status.WARM).update(name=WARM_NAME)
+    return None
 
 
 def warm_run(run_id: str) -> list[TaskSandbox]:
