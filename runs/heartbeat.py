@@ -51,6 +51,7 @@ class Heartbeat:
     def _loop(self) -> None:
         stage_told = False
         try:
+            self._first_check()
             while not self._stop.wait(HEARTBEAT_SECONDS):
                 try:
                     close_old_connections()
@@ -72,6 +73,15 @@ class Heartbeat:
                     connection.close()
         finally:
             connection.close()  # this thread's own connection; it would leak otherwise
+
+    def _first_check(self) -> None:
+        """The checks once at the claim, before the first beat: harbor's warm task sandboxes
+        start while the run's sandbox does (Harbor asks for its first ~2-3 s after the claim)."""
+        try:
+            self._check()
+        except Exception:
+            log.warning("the first checks of %s failed", self.run_id, exc_info=True)
+            connection.close()
 
     def _check(self) -> None:
         if self.backend is None:
