@@ -27,8 +27,8 @@ die() {
 
 docker_ok() { docker info >/dev/null 2>&1; }
 
-# The pid of a live dockerd (zombies left by a killed daemon do not count), or nothing.
-dockerd_pid() { { ps -C dockerd -o pid=,stat= 2>/dev/null || true; } | awk '$2 !~ /^Z/ {print $1; exit}'; }
+# The pid of the main engine's live dockerd, or nothing (never a second engine's).
+dockerd_pid() { bash scripts/dockerd-pid.sh; }
 
 apt_updated=0
 apt_install() {
