@@ -36,9 +36,11 @@ keeps it as it is, and the start-up check judges it. runsc is always this platfo
                                                runsc and runsc-gpu as DAEMON_JSON registers them
 """
 
+import contextlib
 import json
 import os
 import sys
+import tempfile
 
 RUNSC_ARGS = ["--platform=ptrace", "--network=host", "--overlay2=none"]
 GPU_ARGS = [*RUNSC_ARGS, "--nvproxy=true"]
@@ -51,28 +53,62 @@ def runtimes(runsc: str) -> dict[str, dict]:
     }
 
 
+class BadConfig(Exception):
+    """The daemon.json is not one this script can merge into: why."""
+
+
 def _write(path: str, config: dict) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    partial = path + ".belvedir.tmp"
-    with open(partial, "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    os.replace(partial, path)
+    """Replace the file at `path` (a symlink's target: config management's link stays) with
+    `config`, atomically: a temp file of its own beside it, the old file's mode and owner,
+    synced before the rename."""
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    try:
+        old = os.stat(path)
+    except FileNotFoundError:
+        old = None
+    descriptor, partial = tempfile.mkstemp(dir=directory, prefix=".daemon.json.")
+    try:
+        with os.fdopen(descriptor, "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(partial, old.st_mode & 0o7777 if old else 0o644)
+        if old:
+            os.chown(partial, old.st_uid, old.st_gid)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
 
 
 def _read(path: str) -> dict:
     try:
         with open(path) as f:
-            return json.load(f) if os.path.getsize(path) else {}
+            config = json.load(f) if os.path.getsize(path) else {}
     except FileNotFoundError:
         return {}
+    except json.JSONDecodeError as exc:
+        raise BadConfig(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise BadConfig(f"{path} holds a JSON {type(config).__name__}, not an object")
+    runtimes = config.get("runtimes")
+    if runtimes is not None and not (
+        isinstance(runtimes, dict) and all(isinstance(v, dict) for v in runtimes.values())
+    ):
+        raise BadConfig(f'{path}: "runtimes" must be an object of objects')
+    return config
 
 
 def merge(path: str, runsc: str) -> list[str]:
     """Register the runtimes in the daemon.json at `path` (runsc-gpu where it has none, or
     ours: it follows runsc to a new path); the names whose entry changed."""
     config = _read(path)
-    registered = config.setdefault("runtimes", {})
+    registered = config.get("runtimes") or {}
+    config["runtimes"] = registered
     wanted = runtimes(runsc)
     ours = {"path": (registered.get("runsc") or {}).get("path"), "runtimeArgs": GPU_ARGS}
     if registered.get("runsc-gpu") not in (None, ours):
@@ -98,6 +134,14 @@ def engine_has(seen: dict | None, path: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    try:
+        return _main(argv)
+    except BadConfig as exc:
+        print(f"runsc-runtimes.py: {exc}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "merge":
         for name in merge(argv[1], argv[2]):
             print(name)

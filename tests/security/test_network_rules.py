@@ -293,3 +293,51 @@ def test_the_gpu_runtime_follows_runsc_to_a_new_release_but_an_operators_own_is_
     changed, found = runtimes_after_merge(daemon_json, "/opt/newer/runsc")
     assert changed == ["runsc"]
     assert found["runsc-gpu"] == theirs
+
+
+def test_the_merge_keeps_daemon_jsons_mode_owner_and_symlink_and_leaves_no_temp_file(tmp_path):
+    """Config management often links /etc/docker/daemon.json and keeps it 0600: the merge
+    writes the link's target with its mode (a fresh review's E2)."""
+    target = tmp_path / "managed" / "daemon.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps({"log-level": "warn"}))
+    target.chmod(0o600)
+    link = tmp_path / "daemon.json"
+    link.symlink_to(target)
+
+    changed, found = runtimes_after_merge(link, "/opt/gvisor/runsc")
+
+    assert changed == ["runsc", "runsc-gpu"] and found["runsc"]["path"] == "/opt/gvisor/runsc"
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text())["log-level"] == "warn"
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in target.parent.iterdir()) == ["daemon.json"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("[]", "a JSON list, not an object"),
+        ('{"runtimes": null, "x": 1}', None),
+        ('{"runtimes": {"runc": "x"}}', '"runtimes" must be an object of objects'),
+        ("{not json", "is not valid JSON"),
+    ],
+)
+def test_a_daemon_json_the_merge_cannot_read_is_named_and_left_as_it_was(
+    tmp_path, content, message
+):
+    daemon_json = tmp_path / "daemon.json"
+    daemon_json.write_text(content)
+    done = subprocess.run(
+        ["python3", "scripts/runsc-runtimes.py", "merge", str(daemon_json), "/opt/g/runsc"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if message is None:  # "runtimes": null is an empty registry: merged into
+        assert done.returncode == 0, done.stderr
+        assert json.loads(daemon_json.read_text())["x"] == 1
+        return
+    assert done.returncode == 1
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert daemon_json.read_text() == content
