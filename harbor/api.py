@@ -37,7 +37,7 @@ from harbor import services
 from harbor.containers import require_this_engine
 from harbor.models import TaskSandbox
 from runs.models import Run
-from sandboxes import taskexec
+from sandboxes import taskfiles
 from sandboxes.base import SandboxBackend, SandboxError, SandboxHandle
 
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
@@ -256,7 +256,7 @@ class TaskSandboxFilesView(APIView):
             _backend().put_files(
                 _handle(sandbox),
                 path=path,
-                chunks=taskexec.read_limited(stream, limit=UPLOAD_MAX_BYTES),
+                chunks=taskfiles.read_limited(stream, limit=UPLOAD_MAX_BYTES),
             )
         except SandboxError as exc:
             raise Invalid(str(exc), field="body") from None

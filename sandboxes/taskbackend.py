@@ -1,8 +1,8 @@
 """The Docker backend's part for task sandboxes (managed Harbor): the `SandboxBackend`
 methods that build task images, run commands in a running sandbox and move files in and out
 (`sandboxes.base`), on the engine the backend talks to. The work itself is in
-`sandboxes.tasks`, `sandboxes.taskbuild` and `sandboxes.taskexec`; this is where the backend hands them its client,
-its labels and its instance.
+`sandboxes.tasks`, `sandboxes.taskbuild`, `sandboxes.taskexec` and `sandboxes.taskfiles`; this
+is where the backend hands them its client, its labels and its instance.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandboxes import taskexec, tasks
+from sandboxes import taskexec, taskfiles, tasks
 from sandboxes.base import LABEL_INSTANCE, BuiltImage, SandboxHandle, SandboxSpec
 
 if TYPE_CHECKING:
@@ -90,9 +90,9 @@ class DockerTaskSandboxes:
         )
 
     def put_files(self, handle: SandboxHandle, *, path: str, chunks: Iterable[bytes]) -> None:
-        taskexec.put_tar(self.client, handle.id, path=path, chunks=chunks)
+        taskfiles.put_tar(self.client, handle.id, path=path, chunks=chunks)
 
     def open_files(
         self, handle: SandboxHandle, *, path: str, max_bytes: int
     ) -> tuple[int | None, Iterator[bytes]]:
-        return taskexec.open_tar(self.client, handle.id, path=path, max_bytes=max_bytes)
+        return taskfiles.open_tar(self.client, handle.id, path=path, max_bytes=max_bytes)

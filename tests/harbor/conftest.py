@@ -16,3 +16,19 @@ def fast_password_hashing(settings):
 def managed(owner, sandbox_settings, task_images):
     """A managed Harbor run and a client calling its task sandboxes with its key."""
     return managed_client(owner, sandbox_settings.BELVEDIR_SANDBOX_BASE_URL)
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The argv of every exec the platform starts in a sandbox, from here on."""
+    from docker.api.exec_api import ExecApiMixin
+
+    seen: list[list[str]] = []
+    original = ExecApiMixin.exec_create
+
+    def counted(self, container, cmd, *args, **kwargs):
+        seen.append(list(cmd))
+        return original(self, container, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(ExecApiMixin, "exec_create", counted)
+    return seen

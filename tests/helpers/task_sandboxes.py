@@ -261,6 +261,14 @@ class Client:
         return self.call("DELETE", f"/task-sandboxes/{sandbox_id}")
 
 
+def with_files(client, task_images, steps: str, command: str) -> dict:
+    """A task sandbox of a fresh image with `steps`, where `command` made its files."""
+    sandbox = client.create("du", context_tar(fresh_dockerfile() + steps)).json()
+    task_images.add(sandbox["image"])
+    assert client.exec_lines(sandbox["id"], command)[-1]["exit_code"] == 0
+    return sandbox
+
+
 def task_containers(run_id: str) -> list:
     """The engine's task containers of a run (any state)."""
     client = docker.from_env()
