@@ -15,8 +15,15 @@ the bundled ones. Their pools keep connections by host name.
 
 httpx has no public hook for the network layer, so the transports are given an httpcore
 connection pool whose `network_backend` (that hook) is a pinned one: `PinnedBackend` for the
-router's async client, `SyncPinnedBackend` for a worker's.
+router's async client, `SyncPinnedBackend` for a worker's. The async one resolves in threads
+of its own (`RESOLVING`, not anyio's shared default limiter) within the connect timeout.
+
+What such a base answers is read with bounds by its callers (`router.bodies`,
+`harnesses.model_client`); of an error answer only an OpenAI-style error's message is shown
+(`error_message`), the key redacted: the base may be anything.
 """
+
+import json
 
 import anyio
 import httpcore
@@ -25,6 +32,11 @@ import httpx
 from belvedir.net_policy import Address, HostUnresolved, Resolver, model_host_refusal, resolve
 
 CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
+
+# Lookups at once for the async backend's hosts: a slow name server holds these threads, not
+# the ones every other `anyio.to_thread` user of the loop shares.
+RESOLVING = 16
+ERROR_MESSAGE_CHARS = 300
 
 
 class BaseRefused(Exception):
@@ -46,16 +58,54 @@ def checked_addresses(host: str, port: int, resolver: Resolver = resolve) -> lis
     return addresses
 
 
+def openai_error(content: bytes) -> dict | None:
+    """The error object of an OpenAI-style error answer (`{"error": {...}}`), else None."""
+    try:
+        document = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    error = document.get("error") if isinstance(document, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+def error_message(content: bytes, key: str) -> str:
+    """What a user's base's error answer may show: the message of an OpenAI-style error, the
+    key replaced if it is echoed, cut short; "" for anything else (its body is not shown)."""
+    error = openai_error(content)
+    message = str(error.get("message") or "") if error is not None else ""
+    if len(key) >= 4:
+        message = message.replace(key, "[redacted]")
+    return message[:ERROR_MESSAGE_CHARS]
+
+
 class PinnedBackend(httpcore.AsyncNetworkBackend):
     """httpcore's async network backend, resolving and checking each host it is asked to
-    connect to, then connecting to a checked address itself."""
+    connect to (in its own threads, within the connect timeout), then connecting to a checked
+    address itself."""
 
     def __init__(self, *, resolver: Resolver = resolve, inner=None) -> None:
         self._resolver = resolver
         self._inner = inner or httpcore.AnyIOBackend()
+        self._resolving = anyio.CapacityLimiter(RESOLVING)
+
+    async def _checked(self, host: str, port: int, timeout: float | None) -> list[Address]:
+        """The checked addresses; httpcore's ConnectTimeout when the lookup takes longer than
+        the connect timeout (its thread is left to finish on its own)."""
+        try:
+            with anyio.fail_after(timeout):
+                return await anyio.to_thread.run_sync(
+                    checked_addresses,
+                    host,
+                    port,
+                    self._resolver,
+                    abandon_on_cancel=True,
+                    limiter=self._resolving,
+                )
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout} s") from None
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        addresses = await anyio.to_thread.run_sync(checked_addresses, host, port, self._resolver)
+        addresses = await self._checked(host, port, timeout)
         options = {"timeout": timeout, "local_address": local_address}
         *others, last = addresses
         for address in others:  # the next one when an address does not answer

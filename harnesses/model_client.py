@@ -4,16 +4,25 @@ of an OpenAI-style error (never the body of whatever answered). No redirect is f
 call to a base its user named goes through a pinned client (`belvedir.pinned.sync_client`:
 each connection to an address the model-host policy checked). A call the platform pays for is
 metered (`Meter`): each request to the upstream is reserved before it is sent and settled
-with the usage the upstream reported after it."""
+with the usage the upstream reported after it.
 
+An answer is read as it arrives, within the call's deadline (checked between its chunks:
+httpx's timeout is per read) and up to `MAX_ANSWER_BYTES` (an error answer
+`MAX_ERROR_BYTES`): a base dripping its answer, or answering without end, fails the call
+instead of holding the worker."""
+
+import json
 import time
 from typing import Protocol
 
 import httpx
 
-from belvedir.pinned import BaseRefused
+from belvedir.pinned import BaseRefused, error_message
+from belvedir.text import size_text
 
 RETRY_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_ANSWER_BYTES = 32 * 2**20
+MAX_ERROR_BYTES = 64 * 2**10
 
 
 class ModelError(Exception):
@@ -49,7 +58,7 @@ def chat(
     all before `deadline` (a `time.monotonic()` value); each request metered by `meter`, sent
     with `client` (a user's base: its pinned client; None: httpx's own, for the operator's
     upstream)."""
-    post = client.post if client is not None else httpx.post
+    stream = client.stream if client is not None else httpx.stream
     url = api_base.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body: dict = {"model": model, "messages": messages}
@@ -63,7 +72,11 @@ def chat(
         if meter is not None:
             meter.reserve(body)
         try:
-            response = post(url, json=body, headers=headers, timeout=remaining)
+            with stream("POST", url, json=body, headers=headers, timeout=remaining) as response:
+                content = _read(response, deadline, api_base)
+        except ModelError:  # too slow or too large: it may have been billed
+            _settle(meter, body, None, sent=True)
+            raise
         except BaseRefused as exc:  # on connecting: nothing was sent
             _settle(meter, body, None, sent=False)
             raise ModelError(f"The model base {api_base} is refused: {exc}.") from None
@@ -78,8 +91,9 @@ def chat(
                 ) from None
         else:
             if response.status_code < 300:
-                _settle(meter, body, _usage(response), sent=True)
-                return _content(response, api_base)
+                document = _document(content)
+                _settle(meter, body, _usage(document), sent=True)
+                return _content(document, api_base)
             _settle(meter, body, {}, sent=True)  # an error answer: no tokens
             if response.status_code < 400:
                 raise ModelError(
@@ -89,7 +103,7 @@ def chat(
             if response.status_code not in RETRY_STATUSES or last:
                 raise ModelError(
                     f"The model at {api_base} answered {response.status_code}"
-                    + _error_text(response, api_key)
+                    + _error_text(content, api_key)
                 )
         time.sleep(backoff * 2**attempt)
     raise ModelError("unreachable")  # pragma: no cover - the loop returns or raises
@@ -100,35 +114,44 @@ def _settle(meter: Meter | None, body: dict, usage: dict | None, *, sent: bool) 
         meter.settle(body, usage, sent=sent)
 
 
-def _usage(response: httpx.Response) -> dict | None:
-    """The usage an answer reports, or None when it reports none."""
+def _read(response: httpx.Response, deadline: float, api_base: str) -> bytes:
+    """The answer's body, by `deadline` and at most its limit; ModelError past either."""
+    limit = MAX_ERROR_BYTES if response.status_code >= 300 else MAX_ANSWER_BYTES
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ModelError(f"The model at {api_base} answered over {size_text(limit)}.")
+        if time.monotonic() > deadline:
+            raise ModelError(f"The model at {api_base} did not answer in time.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _document(content: bytes):
     try:
-        usage = response.json().get("usage")
-    except (ValueError, AttributeError):
+        return json.loads(content)
+    except (ValueError, RecursionError):
         return None
+
+
+def _usage(document) -> dict | None:
+    """The usage an answer reports, or None when it reports none."""
+    usage = document.get("usage") if isinstance(document, dict) else None
     return usage if isinstance(usage, dict) else None
 
 
-def _error_text(response: httpx.Response, api_key: str) -> str:
+def _error_text(content: bytes, api_key: str) -> str:
     """What follows the status in the error: ": " and the message of an OpenAI-style error
     answer (the key replaced if it is echoed), else "." alone: the body of anything else is
     not shown (the base may be anything, an internal page included)."""
-    try:
-        document = response.json()
-    except ValueError:
-        document = None
-    error = document.get("error") if isinstance(document, dict) else None
-    message = str(error.get("message") or "") if isinstance(error, dict) else ""
-    if not message:
-        return "."
-    if len(api_key) >= 4:
-        message = message.replace(api_key, "[redacted]")
-    return f": {message[:300]}"
+    message = error_message(content, api_key)
+    return f": {message}" if message else "."
 
 
-def _content(response: httpx.Response, api_base: str) -> str:
+def _content(document, api_base: str) -> str:
     try:
-        content = response.json()["choices"][0]["message"]["content"]
+        content = document["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise ModelError(f"The model at {api_base} answered without a chat completion.") from None
     if not isinstance(content, str):

@@ -14,8 +14,10 @@ import time
 import httpx
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
+from belvedir.pinned import error_message, openai_error
 from billing.pricing import Usage, cache_ttl_asked, usage_cost_micros
 from billing.spend import spend_reserve_async
+from router import bodies
 from router.endpoints import CHAT, Endpoint, Reading
 from router.pinned import BaseRefused
 from router.services import (
@@ -62,26 +64,24 @@ def upstream_error(
     status: int, content: bytes, *, target: Target | None = None
 ) -> tuple[JsonResponse, int, str]:
     """The upstream's error as the router answers it, only ever OpenAI-style: its status and
-    message (the user's own key never in it), a 502 for a redirect (never followed) or for a
-    refusal of the platform's account; with the status and the upstream's own message, for the
-    span."""
+    message, a 502 for a redirect (never followed) or for a refusal of the platform's account;
+    with the status and the upstream's own message, for the span. Of a user's base's error
+    only an OpenAI-style error's message is shown, the user's key never in it
+    (`belvedir.pinned.error_message`, as environment generation shows it)."""
     covered = target is None or target.covered
     if 300 <= status < 400:
         message = f"The upstream answered {status}, a redirect, which the router does not follow."
         return error_response(502, message, type="upstream_error", code="redirect"), 502, message
-    try:
-        document = json.loads(content)
-    except ValueError:
-        document = None
-    if isinstance(document, dict) and isinstance(document.get("error"), dict):
-        error = document["error"]
+    error = openai_error(content)
+    kind = str(error.get("type") or "upstream_error") if error is not None else "upstream_error"
+    code = error.get("code") if error is not None else None
+    if not covered:
+        message = error_message(content, target.key) or f"The upstream answered {status}."
+    elif error is not None:
         message = str(error.get("message") or f"The upstream answered {status}.")
-        kind, code = str(error.get("type") or "upstream_error"), error.get("code")
     else:
         text = content.decode("utf-8", "replace")[:500]
-        message, kind, code = f"The upstream answered {status}: {text}", "upstream_error", None
-    if not covered and len(target.key) >= 4:
-        message = message.replace(target.key, "[redacted]")
+        message = f"The upstream answered {status}: {text}"
     if status in UPSTREAM_ACCOUNT_STATUSES and covered:
         answer = error_response(
             502,
@@ -265,17 +265,23 @@ class Call:
             usage = usage.with_ttl(cache_ttl_asked(forwarded))
         self.record.use(usage, output=self.endpoint.produces_output)
 
-    async def send(self, sending) -> httpx.Response | JsonResponse:
-        """The upstream's response; or, when none came, the error answer (the call settled)."""
+    async def send(self, sending, ends: float):
+        """What `sending` (`router.bodies.opened`) gave, by `ends` (a `bodies.deadline()`); or,
+        when nothing usable came, the error answer (the call settled)."""
         try:
-            return await sending
+            async with bodies.within(ends):
+                return await sending
         except BaseRefused as exc:  # the user's base, refused on connecting (nothing sent)
             message = f"The model base may not be called: {exc}."
             answer = error_response(
                 403, message, type="invalid_request_error", code="model_base_refused"
             )
             return await self.failed(403, message, answer)
-        except httpx.TimeoutException:
+        except bodies.AnswerTooLarge as exc:  # it may have billed us: assume the worst
+            self.record.cost_micros = self.admission.reserved_micros
+            answer = error_response(502, str(exc), type="upstream_error", code="answer_too_large")
+            return await self.failed(502, str(exc), answer)
+        except (httpx.TimeoutException, TimeoutError):
             self.charge_if_sent()
             message = "The upstream did not answer in time."
             answer = error_response(504, message, type="upstream_error", code="timeout")
@@ -294,19 +300,19 @@ class Call:
     async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
         """Forward a call answered whole; settled after the answer (ASGI) or before it."""
         target, url, headers = self.target()
-        response = await self.send(
-            http.post(url, json=forwarded, headers=headers, extensions=self.traced())
+        request = http.build_request(
+            "POST", url, json=forwarded, headers=headers, extensions=self.traced()
         )
-        if isinstance(response, JsonResponse):
-            return response
+        sent = await self.send(bodies.opened(http, request, streamed=False), bodies.deadline())
+        if isinstance(sent, JsonResponse):
+            return sent
+        response, content = sent
         if response.status_code >= 300:
-            reply, status, message = upstream_error(
-                response.status_code, response.content, target=target
-            )
+            reply, status, message = upstream_error(response.status_code, content, target=target)
             return await self.failed(status, message, reply)
         try:
-            document = response.json()
-        except ValueError:
+            document = json.loads(content)
+        except (ValueError, RecursionError):
             document = None
         if not isinstance(document, dict):
             message = "The upstream answered with something that is not JSON."
@@ -320,9 +326,7 @@ class Call:
             self.finish_after_answer()
         else:
             await self.finish()
-        return HttpResponse(
-            response.content, status=response.status_code, content_type="application/json"
-        )
+        return HttpResponse(content, status=response.status_code, content_type="application/json")
 
     def read(self, reading: Reading, forwarded: dict) -> None:
         call = self.record
@@ -341,12 +345,11 @@ class Call:
         request = http.build_request(
             "POST", url, json=forwarded, headers=headers, extensions=self.traced()
         )
-        response = await self.send(http.send(request, stream=True))
-        if isinstance(response, JsonResponse):
-            return response
+        sent = await self.send(bodies.opened(http, request, streamed=True), bodies.deadline())
+        if isinstance(sent, JsonResponse):
+            return sent
+        response, content = sent
         if response.status_code >= 300:
-            content = await response.aread()
-            await response.aclose()
             reply, status, message = upstream_error(response.status_code, content, target=target)
             return await self.failed(status, message, reply)
         streamed = StreamingHttpResponse(

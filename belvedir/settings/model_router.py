@@ -15,6 +15,13 @@ BELVEDIR_ROUTER_UPSTREAM_BASE = envstr(
 # listed here, comma-separated.
 BELVEDIR_MODEL_HOST_ALLOWLIST = envlist("BELVEDIR_MODEL_HOST_ALLOWLIST", [])
 BELVEDIR_ROUTER_UPSTREAM_TIMEOUT = envfloat("BELVEDIR_ROUTER_UPSTREAM_TIMEOUT", 600.0)
+# What the router reads of an upstream's answer (router/bodies.py): a call's whole time from
+# sending it to the last byte of a whole answer (or a stream's first; the timeout above is per
+# read), and the most it reads of a whole answer and of an error answer. Past any of them the
+# caller gets an OpenAI-style 504 or 502.
+BELVEDIR_ROUTER_CALL_DEADLINE = envfloat("BELVEDIR_ROUTER_CALL_DEADLINE", 900.0)
+BELVEDIR_ROUTER_MAX_ANSWER_BYTES = envint("BELVEDIR_ROUTER_MAX_ANSWER_BYTES", 32 * 2**20)
+BELVEDIR_ROUTER_MAX_ERROR_BYTES = envint("BELVEDIR_ROUTER_MAX_ERROR_BYTES", 64 * 2**10)
 # A path under /api/v1 the router does not serve (router.endpoints) is a 404; with this on, a
 # running covered run's key passes it through to the upstream with the operator's key,
 # untraced and not charged to the run (for calls that cost nothing, such as Anthropic's

@@ -46,7 +46,8 @@ def upstream(settings):
 @pytest.fixture
 def serve_router(transactional_db, upstream, tmp_path):
     """`serve_router(**env)`: the router served by uvicorn on this test's database, with these
-    settings; its /api/v1 base URL. Stopped after the test."""
+    settings; its /api/v1 base URL. Stopped after the test; `serve_router.processes` holds
+    them."""
     processes = []
 
     def serve(**env: str) -> str:
@@ -62,6 +63,7 @@ def serve_router(transactional_db, upstream, tmp_path):
         )
         return f"http://127.0.0.1:{port}/api/v1"
 
+    serve.processes = processes
     yield serve
     for process in processes:
         process.terminate()
