@@ -97,7 +97,9 @@ async def _call(request, endpoint: Endpoint):
         if exc.caller is not None:
             await calls.record_refused(exc.caller, call, exc)
         return refused(exc)
-    admitted.headers = endpoint.upstream_headers(request.headers)
+    admitted.headers = endpoint.upstream_headers(
+        request.headers, covered=admitted.admission.covered
+    )
     forwarded = calls.forwarded_body(admitted.admission, body, endpoint)
     if call.streamed:
         return await admitted.stream(forwarded)

@@ -19,14 +19,19 @@ from router.sse import EventReader
 
 VENDOR = "anthropic/"
 # Request headers passed on to the upstream; a beta that bills differently (the 1M-token
-# context's long-context prices) is left out.
+# context's long-context prices) is left out, and on a covered call one for work the
+# reservation does not bound (compaction's extra pass, the advisor tool's).
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta")
 REFUSED_BETAS = ("context-1m",)
+COVERED_REFUSED_BETAS = (*REFUSED_BETAS, "compact-", "advisor-tool-")
+# The context edits a covered call may ask for (Claude Code's): clearing old tool uses or
+# thinking only removes input. Compaction (`compact_…`) runs a sampling pass of its own.
+CLEARING_EDITS = ("clear_tool_uses_", "clear_thinking_")
 
 
 class Messages(Endpoint):
     path = "messages"
-    prompt_fields = ("system", "tools", "tool_choice")
+    prompt_fields = ("system", "tools", "tool_choice", "output_config")  # its JSON schema
     forwarded = frozenset(
         {
             "model",
@@ -50,12 +55,19 @@ class Messages(Endpoint):
         }
     )
     # MCP servers the provider would call, a code-execution container; server tools (web
-    # search and fetch, code execution) bill per use.
+    # search and fetch, code execution, the advisor, any new one) bill per use: a covered
+    # call's tools are its own (no type, or "custom") or ones the client executes.
     refused = REFUSED_FIELDS | {"mcp_servers", "container"}
-    server_tools = ("web_search", "web_fetch", "code_execution")
+    tool_types = ("custom", "bash_", "text_editor_", "computer_", "memory_")
 
-    def upstream_headers(self, headers) -> dict[str, str]:
-        return forwarded_headers(headers)
+    def refused_field(self, body: dict) -> str | None:
+        found = super().refused_field(body)
+        if found is None and "context_management" in body:
+            return None if clearing_only(body["context_management"]) else "context_management"
+        return found
+
+    def upstream_headers(self, headers, *, covered: bool = False) -> dict[str, str]:
+        return forwarded_headers(headers, COVERED_REFUSED_BETAS if covered else REFUSED_BETAS)
 
     def authorized(self, target, headers: dict[str, str]) -> dict[str, str]:
         """Anthropic's own API takes a key as x-api-key, not a bearer token (OpenRouter's
@@ -99,14 +111,26 @@ class Messages(Endpoint):
         return f"event: error\ndata: {json.dumps(error)}\n\n".encode()
 
 
-def forwarded_headers(headers) -> dict[str, str]:
-    """The Anthropic request headers the upstream gets (`FORWARDED_HEADERS`)."""
+def clearing_only(context_management) -> bool:
+    """Whether a `context_management` asks only for `CLEARING_EDITS`."""
+    edits = context_management.get("edits") if isinstance(context_management, dict) else None
+    return isinstance(edits, list) and all(
+        isinstance(edit, dict)
+        and isinstance(edit.get("type"), str)
+        and edit["type"].startswith(CLEARING_EDITS)
+        for edit in edits
+    )
+
+
+def forwarded_headers(headers, refused_betas: tuple[str, ...] = REFUSED_BETAS) -> dict[str, str]:
+    """The Anthropic request headers the upstream gets (`FORWARDED_HEADERS`), less the
+    `refused_betas`."""
     out = {}
     for name in FORWARDED_HEADERS:
         value = headers.get(name)
         if value and name == "anthropic-beta":
             kept = [b.strip() for b in value.split(",") if b.strip()]
-            value = ",".join(b for b in kept if not b.startswith(REFUSED_BETAS))
+            value = ",".join(b for b in kept if not b.startswith(refused_betas))
         if value:
             out[name] = value
     return out
@@ -116,9 +140,24 @@ def anthropic_usage(usage) -> Usage | None:
     """Anthropic's usage as `Usage`: the input is `input_tokens` (what follows the last cache
     breakpoint) plus `cache_creation_input_tokens` (written to the cache; newer answers split
     them by time in `cache_creation`: `ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`)
-    plus `cache_read_input_tokens`. Writes the split does not account for have no time said."""
+    plus `cache_read_input_tokens`. Writes the split does not account for have no time said.
+
+    An answer that sampled more than once (compaction's summary before the message) lists
+    each pass in `iterations`; its top-level counts are the message's own, so every other
+    pass is added to them (settlement still charges at most the reservation)."""
     if not isinstance(usage, dict):
         return None
+    passes = usage.get("iterations")
+    passes = passes if isinstance(passes, list) else []
+    total = _usage(usage)
+    for extra in passes:
+        if isinstance(extra, dict) and extra.get("type") != "message":
+            total = Usage(*(a + b for a, b in zip(total, _usage(extra), strict=True)))
+    return total
+
+
+def _usage(usage: dict) -> Usage:
+    """One pass's counts."""
     split = usage.get("cache_creation")
     split = split if isinstance(split, dict) else {}
     five_minutes = reported_tokens(split.get("ephemeral_5m_input_tokens"))

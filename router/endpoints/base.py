@@ -42,9 +42,11 @@ class Endpoint:
     limit_fields: tuple[str, ...] = ("max_tokens",)  # the output limits read, and sent
     produces_output = True  # embeddings do not
     streams = True  # embeddings do not
-    # Tools of these types run on the provider's side and bill work of their own (web
-    # search, code execution): refused like the routing fields.
-    server_tools: tuple[str, ...] = ()
+    # The tool types a covered call may carry (None: its tools are not checked); a name
+    # ending in "_" stands for its versions (`bash_` for `bash_20250124`). Any other type
+    # runs on the provider's side and bills work of its own (web search, code execution, an
+    # advisor model's pass): refused like the routing fields, a new one too.
+    tool_types: tuple[str, ...] | None = None
 
     def body_problem(self, body) -> str | None:
         """Why the body is not a request of this API (None when it is)."""
@@ -56,13 +58,20 @@ class Endpoint:
         return None
 
     def refused_field(self, body: dict) -> str | None:
+        """The field a covered call may not carry (None when it carries none)."""
         found = next((name for name in body if name in self.refused), None)
-        if found is None and self.server_tools and isinstance(body.get("tools"), list):
-            for tool in body["tools"]:
-                kind = tool.get("type") if isinstance(tool, dict) else None
-                if isinstance(kind, str) and kind.startswith(self.server_tools):
-                    return "tools"
+        if found is None and self.tool_types is not None and not self.own_tools(body):
+            return "tools"
         return found
+
+    def own_tools(self, body: dict) -> bool:
+        """Whether every tool is one the caller runs: with no type, or one of `tool_types`."""
+        tools = body.get("tools")
+        for tool in tools if isinstance(tools, list) else []:
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind is not None and not _one_of(kind, self.tool_types or ()):
+                return False
+        return True
 
     def unmeasured_part(self, body: dict) -> str | None:
         """The prompt field holding input the reservation cannot measure (None when all of it
@@ -76,8 +85,9 @@ class Endpoint:
     def forwarded_fields(self, body: dict) -> dict:
         return {name: value for name, value in body.items() if name in self.forwarded}
 
-    def upstream_headers(self, headers) -> dict[str, str]:
-        """The caller's request headers the upstream gets too (none: the router's own)."""
+    def upstream_headers(self, headers, *, covered: bool = False) -> dict[str, str]:
+        """The caller's request headers the upstream gets too (none: the router's own), for a
+        covered call or an own-key one."""
         return {}
 
     def authorized(self, target, headers: dict[str, str]) -> dict[str, str]:
@@ -166,6 +176,13 @@ def _unmeasured(value, depth: int = 0) -> bool:
     if kind == "document" and isinstance(source, dict) and source.get("type") in FETCHED_SOURCES:
         return True
     return any(_unmeasured(item, depth + 1) for item in value.values())
+
+
+def _one_of(kind, types: tuple[str, ...]) -> bool:
+    """Whether `kind` is one of `types`, a type ending in "_" standing for its versions."""
+    if not isinstance(kind, str):
+        return False
+    return kind in types or any(t.endswith("_") and kind.startswith(t) for t in types)
 
 
 def cap_budget(forwarded: dict, name: str, budget: str, limit: int) -> None:

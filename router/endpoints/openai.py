@@ -139,7 +139,7 @@ class Embeddings(Endpoint):
 class Responses(Endpoint):
     """The Responses API. Refused: a stored response or conversation as context (input the
     reservation cannot see), a stored prompt, background calls (billed after the answer),
-    and the hosted tools, billed per use."""
+    and every tool but a function or a custom one (the hosted tools bill per use)."""
 
     path = "responses"
     prompt_field = "input"
@@ -167,7 +167,9 @@ class Responses(Endpoint):
     )
     refused = REFUSED_FIELDS | {"previous_response_id", "conversation", "background", "prompt"}
     limit_fields = ("max_output_tokens",)
-    server_tools = ("web_search", "file_search", "code_interpreter", "image_generation", "mcp")
+    # The caller's own tools only: the hosted ones (web and file search, code interpreter,
+    # image generation, MCP, any new one) bill per use.
+    tool_types = ("function", "custom")
 
     def span_messages(self, body: dict) -> list:
         messages = super().span_messages(body)

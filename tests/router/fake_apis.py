@@ -94,7 +94,8 @@ ANTHROPIC_CACHE_USAGE = ("cache_creation_input_tokens", "cache_read_input_tokens
 
 
 def _anthropic_usage(usage: dict) -> dict:
-    cache = {name: usage[name] for name in ANTHROPIC_CACHE_USAGE if name in usage}
+    # The cache's counts and the passes of an answer that made more than one (`iterations`).
+    cache = {name: usage[name] for name in (*ANTHROPIC_CACHE_USAGE, "iterations") if name in usage}
     return {
         "input_tokens": usage["prompt_tokens"],
         "output_tokens": usage["completion_tokens"],
