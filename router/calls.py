@@ -297,19 +297,28 @@ class Call:
             await self.finish()
             raise
 
-    async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
-        """Forward a call answered whole; settled after the answer (ASGI) or before it."""
+    async def opened(self, forwarded: dict, http: httpx.AsyncClient, *, streamed: bool):
+        """The request sent: (the upstream's 2xx response, its body read; None for a stream
+        still open), or the answer to give instead (it failed, or answered an error)."""
         target, url, headers = self.target()
         request = http.build_request(
             "POST", url, json=forwarded, headers=headers, extensions=self.traced()
         )
-        sent = await self.send(bodies.opened(http, request, streamed=False), bodies.deadline())
+        sent = await self.send(bodies.opened(http, request, streamed=streamed), bodies.deadline())
         if isinstance(sent, JsonResponse):
             return sent
         response, content = sent
         if response.status_code >= 300:
             reply, status, message = upstream_error(response.status_code, content, target=target)
             return await self.failed(status, message, reply)
+        return response, content
+
+    async def complete(self, forwarded: dict, http: httpx.AsyncClient, *, settle_later: bool):
+        """Forward a call answered whole; settled after the answer (ASGI) or before it."""
+        opened = await self.opened(forwarded, http, streamed=False)
+        if not isinstance(opened, tuple):
+            return opened
+        response, content = opened
         try:
             document = json.loads(content)
         except (ValueError, RecursionError):
@@ -340,18 +349,10 @@ class Call:
 
     async def stream(self, forwarded: dict):
         """Forward a streamed call; its events pass through as they arrive (`relay`)."""
-        target, url, headers = self.target()
-        http = target.client()
-        request = http.build_request(
-            "POST", url, json=forwarded, headers=headers, extensions=self.traced()
-        )
-        sent = await self.send(bodies.opened(http, request, streamed=True), bodies.deadline())
-        if isinstance(sent, JsonResponse):
-            return sent
-        response, content = sent
-        if response.status_code >= 300:
-            reply, status, message = upstream_error(response.status_code, content, target=target)
-            return await self.failed(status, message, reply)
+        opened = await self.opened(forwarded, self.admission.target.client(), streamed=True)
+        if not isinstance(opened, tuple):
+            return opened
+        response, _ = opened
         streamed = StreamingHttpResponse(
             self.relay(response, forwarded), content_type="text/event-stream"
         )
