@@ -12,8 +12,8 @@ organization's. Not taken, it goes when its run ends, as every task sandbox of t
 (`services.task_sandboxes_stop_for_run`, the reaper), its row deleted: it never ran anything.
 Its time is not charged (its row's `started_at` is set when a create takes it).
 
-The run's worker makes them (`HeartbeatWarm`: its checks run at the claim, in a thread of
-its own), at most HARBOR_CONCURRENCY; `BELVEDIR_TASK_SANDBOX_WARM=0` turns them off.
+The run's worker makes them (`HeartbeatWarm`: its checks run once the run's sandbox has started,
+in a thread of its own), at most HARBOR_CONCURRENCY; `BELVEDIR_TASK_SANDBOX_WARM=0` turns them off.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -151,6 +152,7 @@ def _execute(run_id: str, device: GpuDevice | None) -> str:
         run_id, execution.tail, gpu_device=device is not None, backend=execution.backend
     )
     heartbeat.start()
+    execution.sandbox_started = heartbeat.sandbox_started
     workdir = Path(tempfile.mkdtemp(prefix=f"belvedir-{run_id}-"))
     try:
         return execution.execute(workdir)
@@ -181,6 +183,7 @@ class Execution:
         self.cache = install_cache.Plan()  # the install cache's part (prepare)
         self._waiter: threading.Thread | None = None
         self._stop_waiting = threading.Event()  # set: `follow` no longer needs the engine's wait
+        self.sandbox_started: Callable[[], None] = lambda: None  # the heartbeat's, at launch
 
     def execute(self, workdir: Path) -> str:
         isolation = sandbox_status(self.run.gpu_type)  # a GPU run's: its host's GPU check too
@@ -235,6 +238,7 @@ class Execution:
     def start(self, spec: SandboxSpec) -> None:
         self.tail.write(f"{self.cache.note}\n" if self.cache.note else "")
         self.handle = self.backend.launch(spec)
+        self.sandbox_started()
         run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
         run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.db import close_old_connections, connection
 
@@ -21,9 +22,10 @@ HEARTBEAT_SECONDS = 1.0
 class Heartbeat:
     """Beats (with the log tail when it changed) from the claim until the run is finished,
     so the reaper sees the worker alive through a long clone or copy too; renews the lease on
-    the run's GPU device, if it holds one; with a `backend`, runs the checks of the apps above
-    runs (runs/hooks.py: harbor stops the run's task sandboxes on its engine that wrote past
-    their disk limit), noting what they say in the log."""
+    the run's GPU device, if it holds one; with a `backend`, once the run's sandbox has started
+    (`sandbox_started`), runs the checks of the apps above runs (runs/hooks.py: harbor starts
+    the run's warm task sandboxes and stops those that wrote past their disk limit) at once and
+    then every beat, noting what they say in the log."""
 
     def __init__(
         self,
@@ -39,20 +41,42 @@ class Heartbeat:
         self.backend = backend
         self._checks = [make() for make in hooks.heartbeat_checks]
         self._stop = threading.Event()
+        self._started = threading.Event()  # the run's sandbox has started (`sandbox_started`)
+        self._wake = threading.Event()  # set by `stop` and `sandbox_started`
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"beat {run_id}")
 
     def start(self) -> None:
         self._thread.start()
 
+    def sandbox_started(self) -> None:
+        """The run's sandbox is up: the checks run now, then at every beat. Not before: a
+        run has no task sandbox until its sandbox runs, and the warm task sandboxes the first
+        check starts would take the CPU from that start (bench/harbor_managed.py, 2 Dec:
+        started at the claim, the run sandbox's start went from 0.6 to 1.6 s and Harbor's
+        import from 2.1-2.6 to 3.1-3.3 s on an idle 2-core host)."""
+        self._started.set()
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
-        stage_told = False
+        stage_told = checked = False
+        next_beat = time.monotonic() + HEARTBEAT_SECONDS
         try:
-            self._first_check()
-            while not self._stop.wait(HEARTBEAT_SECONDS):
+            while True:
+                self._wake.wait(max(0.0, next_beat - time.monotonic()))
+                self._wake.clear()  # `_stop` and `_started` are read after: no wake is lost
+                if self._stop.is_set():
+                    return
+                if self._started.is_set() and not checked:
+                    self._first_check()
+                    checked = True
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + HEARTBEAT_SECONDS
                 try:
                     close_old_connections()
                     if self.tail.run_started and not stage_told:
@@ -67,7 +91,8 @@ class Heartbeat:
                         run_heartbeat(run_id=self.run_id)
                     if self.gpu_device:
                         gpu.device_renew(run_id=self.run_id)
-                    self._check()  # its notes go out with the next beat
+                    if self._started.is_set():
+                        self._check()  # its notes go out with the next beat
                 except Exception:  # one failed beat (a dropped connection) must not end them all
                     log.warning("heartbeat of %s failed; trying again", self.run_id, exc_info=True)
                     connection.close()
@@ -75,8 +100,9 @@ class Heartbeat:
             connection.close()  # this thread's own connection; it would leak otherwise
 
     def _first_check(self) -> None:
-        """The checks once at the claim, before the first beat: harbor's warm task sandboxes
-        start while the run's sandbox does (Harbor asks for its first ~2-3 s after the claim)."""
+        """The checks once the run's sandbox is up, not waiting for the next beat: harbor's
+        warm task sandboxes start while Harbor imports in it (Harbor asks for its first task
+        sandbox ~2-3 s after the claim, a gVisor container takes 1-2.5 s to start)."""
         try:
             self._check()
         except Exception:

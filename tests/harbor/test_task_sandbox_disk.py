@@ -86,6 +86,7 @@ def test_a_task_sandbox_writing_past_its_limit_is_stopped_with_a_note_in_the_run
     run, key, sandbox = start("fill")
     heartbeat = Heartbeat(run.pk, LogTail([]), backend=get_backend())
     heartbeat.start()
+    heartbeat.sandbox_started()  # as the executor says once the run's sandbox is up
     try:
         write(sandbox, "/usr/local/fill", 48)  # anywhere in the root: not a quota volume
 
