@@ -52,6 +52,7 @@ from sandboxes.base import (
     LABEL_RUN_ID,
     Collected,
     FileKind,
+    NoRoom,
     SandboxBackend,
     SandboxError,
     SandboxHandle,
@@ -60,6 +61,7 @@ from sandboxes.base import (
 )
 
 log = logging.getLogger(__name__)
+ROOM_POLL_SECONDS = 2.0  # how often a run waiting for room on the disk tries again
 GPU_POLL_SECONDS = 1.0  # how often a GPU run's worker looks for a free device
 # After the sandbox stopped, how long the rest of its output may take to arrive.
 DRAIN_SECONDS = 120.0
@@ -204,7 +206,8 @@ class Execution:
         current = _status(self.run.pk)
         if current != Status.RUNNING:  # cancelled (or reaped) while we cloned
             return current or Status.FAILED
-        self.start(spec)
+        if not self.start(spec):  # cancelled (or reaped) while it waited for room on the disk
+            return _status(self.run.pk) or Status.FAILED
         exit_code = self.follow()
         self.cache.record(self.backend, self.handle, self.run.pk)  # its install's snapshot
         return self.finish(exit_code)
@@ -235,12 +238,42 @@ class Execution:
         (control / Path(contract.STAGE_KEY_FILE).name).write_text(self.stage_key)
         return self.cache.spec(spec, tar_directory(*self.cache.workspace(workdir)))
 
-    def start(self, spec: SandboxSpec) -> None:
+    def start(self, spec: SandboxSpec) -> bool:
+        """Launch the run's sandbox; False if the run ended while it waited for room."""
         self.tail.write(f"{self.cache.note}\n" if self.cache.note else "")
-        self.handle = self.backend.launch(spec)
+        handle = self._launch(spec)
+        if handle is None:
+            return False
+        self.handle = handle
         self.sandbox_started()
         run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
         run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
+        return True
+
+    def _launch(self, spec: SandboxSpec) -> SandboxHandle | None:
+        """The run's sandbox. One that finds no room on the worker's disk (each sandbox's quota
+        volume is promised in full) waits for other sandboxes to end and give theirs back, up
+        to BELVEDIR_DISK_ROOM_WAIT s, saying so once in its log, then fails saying why (at
+        once where even their room would not do); None if the run was cancelled (or reaped)
+        meanwhile."""
+        deadline = time.monotonic() + settings.BELVEDIR_DISK_ROOM_WAIT
+        told = False
+        while True:
+            try:
+                return self.backend.launch(spec)
+            except NoRoom as exc:
+                if not exc.later or time.monotonic() + ROOM_POLL_SECONDS > deadline:
+                    raise  # larger than the disk could ever keep, or waited long enough
+                if not told:
+                    self.tail.write(
+                        f"belvedir: {exc}; the run waits up to "
+                        f"{settings.BELVEDIR_DISK_ROOM_WAIT} s for other runs to give theirs "
+                        "back (BELVEDIR_DISK_ROOM_WAIT).\n"
+                    )
+                    told = True
+            time.sleep(ROOM_POLL_SECONDS)
+            if _status(self.run.pk) != Status.RUNNING:
+                return None
 
     def follow(self) -> int | None:
         """The exit code; None when the run was stopped (time cap, cancelled, reaped).

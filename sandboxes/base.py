@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from sandboxes.gateway_tenants import Tenants
     from sandboxes.taskpolicy import Policy
 
-from sandboxes.errors import SandboxError
+from sandboxes.errors import NoRoom, SandboxError
 from sandboxes.installcache import InstallCache, Snapshot
 from sandboxes.labels import LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_SANDBOX
 
@@ -47,6 +47,7 @@ __all__ = [  # the labels and the error live in leaf modules; callers import the
     "LABEL_MANAGED",
     "LABEL_RUN_ID",
     "LABEL_TASK_SANDBOX",
+    "NoRoom",
     "SandboxError",
 ]
 

@@ -60,7 +60,12 @@ class DiskQuotaError(Exception):
 
 
 class NoRoom(DiskQuotaError):
-    """The host's disk cannot keep its reserve with one more volume (`check_room`)."""
+    """The host's disk cannot keep its reserve with one more volume (`check_room`).
+    `later`: whether it could, once the other volumes were released."""
+
+    def __init__(self, message: str, *, later: bool = True):
+        super().__init__(message)
+        self.later = later
 
 
 @dataclass(frozen=True)
@@ -455,6 +460,7 @@ def check_room(
     promised = promises(root=root)
     total = sum(promised.values())
     if free - total - size_bytes < reserve_bytes:
+        written = sum(_written(root / f"{name}{IMAGE_SUFFIX}") for name in promised)
         named = holders() if holders is not None else {}
         held: dict[str, int] = {}
         for name, size in promised.items():
@@ -471,8 +477,17 @@ def check_room(
             f"the worker's disk is too full to start a sandbox: {_gib(free)} free, "
             f"{_gib(total)} promised to sandboxes' volumes{f' ({by})' if by else ''}, "
             f"{_gib(size_bytes)} needed and {_gib(reserve_bytes)} kept in reserve "
-            "(BELVEDIR_MIN_FREE_DISK)"
+            "(BELVEDIR_MIN_FREE_DISK)",
+            later=free + written - size_bytes >= reserve_bytes,
         )
+
+
+def _written(image: Path) -> int:
+    """What a volume's image occupies on the host now (given back when it is released)."""
+    try:
+        return image.stat().st_blocks * 512
+    except FileNotFoundError:
+        return 0
 
 
 def _gib(size: int) -> str:

@@ -34,17 +34,13 @@ import docker.errors
 import requests
 
 from sandboxes import diskquota
-from sandboxes.base import SANDBOX_GID, SANDBOX_UID, SandboxError
+from sandboxes.base import SANDBOX_GID, SANDBOX_UID, NoRoom, SandboxError
 
 LABEL_VOLUME = "belvedir.volume"
 SANDBOX_HOME = "/home/sandbox"
 SEEDS = ".seeds"
 # A volume younger than this may still be waiting for its container: never swept.
 SWEEP_GRACE_SECONDS = 600
-
-
-class NoRoom(SandboxError):
-    """The disk cannot keep its reserve with one more volume (diskquota.check_room)."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +141,7 @@ def allocate(
             )
             volume = diskquota.allocate(**layout, name=name, **ids, source=source)
     except diskquota.NoRoom as exc:
-        raise NoRoom(str(exc)) from exc
+        raise NoRoom(str(exc), later=exc.later) from exc
     except diskquota.DiskQuotaError as exc:
         raise SandboxError(str(exc)) from exc
     mounts = {

@@ -84,6 +84,10 @@ BELVEDIR_SANDBOX_RUNTIME = envstr("BELVEDIR_SANDBOX_RUNTIME", "runsc")
 BELVEDIR_SANDBOX_DISK = envsize("BELVEDIR_SANDBOX_DISK", 10 * 2**30, minimum=16 * 2**20)
 BELVEDIR_SANDBOX_DATA_DIR = envstr("BELVEDIR_SANDBOX_DATA_DIR", "/var/lib/belvedir/sandboxes")
 BELVEDIR_MIN_FREE_DISK = envsize("BELVEDIR_MIN_FREE_DISK", 2 * 2**30, minimum=0)
+# How long a run whose sandbox finds no room on the disk (its quota volume promised in full,
+# keeping BELVEDIR_MIN_FREE_DISK) waits for other sandboxes to end before it fails (0: fails at
+# once); its log says it waits.
+BELVEDIR_DISK_ROOM_WAIT = envint("BELVEDIR_DISK_ROOM_WAIT", 600, minimum=0)
 # Quota volumes a worker host keeps made ahead for the next sandboxes (0: none); an unused
 # one is released by the reaper after 10 minutes. Each counts against BELVEDIR_MIN_FREE_DISK.
 BELVEDIR_SANDBOX_SPARE_VOLUMES = envint("BELVEDIR_SANDBOX_SPARE_VOLUMES", 1, minimum=0)

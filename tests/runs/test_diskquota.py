@@ -166,6 +166,21 @@ def test_room_is_refused_when_the_promised_quotas_would_eat_the_reserve(root):
         diskquota.check_room(root=root, size_bytes=SIZE, reserve_bytes=free - promised)
 
 
+def test_a_refusal_says_whether_the_volumes_giving_theirs_back_would_make_room(root):
+    make(root, size=1024 * MiB)
+    free = diskquota.free_disk_bytes(root)
+    promised = diskquota.committed_bytes(root=root)
+
+    # Room once the held volume is released: the run may wait for it (runs/executor.py).
+    with pytest.raises(diskquota.NoRoom) as refused:
+        diskquota.check_room(root=root, size_bytes=SIZE, reserve_bytes=free - promised)
+    assert refused.value.later is True
+    # Larger than the disk could keep even empty: waiting would not help.
+    with pytest.raises(diskquota.NoRoom) as refused:
+        diskquota.check_room(root=root, size_bytes=2**60, reserve_bytes=0)
+    assert refused.value.later is False
+
+
 def test_volumes_of_one_layout_are_copies_of_one_template_yet_each_its_own(root, tmp_path):
     seed = tmp_path / "seed"
     seed.mkdir()
