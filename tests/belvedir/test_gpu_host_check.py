@@ -161,7 +161,9 @@ def test_the_engines_runsc_gpu_has_nvproxy_and_a_host_without_a_gpu_names_what_i
     settings.BELVEDIR_GPU_SHAPES = gpu.parse_shapes(TEST_GPU_SHAPE)  # fits this machine
     monkeypatch.setattr(gpu_host, "PROBES", gpu.REAL_PROBES)
     if gpu.DRIVER_VERSION_FILE.exists():
-        pytest.skip("this host has the NVIDIA driver")
+        # The premise is a host without the driver (every machine of this project); on a GPU
+        # host, `manage.py gpu_check` is the test of the real probes.
+        pytest.skip("this host has the NVIDIA driver: `manage.py gpu_check` tests it instead")
 
     problems = gpu_host.gpu_host_check(refresh=True).problems
 
