@@ -40,6 +40,7 @@ from runs.contract import run_model_secrets, run_secret_values
 from runs.heartbeat import Heartbeat
 from runs.logtail import LogTail, pump
 from runs.models import GpuDevice, Run, Stage, Status
+from runs.room import launch_when_room
 from runs.services import (
     run_claim,
     run_finish,
@@ -52,7 +53,6 @@ from sandboxes.base import (
     LABEL_RUN_ID,
     Collected,
     FileKind,
-    NoRoom,
     SandboxBackend,
     SandboxError,
     SandboxHandle,
@@ -61,7 +61,6 @@ from sandboxes.base import (
 )
 
 log = logging.getLogger(__name__)
-ROOM_POLL_SECONDS = 2.0  # how often a run waiting for room on the disk tries again
 GPU_POLL_SECONDS = 1.0  # how often a GPU run's worker looks for a free device
 # After the sandbox stopped, how long the rest of its output may take to arrive.
 DRAIN_SECONDS = 120.0
@@ -241,7 +240,12 @@ class Execution:
     def start(self, spec: SandboxSpec) -> bool:
         """Launch the run's sandbox; False if the run ended while it waited for room."""
         self.tail.write(f"{self.cache.note}\n" if self.cache.note else "")
-        handle = self._launch(spec)
+        handle = launch_when_room(
+            self.backend,
+            spec,
+            still_running=lambda: _status(self.run.pk) == Status.RUNNING,
+            tail=self.tail,
+        )
         if handle is None:
             return False
         self.handle = handle
@@ -249,31 +253,6 @@ class Execution:
         run_mark_running(run_id=self.run.pk, container_id=self.handle.id)
         run_stage_advance(run_id=self.run.pk, stage=Stage.INSTALLING)
         return True
-
-    def _launch(self, spec: SandboxSpec) -> SandboxHandle | None:
-        """The run's sandbox. One that finds no room on the worker's disk (each sandbox's quota
-        volume is promised in full) waits for other sandboxes to end and give theirs back, up
-        to BELVEDIR_DISK_ROOM_WAIT s, saying so once in its log, then fails saying why (at
-        once where even their room would not do); None if the run was cancelled (or reaped)
-        meanwhile."""
-        deadline = time.monotonic() + settings.BELVEDIR_DISK_ROOM_WAIT
-        told = False
-        while True:
-            try:
-                return self.backend.launch(spec)
-            except NoRoom as exc:
-                if not exc.later or time.monotonic() + ROOM_POLL_SECONDS > deadline:
-                    raise  # larger than the disk could ever keep, or waited long enough
-                if not told:
-                    self.tail.write(
-                        f"belvedir: {exc}; the run waits up to "
-                        f"{settings.BELVEDIR_DISK_ROOM_WAIT} s for other runs to give theirs "
-                        "back (BELVEDIR_DISK_ROOM_WAIT).\n"
-                    )
-                    told = True
-            time.sleep(ROOM_POLL_SECONDS)
-            if _status(self.run.pk) != Status.RUNNING:
-                return None
 
     def follow(self) -> int | None:
         """The exit code; None when the run was stopped (time cap, cancelled, reaped).
