@@ -24,6 +24,7 @@ run_ended: list[Callable[[str], Any]] = []
 reaper_passes: list[Callable[[], Any]] = []
 
 # Made once per run by its worker's heartbeat (`runs.heartbeat.Heartbeat`); what each makes is
-# called once the run's sandbox has started and then every beat with (run_id, backend) and answers the `belvedir:`
-# notes for the run's log (a SandboxError: the engine did not answer, the next beat tries again).
+# called once the run's sandbox has started and then every beat with (run_id, backend) and
+# answers the `belvedir:` notes for the run's log (a SandboxError: the engine did not answer,
+# the next beat tries again).
 heartbeat_checks: list[Callable[[], Callable[[str, SandboxBackend], list[str]]]] = []
