@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import shlex
 import tempfile
-import threading
 from pathlib import Path
 
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
@@ -22,44 +21,9 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.trial.paths import EnvironmentPaths
 
 from belvedir_harbor.platform import PlatformError, TaskSandboxes
+from belvedir_harbor.stops import STOPS
 
 ENVIRONMENT_TYPE = "belvedir"
-
-
-class _Stops:
-    """The task sandboxes this process is stopping. A trial's stop returns once the platform
-    is asked (the kill and removal take 0.2-0.6 s under gVisor, and the trial's end, or the
-    job's, need not wait for them); a create waits for every stop asked before it, so the
-    run never asks for more task sandboxes at once than before (HARBOR_CONCURRENCY), and
-    the process does not exit before each is answered (the threads are not daemons)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._threads: set[threading.Thread] = set()
-
-    def start(self, stop, sandbox_id: str, logger) -> None:
-        def run() -> None:
-            try:
-                stop(sandbox_id)
-            except PlatformError as exc:
-                logger.error(f"could not stop task sandbox {sandbox_id}: {exc}")
-            finally:
-                with self._lock:
-                    self._threads.discard(threading.current_thread())
-
-        thread = threading.Thread(target=run, name=f"stop {sandbox_id}")
-        with self._lock:
-            self._threads.add(thread)
-        thread.start()
-
-    def wait(self) -> None:
-        with self._lock:
-            pending = list(self._threads)
-        for thread in pending:
-            thread.join()
-
-
-STOPS = _Stops()
 
 
 class BelvedirEnvironment(BaseEnvironment):
@@ -132,7 +96,7 @@ class BelvedirEnvironment(BaseEnvironment):
         # Removed either way, as Harbor's Docker environment removes its containers (`delete`
         # is about images and volumes; the platform keeps task images cached): a sandbox kept
         # would hold one of the run's HARBOR_CONCURRENCY slots until the run ends. Asked here,
-        # answered in the background (`_Stops`).
+        # answered in the background (belvedir_harbor/stops.py).
         if self._sandbox_id is None:
             return
         sandbox_id, self._sandbox_id = self._sandbox_id, None

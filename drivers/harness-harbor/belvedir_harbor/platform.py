@@ -8,6 +8,7 @@ threads. Kept free of Harbor imports so the host's tests exercise it directly.
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import os
@@ -83,7 +84,10 @@ class TaskSandboxes:
 
     # --- HTTP -------------------------------------------------------------------------------
 
-    def _open(self, method: str, path: str, body=None, headers=None, timeout=READ_TIMEOUT):
+    def _open(
+        self, method: str, path: str, body=None, headers=None, timeout=READ_TIMEOUT, sent=None
+    ):
+        """The answer to the request; `sent()` is called once the request is written."""
         request = urllib.request.Request(
             self.api + path,
             data=body,
@@ -91,7 +95,9 @@ class TaskSandboxes:
             headers={"Authorization": f"Bearer {self.key}", **(headers or {})},
         )
         try:
-            return urllib.request.urlopen(request, timeout=timeout)
+            if sent is None:
+                return urllib.request.urlopen(request, timeout=timeout)
+            return _announcing_opener(sent).open(request, timeout=timeout)
         except urllib.error.HTTPError as exc:
             message, code = _detail(exc)
             retry = exc.headers.get("Retry-After") if exc.headers else None
@@ -258,6 +264,34 @@ class TaskSandboxes:
                     member.name = str(PurePosixPath(*parts))
                     tar.extract(member, target, filter="data")
 
-    def stop(self, sandbox_id: str) -> dict:
-        with self._open("DELETE", f"/task-sandboxes/{urllib.parse.quote(sandbox_id)}") as answer:
+    def stop(self, sandbox_id: str, sent: Callable[[], None] | None = None) -> dict:
+        """Kill and remove it; `sent()` once the request is on its way (belvedir_harbor/stops)."""
+        path = f"/task-sandboxes/{urllib.parse.quote(sandbox_id)}"
+        with self._open("DELETE", path, sent=sent) as answer:
             return json.load(answer)
+
+
+def _announcing_opener(sent: Callable[[], None]) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment included) whose connections call
+    `sent()` once the request is written, before the answer is read."""
+
+    def announcing(base):
+        class Connection(base):
+            def getresponse(self, *args, **kwargs):
+                sent()
+                return super().getresponse(*args, **kwargs)
+
+        return Connection
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(announcing(http.client.HTTPConnection), req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            tls = {"context": self._context}
+            if hasattr(self, "_check_hostname"):  # Python 3.11; 3.12 keeps it in the context
+                tls["check_hostname"] = self._check_hostname
+            return self.do_open(announcing(http.client.HTTPSConnection), req, **tls)
+
+    return urllib.request.build_opener(HTTP, HTTPS)
