@@ -187,6 +187,7 @@ CLIENT_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_a_client_generated_from_the_schema_registers_a_harness_launches_a_run_and_reads_it(
     live_server, owner, tmp_path, settings

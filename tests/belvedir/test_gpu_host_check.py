@@ -66,6 +66,7 @@ def test_each_missing_piece_is_named():
     assert len(everything) == 3
 
 
+@pytest.mark.docker
 def test_a_shape_asking_more_cpus_than_the_host_has_is_refused_naming_the_setting(gpu_host_here):
     found = gpu_host_here(cpus=4).problems  # the default A10G shape asks for 8
     (refused,) = [p for p in found if "CPUs" in p]
@@ -74,6 +75,7 @@ def test_a_shape_asking_more_cpus_than_the_host_has_is_refused_naming_the_settin
     assert not [p for p in gpu_host_here(cpus=8).problems if "CPUs" in p]
 
 
+@pytest.mark.docker
 def test_a_shape_whose_disk_does_not_fit_the_free_disk_is_refused(gpu_host_here, settings):
     settings.BELVEDIR_SANDBOX_DISK = 10 * 2**30
     settings.BELVEDIR_MIN_FREE_DISK = 2 * 2**30
@@ -116,6 +118,7 @@ def test_runc_and_nvidias_runtime_pass_with_the_isolation_warning():
         assert "not gVisor" in warning and "reaches the host" in warning
 
 
+@pytest.mark.docker
 def test_the_real_runsc_lists_the_drivers_it_supports():
     """This machine's gVisor answers `runsc nvproxy list-supported-drivers` (no GPU needed)."""
     runsc = gpu_host.get_backend().runtime_command("runsc")
@@ -138,6 +141,7 @@ def gpu_host_here(settings, monkeypatch):
     return given
 
 
+@pytest.mark.docker
 def test_the_engines_runsc_without_nvproxy_is_what_this_host_lacks(gpu_host_here):
     runsc = gpu_host.get_backend().runtime_command("runsc")
     supported = gpu.REAL_PROBES.supported_drivers(runsc[0])
@@ -146,6 +150,7 @@ def test_the_engines_runsc_without_nvproxy_is_what_this_host_lacks(gpu_host_here
     assert "'runsc' runtime runs gVisor without --nvproxy" in found.problems[0]
 
 
+@pytest.mark.docker
 def test_the_engines_runsc_gpu_has_nvproxy_and_a_host_without_a_gpu_names_what_it_lacks(
     settings, monkeypatch
 ):
@@ -185,6 +190,7 @@ def test_a_docker_engine_starts_with_the_gpu_runtime_registered(engine_b):
     assert runtimes["runsc-gpu"]["path"] == runtimes["runsc"]["path"]
 
 
+@pytest.mark.docker
 @pytest.mark.django_db
 def test_a_gpu_launch_on_a_host_without_the_driver_is_refused_with_the_reason(
     owner, make_harness, gpu_host_here
@@ -212,6 +218,7 @@ def test_a_gpu_launch_of_a_type_another_host_serves_is_not_refused_for_this_host
     assert gpu_host.gpu_problems("A100") == []  # not this host's: its own worker checks it
 
 
+@pytest.mark.docker
 @pytest.mark.django_db
 def test_a_gpu_cluster_on_a_host_without_the_toolkit_refuses_to_serve(gpu_host_here):
     gpu_host_here(toolkit=False)
@@ -221,6 +228,7 @@ def test_a_gpu_cluster_on_a_host_without_the_toolkit_refuses_to_serve(gpu_host_h
     assert not GpuDevice.objects.exists()  # no device of it is offered to runs
 
 
+@pytest.mark.docker
 def test_a_gpu_run_finds_its_hosts_gpu_problems_before_it_starts(gpu_host_here):
     gpu_host_here(driver="470.82.01")
     status = gpu_host.sandbox_status("A10G")
@@ -234,6 +242,7 @@ def test_a_simulated_gpu_host_has_nothing_to_check(gpu_host_here, settings):
     assert gpu_host_here(driver=None, toolkit=False) == gpu.HostCheck()
 
 
+@pytest.mark.docker
 @pytest.mark.django_db
 def test_the_admin_shows_the_gpu_hosts_problems(gpu_host_here, admin_client):
     gpu_host_here(toolkit=False)
@@ -242,6 +251,7 @@ def test_the_admin_shows_the_gpu_hosts_problems(gpu_host_here, admin_client):
     assert "nvidia-container-toolkit is not installed" in page
 
 
+@pytest.mark.docker
 @pytest.mark.django_db(transaction=True)  # the executor closes its connections
 def test_a_gpu_run_reaching_a_host_whose_driver_went_away_starts_no_sandbox(
     gpu_host_here, make_run, settings
@@ -261,6 +271,7 @@ def test_a_gpu_run_reaching_a_host_whose_driver_went_away_starts_no_sandbox(
     assert not GpuDevice.objects.filter(run_id=run.pk).exists()  # its device is free again
 
 
+@pytest.mark.docker
 @pytest.mark.django_db
 def test_the_admin_warns_of_gpu_sandboxes_under_runc_as_it_does_for_cpu_ones(
     gpu_host_here, admin_client, settings

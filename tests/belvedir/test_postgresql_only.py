@@ -102,6 +102,7 @@ def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.docker
 def test_make_up_creates_its_database_when_the_server_has_none_and_keeps_one_that_exists():
     with unmade_database_url("belvedir_made") as url:
         assert not database_exists(url)

@@ -90,6 +90,7 @@ def test_saving_a_harness_with_ld_preload_is_refused_beside_the_env_field(debug_
     assert harness.env == {"MODEL": "openai/gpt-4.1"}
 
 
+@pytest.mark.docker
 def test_a_launch_refused_because_the_repo_does_not_answer_shows_in_the_dialog(
     debug_page, owner, tmp_path
 ):
@@ -115,6 +116,7 @@ def test_a_launch_refused_because_the_repo_does_not_answer_shows_in_the_dialog(
     assert not Run.objects.exists()
 
 
+@pytest.mark.docker
 def test_a_launch_that_never_reaches_the_server_says_so_and_clears_the_indicator(
     debug_page, owner, make_harness
 ):

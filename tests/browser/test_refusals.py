@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from runs.models import Run
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.docker]
 
 
 def test_a_launch_past_the_in_flight_cap_shows_the_refusal_in_the_dialog(

@@ -179,6 +179,7 @@ def test_cancel_asks_first_and_only_a_yes_cancels(debug_page, running):
     assert running.status == "cancelled"
 
 
+@pytest.mark.docker
 def test_run_again_creates_a_run_with_the_same_settings(debug_page, owner, make_harness):
     page = debug_page
     harness = make_harness(name="again")

@@ -12,6 +12,7 @@ from tests.helpers.task_sandboxes import (
 )
 
 pytestmark = [
+    pytest.mark.docker,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]

@@ -14,6 +14,7 @@ from sandboxes.base import SandboxError
 from tests.helpers.task_sandboxes import context_tar, fresh_dockerfile, tar_of, with_files
 
 pytestmark = [
+    pytest.mark.docker,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]

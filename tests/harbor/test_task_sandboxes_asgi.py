@@ -22,6 +22,7 @@ from tests.helpers.task_sandboxes import (
 from tests.router.helpers import serving_app
 
 pytestmark = [
+    pytest.mark.docker,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]

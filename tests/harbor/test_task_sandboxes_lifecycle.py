@@ -29,6 +29,7 @@ from tests.helpers.task_sandboxes import (
 from tests.runs.helpers import wait_for
 
 pytestmark = [
+    pytest.mark.docker,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("task_sandboxes_removed"),
 ]

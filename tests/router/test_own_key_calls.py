@@ -208,6 +208,7 @@ def test_a_covered_model_and_an_own_key_judge_each_go_their_own_way(
     assert run.covered_spent_micros == spans[MODEL].attributes["belvedir.router.cost_micros"]
 
 
+@pytest.mark.docker
 def test_a_launch_with_an_own_key_judge_gives_the_sandbox_the_router_for_it(owner, make_harness):
     from runs import contract
     from runs import services as run_services

@@ -30,6 +30,7 @@ def test_the_filter_redacts_the_token_in_messages_and_arguments():
     )
 
 
+@pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_the_asgi_servers_logs_never_show_the_adapter_token(
     owner, make_fine_tuned, make_harness, tmp_path, media_root
@@ -73,6 +74,7 @@ def test_the_asgi_servers_logs_never_show_the_adapter_token(
     assert token not in logged and token[:20] not in logged
 
 
+@pytest.mark.docker
 @pytest.mark.django_db
 def test_the_adapter_download_streams_under_asgi_without_reading_the_file_whole(
     owner, make_fine_tuned, make_harness, django_capture_on_commit_callbacks, monkeypatch

@@ -53,6 +53,7 @@ def test_run_benchmark_on_a_cpu_harness_is_refused(owner, make_fine_tuned, make_
     assert not Run.objects.exists()
 
 
+@pytest.mark.docker
 def test_a_gated_base_needs_the_organizations_hugging_face_token(
     owner, make_fine_tuned, gpu_harness, django_capture_on_commit_callbacks
 ):
@@ -65,6 +66,7 @@ def test_a_gated_base_needs_the_organizations_hugging_face_token(
         assert launch_via_api(owner, model, gpu_harness).status_code == 201
 
 
+@pytest.mark.docker
 def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_label(
     owner, make_fine_tuned, gpu_harness, settings, django_capture_on_commit_callbacks
 ):
@@ -109,6 +111,7 @@ def test_the_run_records_the_models_name_and_gives_the_sandbox_base_adapter_and_
     assert env["ADAPTER_URL"].rsplit("/", 1)[1] in secrets
 
 
+@pytest.mark.docker
 def test_the_adapter_url_works_without_a_login_for_that_run_only_while_it_runs(
     owner, make_fine_tuned, gpu_harness, django_capture_on_commit_callbacks
 ):
@@ -155,6 +158,7 @@ def test_the_models_runs_are_those_launched_against_it_or_reporting_its_name(
     assert launched.pk in page and reported.pk in page
 
 
+@pytest.mark.docker
 def test_a_run_whose_model_was_deleted_cannot_run_again(
     owner, make_fine_tuned, gpu_harness, django_capture_on_commit_callbacks
 ):

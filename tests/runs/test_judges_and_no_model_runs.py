@@ -21,6 +21,7 @@ def harbor_harness(owner, agent: str):
     )
 
 
+@pytest.mark.docker
 @pytest.mark.usefixtures("owner_pays_as_you_go")
 @pytest.mark.parametrize("agent", ["oracle", "nop"])
 @pytest.mark.parametrize("model", ["oracle", "openai/gpt-4.1-mini", ""])
@@ -120,6 +121,7 @@ def test_judged_cards_prefill_the_operators_default_judge(owner, upstream, slug)
     assert "JUDGE_MODEL" not in cards["gaia"]["env"]
 
 
+@pytest.mark.docker
 @pytest.mark.usefixtures("owner_pays_as_you_go")
 def test_a_blank_judge_on_a_judged_card_is_the_platform_default_covered(owner, upstream):
     """The user leaves JUDGE_MODEL blank on the harness and at launch, and every key blank:

@@ -79,6 +79,7 @@ def launch_with(owner, harness, **kwargs) -> Run:
 # --- the repo must answer ---------------------------------------------------------------------
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize(
     "repo_url, ref, reason",
     [
@@ -102,6 +103,7 @@ def test_a_launch_is_refused_when_the_repo_does_not_answer(
     assert not ApiKey.objects.filter(kind=ApiKey.Kind.RUN).exists()
 
 
+@pytest.mark.docker
 def test_a_launch_is_refused_when_the_repo_does_not_answer_in_time(owner, make_harness, settings):
     settings.BELVEDIR_GIT_TIMEOUT = 1
     # A server on 127.0.0.1 that takes the connection and never answers.
@@ -118,6 +120,7 @@ def test_a_launch_is_refused_when_the_repo_does_not_answer_in_time(owner, make_h
     assert not Run.objects.exists()
 
 
+@pytest.mark.docker
 def test_a_commit_ref_is_not_looked_up_as_a_branch(owner, make_harness, contract_repo):
     sha = git(Path(contract_repo.removeprefix("file://")), "rev-parse", "HEAD")
     run = launch_with(owner, make_harness(ref=sha))
@@ -164,6 +167,7 @@ def test_contract_names_win_over_the_harness_env_even_if_one_got_in():
 # --- the caps ---------------------------------------------------------------------------------
 
 
+@pytest.mark.docker
 def test_a_fifth_run_in_flight_is_refused_with_a_clear_message(owner, harness):
     for _ in range(4):
         launch_with(owner, harness)
@@ -179,12 +183,14 @@ def test_a_fifth_run_in_flight_is_refused_with_a_clear_message(owner, harness):
     assert owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json").status_code == 201
 
 
+@pytest.mark.docker
 def test_runs_in_flight_in_another_organization_do_not_count(owner, outsider, harness, make_run):
     for _ in range(4):
         make_run(project=outsider.project, status="running")
     assert launch_with(owner, harness).status == "queued"
 
 
+@pytest.mark.docker
 def test_the_25th_run_in_24_hours_is_refused_and_older_runs_do_not_count(owner, harness, make_run):
     for _ in range(24):
         make_run(status="succeeded")
@@ -200,6 +206,7 @@ def test_the_25th_run_in_24_hours_is_refused_and_older_runs_do_not_count(owner, 
     assert owner.api.post("/api/v1/runs", {"harness": harness.pk}, format="json").status_code == 201
 
 
+@pytest.mark.docker
 def test_refused_launches_do_not_count_toward_the_caps(owner, harness, make_harness, settings):
     settings.BELVEDIR_RUNS_IN_FLIGHT_CAP = 1
     settings.BELVEDIR_RUNS_PER_DAY_CAP = 2
@@ -224,6 +231,7 @@ def test_refused_launches_do_not_count_toward_the_caps(owner, harness, make_harn
     assert Run.objects.count() == 2
 
 
+@pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("which", ["in flight", "per day"])
 def test_the_caps_hold_when_launches_race(owner, harness, settings, which):
@@ -261,6 +269,7 @@ def test_the_caps_hold_when_launches_race(owner, harness, settings, which):
 # --- the API: launch --------------------------------------------------------------------------
 
 
+@pytest.mark.docker
 def test_launching_through_the_api_stores_the_settings_and_returns_the_run(owner, harness):
     response = owner.api.post(
         "/api/v1/runs",
@@ -337,6 +346,7 @@ def test_bad_launch_input_is_refused_naming_the_field(owner, harness, body, fiel
 # --- the API: read, list, log, cancel ---------------------------------------------------------
 
 
+@pytest.mark.docker
 def test_a_run_reads_back_without_secrets(owner, harness):
     run = launch_with(
         owner, harness, model_api_key="sk-model-secret-1234", judge_api_key="sk-j-99999"
@@ -413,6 +423,7 @@ def test_the_log_endpoint_says_when_the_tail_no_longer_holds_the_offset(owner, m
     }
 
 
+@pytest.mark.docker
 def test_cancelling_through_the_api_is_for_writers_in_the_organization(
     owner, readonly, outsider, harness
 ):
@@ -437,6 +448,7 @@ def test_cancelling_a_finished_run_is_refused(owner, make_run):
     assert run.status == "succeeded"
 
 
+@pytest.mark.docker
 def test_the_tasks_file_is_only_for_the_runs_own_key(owner, make_harness):
     one = launch_with(owner, make_harness(name="one", tasks="t1\n"))
     two = launch_with(owner, make_harness(name="two", tasks="t2\n"))

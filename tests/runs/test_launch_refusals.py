@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from runs.models import Run
@@ -9,6 +10,7 @@ from runs.models import Run
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.mark.docker
 def test_the_htmx_launch_dialog_shows_the_in_flight_cap_inline_with_429(
     owner, make_harness, settings
 ):
@@ -27,6 +29,7 @@ def test_the_htmx_launch_dialog_shows_the_in_flight_cap_inline_with_429(
     assert Run.objects.count() == 1
 
 
+@pytest.mark.docker
 def test_the_daily_cap_answers_429_with_a_code_and_when_to_retry(owner, make_harness, settings):
     settings.BELVEDIR_RUNS_PER_DAY_CAP = 2
     harness = make_harness()

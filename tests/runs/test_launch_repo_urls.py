@@ -1,8 +1,11 @@
 """Launch refusals about the repo URL itself: file:// repos outside development, credentials."""
 
+import pytest
+
 from harnesses.models import Harness
 
 
+@pytest.mark.docker
 def test_file_repos_are_refused_at_launch_outside_development_without_a_root(
     owner, make_harness, settings
 ):
@@ -20,6 +23,7 @@ def test_file_repos_are_refused_at_launch_outside_development_without_a_root(
     assert created.status_code == 400 and "not allowed" in created.json()["repo_url"][0]
 
 
+@pytest.mark.docker
 def test_file_repos_under_the_operator_root_launch_and_others_are_refused(
     owner, make_harness, settings, tmp_path, django_capture_on_commit_callbacks
 ):
@@ -54,6 +58,7 @@ def test_credentials_in_a_repo_url_never_reach_the_refusal_message():
     assert "s3cret" not in error_reason(stderr)
 
 
+@pytest.mark.docker
 def test_a_refused_launch_does_not_echo_the_repo_password(owner, make_harness, settings):
     settings.BELVEDIR_GIT_TIMEOUT = 3
     harness = make_harness(name="creds")

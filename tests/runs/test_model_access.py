@@ -237,6 +237,7 @@ def test_a_covered_judge_gets_the_router_and_the_model_keeps_its_own_key():
     assert settings_["JUDGE_API_BASE"] == ROUTER and settings_["JUDGE_API_KEY"] == "bv_run_key"
 
 
+@pytest.mark.docker
 def test_a_covered_launch_stores_the_router_the_cap_and_what_is_covered(owner, upstream, launch):
     run = launch(model="meta-llama/llama-3.1-8b-instruct")
     assert run.covered and run.model_covered and not run.judge_covered
@@ -249,6 +250,7 @@ def test_a_covered_launch_stores_the_router_the_cap_and_what_is_covered(owner, u
     assert body["model_api_base_resolved"] == ROUTER
 
 
+@pytest.mark.docker
 def test_a_launch_with_its_own_key_stores_the_inferred_base_and_is_not_covered(
     owner, upstream, launch
 ):

@@ -143,6 +143,7 @@ def test_my_benchmarks_needs_a_sign_in(client):
     assert response.status_code == 302 and "/login/" in response["Location"]
 
 
+@pytest.mark.docker
 def test_my_benchmarks_new_benchmark_picks_a_harness_and_launches(
     owner, make_harness, django_capture_on_commit_callbacks
 ):
@@ -158,6 +159,7 @@ def test_my_benchmarks_new_benchmark_picks_a_harness_and_launches(
     assert (run.attempts, run.grading) == (2, "mean")
 
 
+@pytest.mark.docker
 def test_launching_with_htmx_sends_the_browser_to_the_new_run(
     owner, make_harness, django_capture_on_commit_callbacks
 ):

@@ -89,6 +89,7 @@ def test_development_mode_allows_local_repo_hosts(settings):
     assert policy.validate_repo_url("git://127.0.0.1:9418/x.git")
 
 
+@pytest.mark.docker
 def test_a_harness_saved_on_a_local_host_is_refused_at_launch_outside_development(owner, settings):
     created = owner.api.post(
         "/api/v1/harnesses",

@@ -6,7 +6,7 @@ from belvedir.errors import Invalid
 from runs import contract, services
 from runs.models import Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.docker]
 
 SETTINGS = {
     "model": "openai/gpt-4.1-mini",

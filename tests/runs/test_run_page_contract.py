@@ -46,6 +46,7 @@ def listed(html: str) -> list[str]:
     return re.findall(r"<li>([A-Z0-9_]+)</li>", section)
 
 
+@pytest.mark.docker
 def test_the_contract_lists_the_names_the_sandbox_gets_and_no_value(owner, run):
     html = owner.web.get(f"/runs/{run.pk}/").content.decode()
     names = listed(html)
@@ -60,6 +61,7 @@ def test_the_contract_lists_the_names_the_sandbox_gets_and_no_value(owner, run):
         assert secret not in html
 
 
+@pytest.mark.docker
 def test_the_contract_links_pages_the_platform_serves(owner, run):
     html = owner.web.get(f"/runs/{run.pk}/").content.decode()
     section = html[html.index('<details id="run-contract">') :]
@@ -80,5 +82,6 @@ def test_a_run_without_a_key_or_tasks_lists_neither(owner, make_run):
     assert not {"BELVEDIR_TASKS_FILE", "MODEL_API_KEY", "OPENAI_API_KEY"} & set(names)
 
 
+@pytest.mark.docker
 def test_an_outsider_gets_a_404(outsider, run):
     assert outsider.web.get(f"/runs/{run.pk}/").status_code == 404

@@ -39,12 +39,14 @@ def balance(org) -> int:
     return selectors.balance(organization=org)
 
 
+@pytest.mark.docker
 def test_runs_are_not_billed_by_default(owner, launch):
     run = launch()
     assert run.status == "queued"
     assert LedgerEntry.objects.count() == 0
 
 
+@pytest.mark.docker
 def test_a_priced_launch_is_charged_to_the_balance_with_the_run_as_reference(owner, launch, priced):
     give(owner.org, 2)
     run = launch()
@@ -54,6 +56,7 @@ def test_a_priced_launch_is_charged_to_the_balance_with_the_run_as_reference(own
     assert balance(owner.org) == 1_500_000
 
 
+@pytest.mark.docker
 def test_a_launch_the_balance_cannot_pay_is_refused_with_402_naming_the_balance(
     owner, make_harness, priced
 ):
@@ -68,6 +71,7 @@ def test_a_launch_the_balance_cannot_pay_is_refused_with_402_naming_the_balance(
     assert balance(owner.org) == 200_000
 
 
+@pytest.mark.docker
 def test_pay_as_you_go_launches_past_the_balance_within_the_monthly_limit(owner, launch, priced):
     billing.account_update(
         organization=owner.org, pay_as_you_go=True, monthly_limit_micros=DOLLAR, by=owner.user
@@ -82,6 +86,7 @@ def test_pay_as_you_go_launches_past_the_balance_within_the_monthly_limit(owner,
     assert Run.objects.count() == 2
 
 
+@pytest.mark.docker
 def test_a_cancelled_queued_run_gets_its_price_back_once(owner, launch, priced):
     give(owner.org, 1)
     run = launch()
@@ -92,6 +97,7 @@ def test_a_cancelled_queued_run_gets_its_price_back_once(owner, launch, priced):
     assert LedgerEntry.objects.filter(kind=Kind.REFUND).count() == 1
 
 
+@pytest.mark.docker
 def test_a_run_whose_sandbox_launched_keeps_its_charge_when_it_fails(owner, launch, priced):
     give(owner.org, 1)
     run = launch()
@@ -101,6 +107,7 @@ def test_a_run_whose_sandbox_launched_keeps_its_charge_when_it_fails(owner, laun
     assert not LedgerEntry.objects.filter(kind=Kind.REFUND).exists()
 
 
+@pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_launches_keep_the_ledger_consistent(owner, make_harness, priced):
     give(owner.org, 1.50)
@@ -155,6 +162,7 @@ def test_a_launch_whose_sandbox_image_is_missing_is_refunded(owner, make_harness
     assert balance(owner.org) == DOLLAR
 
 
+@pytest.mark.docker
 def test_the_launch_page_shows_the_refusal_with_the_balance_and_402(owner, make_harness, priced):
     harness = make_harness(name="priced")
     response = owner.web.post(
@@ -166,6 +174,7 @@ def test_the_launch_page_shows_the_refusal_with_the_balance_and_402(owner, make_
     assert Run.objects.count() == 0
 
 
+@pytest.mark.docker
 def test_a_gpu_run_is_charged_the_gpu_price(owner, launch, priced, gpu_settings):
     give(owner.org, 6)
     run = launch(harness={"compute": "gpu"})

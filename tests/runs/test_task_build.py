@@ -74,6 +74,7 @@ def run(client, tag: str, script: str) -> str:
     ).decode()
 
 
+@pytest.mark.docker
 def test_a_multi_stage_build_comes_out_as_docker_build_makes_it(client):
     tag = build(
         client,
@@ -104,6 +105,7 @@ def test_a_multi_stage_build_comes_out_as_docker_build_makes_it(client):
     assert not [i for i in client.images.list() if any("belvedir-task-stage" in t for t in i.tags)]
 
 
+@pytest.mark.docker
 def test_a_run_step_however_it_is_spaced_runs_under_gvisor_never_by_the_engine(client):
     dockerfile = (
         f"FROM {BASE_IMAGE}\nUSER root\nRUN\tcat /proc/version > /tab\n"
@@ -116,6 +118,7 @@ def test_a_run_step_however_it_is_spaced_runs_under_gvisor_never_by_the_engine(c
     assert out.splitlines()[1].startswith("Linux version 4.4.0")
 
 
+@pytest.mark.docker
 def test_an_add_of_a_plain_file_is_copied_and_the_engine_unpacks_nothing(client):
     files = {"notes.txt": "hello"}
 
@@ -127,6 +130,7 @@ def test_an_add_of_a_plain_file_is_copied_and_the_engine_unpacks_nothing(client)
     ]
 
 
+@pytest.mark.docker
 def test_a_failing_step_names_itself_its_exit_code_and_its_output(client):
     dockerfile = f"FROM {BASE_IMAGE}\nRUN echo starting\nRUN echo about to fail >&2; exit 3\n"
 
@@ -139,6 +143,7 @@ def test_a_failing_step_names_itself_its_exit_code_and_its_output(client):
     assert "about to fail" in message.split("--- build log ---")[1]
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize(
     ("dockerfile", "why"),
     [
@@ -156,6 +161,7 @@ def test_what_cannot_be_built_so_is_refused_before_any_code_runs(client, dockerf
         build(client, dockerfile)
 
 
+@pytest.mark.docker
 def test_an_allowed_base_the_engine_lacks_is_not_pulled_unless_the_operator_allows_pulls(client):
     policy = dataclasses.replace(POLICY, bases=(BASE_IMAGE, "belvedir-no-such-image:1"))
 
@@ -163,6 +169,7 @@ def test_an_allowed_base_the_engine_lacks_is_not_pulled_unless_the_operator_allo
         build(client, "FROM belvedir-no-such-image:1\nRUN true\n", policy=policy)
 
 
+@pytest.mark.docker
 def test_a_step_past_the_builds_time_limit_is_stopped_and_removed(client):
     started = time.monotonic()
 
@@ -215,6 +222,7 @@ def test_a_runs_heredocs_are_read_with_it():
     ]
 
 
+@pytest.mark.docker
 def test_heredoc_runs_and_an_inherited_shell_run_as_buildkit_runs_them(client):
     dockerfile = (
         f'FROM {BASE_IMAGE} AS first\nSHELL ["/bin/bash", "-c"]\n'
@@ -235,6 +243,7 @@ def test_heredoc_runs_and_an_inherited_shell_run_as_buildkit_runs_them(client):
     ]
 
 
+@pytest.mark.docker
 def test_a_failed_build_leaves_none_of_its_own_images(client):
     marker = secrets.token_hex(8)  # every image past the LABEL carries it (a commit keeps it)
     dockerfile = (
@@ -249,6 +258,7 @@ def test_a_failed_build_leaves_none_of_its_own_images(client):
     assert made == []
 
 
+@pytest.mark.docker
 def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client):
     files = {
         ".dockerignore": "# not these\nsecret.txt\n/logs\n!logs/keep\nDockerfile\n",
@@ -269,6 +279,7 @@ def test_the_tasks_dockerignore_is_honoured_as_the_docker_cli_honours_it(client)
     assert listed.split() == ["./.dockerignore", "./a", "./logs", "./logs/keep", "same"]
 
 
+@pytest.mark.docker
 def test_the_run_steps_together_write_at_most_the_disk_limit(client):
     policy = dataclasses.replace(POLICY, disk=64 * 2**20)
     write = "RUN dd if=/dev/zero of=/{} bs=1M count=40 status=none\n"
@@ -283,6 +294,7 @@ def test_the_run_steps_together_write_at_most_the_disk_limit(client):
     assert left == []
 
 
+@pytest.mark.docker
 def test_stage_names_are_case_insensitive_as_docker_reads_them(client):
     dockerfile = (
         f"FROM {BASE_IMAGE} AS Builder\nUSER root\nRUN echo built > /x\n"
@@ -293,6 +305,7 @@ def test_stage_names_are_case_insensitive_as_docker_reads_them(client):
     assert run(client, build(client, dockerfile), "cat /x /y").split() == ["built", "built"]
 
 
+@pytest.mark.docker
 def test_a_step_that_cannot_start_is_the_tasks_failure_not_the_engines(client):
     with pytest.raises(
         BuildFailed, match=r"step 3 \(RUN true\): the step could not start: .*nosuch"
@@ -300,6 +313,7 @@ def test_a_step_that_cannot_start_is_the_tasks_failure_not_the_engines(client):
         build(client, f"FROM {BASE_IMAGE}\nUSER nosuchuser\nRUN true\n")
 
 
+@pytest.mark.docker
 def test_pulling_a_missing_base_image_stays_within_the_builds_time_limit(client):
     registry = socket.socket()  # a registry on this machine that never answers
     registry.bind(("127.0.0.1", 0))
@@ -325,6 +339,7 @@ def test_pulling_a_missing_base_image_stays_within_the_builds_time_limit(client)
     registry.close()
 
 
+@pytest.mark.docker
 def test_a_forced_build_removes_the_image_it_replaces(client):
     dockerfile = (
         f"FROM {BASE_IMAGE}\nLABEL m={secrets.token_hex(8)}\nUSER root\nRUN date +%N > /t\n"

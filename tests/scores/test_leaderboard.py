@@ -291,6 +291,7 @@ def test_the_leaderboards_take_a_fixed_number_of_queries(
     assert len(body["groups"]) == 2 and len(body["rows"]) == 3
 
 
+@pytest.mark.docker
 def test_a_launch_stores_the_md5_of_the_tasks_field_it_ran(
     owner, make_harness, django_capture_on_commit_callbacks
 ):

@@ -16,6 +16,8 @@ from django.core import checks
 from belvedir import isolation
 from runs.models import Run
 
+pytestmark = pytest.mark.docker
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

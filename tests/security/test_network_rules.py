@@ -152,6 +152,7 @@ def test_traffic_from_sandboxes_to_the_host_is_dropped_but_for_the_gateway_ports
     ]
 
 
+@pytest.mark.docker
 def test_the_sandbox_network_keeps_containers_apart_and_has_its_own_bridge():
     client = docker.from_env()
     try:
@@ -165,6 +166,7 @@ def test_the_sandbox_network_keeps_containers_apart_and_has_its_own_bridge():
     assert network.problems(CONFIG) == []
 
 
+@pytest.mark.docker
 def test_a_network_that_lets_containers_talk_is_reported():
     client = docker.from_env()
     name = f"belvedir-test-icc-{uuid.uuid4().hex[:8]}"
@@ -179,6 +181,7 @@ def test_a_network_that_lets_containers_talk_is_reported():
     assert f"the Docker network {name} does not use the bridge br-belvedir" in found
 
 
+@pytest.mark.docker
 def test_installing_twice_changes_nothing():
     before = iptables("-S")
     for _ in range(2):
@@ -196,6 +199,7 @@ def test_installing_twice_changes_nothing():
     assert len(ours) == 13 + dns_rules
 
 
+@pytest.mark.docker
 def test_the_check_reports_what_is_missing_without_changing_anything():
     env = {**os.environ, "BELVEDIR_SANDBOX_NETWORK": "belvedir-test-absent"}
     done = subprocess.run(
@@ -232,6 +236,7 @@ def test_a_bad_network_setting_is_refused_by_name(values, message):
 PINNED_RUNSC = "/usr/local/lib/belvedir/gvisor/0.0-20240729.0-4+b7/runsc"
 
 
+@pytest.mark.docker
 def test_ensure_docker_registers_gvisors_runtimes_by_merging_into_an_existing_daemon_json(tmp_path):
     daemon_json = tmp_path / "daemon.json"
     daemon_json.write_text(
