@@ -28,10 +28,10 @@ if [ "$#" -gt 0 ]; then
   exit $?
 fi
 echo "scripts/test.sh: part 1 of 2: the tests that need no engine, two at a time"
-DOCKER_HOST=$NO_ENGINE pytest_part -m "not (docker or slow)" -n 2 --dist worksteal
+DOCKER_HOST=$NO_ENGINE pytest_part -m "not (docker or slow)" -n 2 --dist worksteal --durations=20
 first=$?
 echo "scripts/test.sh: part 2 of 2: the docker and slow tests, one at a time"
-pytest_part -m "docker or slow"
+pytest_part -m "docker or slow" --durations=20
 second=$?
 if [ "$first" != 0 ] || [ "$second" != 0 ]; then
   echo "scripts/test.sh: failed (part 1 exit $first, part 2 exit $second)" >&2

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import Run
+from tests.helpers.engines import ENGINE_A, containers_on
 from tests.runs.helpers import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -30,3 +31,5 @@ def test_a_launched_run_is_picked_up_by_a_worker_within_seconds(
     assert run.status == "succeeded", (run.notes, run.log_tail, cluster.read_text()[-2000:])
     assert run.score == pytest.approx(0.85)
     assert run.worker and run.worker.split(":")[-1] != str(os.getpid())  # another process ran it
+    # The worker removes the sandbox after it has saved the run's end.
+    wait_for(lambda: not containers_on(ENGINE_A, run_id), 30, "the worker to remove the sandbox")
