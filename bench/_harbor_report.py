@@ -7,7 +7,8 @@ measured moments, in order):
     launch (POST /api/v1/runs) | queue pick-up | clone, workspace | run sandbox start |
     driver install (--check) | driver start (export fetched, harbor command) |
     Harbor's import under gVisor (to the first task sandbox's create) |
-    tasks (first create to last stop) | Harbor's end (last stop to the output's end) |
+    tasks (first create to last stop answered, or the output's end if that is sooner) |
+    Harbor's end (last stop to the output's end) |
     finish (collect, record) | run_finish, seen by the client
 
 Per task (its task sandbox, from its create's request to its stop's answer): the create's
@@ -64,7 +65,10 @@ def run_breakdown(events: list[dict], *, run: str, posted: float, answered: floa
     if not sandboxes:
         raise Missing("no task sandbox was created")
     first = min(s["span"][0] for s in sandboxes.values())
-    last = max(s["span"][1] for s in sandboxes.values())
+    # Harbor's process exits once its last stops have reached the platform, not when they are
+    # answered (drivers/harness-harbor/belvedir_harbor/stops.py): a stop answered after the
+    # output's end is off the run's critical path.
+    last = min(max(s["span"][1] for s in sandboxes.values()), follow["end"])
     moments = [
         ("launch (POST /api/v1/runs)", posted, answered),
         ("queue pick-up (to the worker's claim)", answered, claim["end"]),

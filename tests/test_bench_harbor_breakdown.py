@@ -49,7 +49,7 @@ def task(n: int, start: float) -> list[dict]:
     ]
 
 
-def run_events(gap_before_prepare: float = 0.05) -> list[dict]:
+def run_events(gap_before_prepare: float = 0.05, output_end: float = 6.0) -> list[dict]:
     w = {"pid": WORKER, "thread": 7}
     prepare = 1.05 + gap_before_prepare
     events = [
@@ -64,8 +64,8 @@ def run_events(gap_before_prepare: float = 0.05) -> list[dict]:
     for n in range(4):
         events += task(n, first + 0.05 * n)
     events += [
-        event("follow", prepare + 2.3, first + 6.0, **w),
-        event("run finished", first + 6.0, first + 6.1, run=RUN, **w),
+        event("follow", prepare + 2.3, first + output_end, **w),
+        event("run finished", first + output_end, first + output_end + 0.1, run=RUN, **w),
     ]
     return events
 
@@ -99,6 +99,18 @@ def test_the_runs_parts_and_each_tasks_add_up_to_their_totals():
     assert task_parts["between calls (Harbor in the run sandbox, the gateway)"] == pytest.approx(
         0.5
     )
+
+
+def test_a_stop_answered_after_harbors_output_ended_is_off_the_critical_path():
+    # The last stop (tsb_3's) is answered at first + 4.65; Harbor's process, which waits only
+    # for its stops to reach the platform, has ended its output at first + 4.6.
+    parts, total, _ = breakdown(run_events(output_end=4.6))
+
+    ok, missing = adds_up(parts, total)
+    assert ok and missing < 0.01, (parts, total)
+    names = dict(parts)
+    assert names["tasks (first create to last stop)"] == pytest.approx(4.6)
+    assert names["Harbor's end (to the output's end)"] == pytest.approx(0.0)
 
 
 def test_time_no_part_measured_fails_the_check():
