@@ -67,6 +67,7 @@ bench: venv machine sandbox-image
 	$(PY) bench/in_flight.py
 	$(PY) bench/task_build.py
 	$(PY) bench/harbor_managed.py
+	$(PY) bench/exec_paths.py
 
 # On a GPU worker host: a real GPU sandbox through the platform's backend, as a table
 # (docs/operating.md#gpu-hosts); exits non-zero on any failure.

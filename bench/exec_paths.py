@@ -1,0 +1,135 @@
+"""A trivial command in a running sandbox, three ways: what an exec costs on this engine.
+
+    .venv/bin/python bench/exec_paths.py [--calls 15] [--at-once 1 4]
+
+Per way and level N (N containers of `belvedir-sandbox:latest`, `--network none`, one thread a
+container, `--calls` commands each, `mkdir -p /tmp/dN && chmod +x /tmp/dN` as Harbor's trivial
+execs are), the median and p90 of a call and the wall time of the level:
+
+- `docker exec`, runc: the baseline (Harbor's own Docker environment);
+- `docker exec`, runsc: what a task sandbox's exec pays today (sandboxes/taskexec.py);
+- a server inside the runsc container: a Python process started with the container reads
+  commands as JSON lines on its attached stdin and runs each with `bash -c`, so no
+  `runsc exec` is made per call (what an exec server inside the task container would cost;
+  bench/README.md, issue 28 item 3). Not the platform's code: a measurement of the path.
+
+The ratio column is against `docker exec` under runsc at the same level. Its containers are
+named `bench-exec-*` and removed at the end, also after a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import threading
+import time
+
+import docker
+
+IMAGE = "belvedir-sandbox:latest"
+SERVER = """import json, subprocess, sys
+for line in sys.stdin:
+    done = subprocess.run(["bash", "-c", json.loads(line)], capture_output=True, text=True)
+    print(json.dumps({"exit_code": done.returncode}), flush=True)
+"""
+
+
+class Served:
+    """A runsc container whose first process runs commands sent on its stdin."""
+
+    def __init__(self, name: str):
+        self.process = subprocess.Popen(
+            ["docker", "run", "-i", "--rm", "--name", name, "--runtime", "runsc",
+             "--network", "none", IMAGE, "python3", "-u", "-c", SERVER],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def run(self, command: str) -> int:
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())["exit_code"]
+
+
+def level(calls: int, runners: list) -> tuple[float, float, float]:
+    """Each runner called `calls` times from its own thread, all at once: median, p90, wall."""
+    seconds: list[float] = []
+
+    def work(k: int) -> None:
+        for i in range(calls):
+            begin = time.perf_counter()
+            code = runners[k](f"mkdir -p /tmp/d{i} && chmod +x /tmp/d{i}")
+            seconds.append(time.perf_counter() - begin)
+            if code != 0:
+                raise RuntimeError(f"the command exited {code}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(runners))]
+    begin = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - begin
+    if len(seconds) != calls * len(runners):
+        raise RuntimeError("a call failed (see above)")
+    ordered = sorted(seconds)
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.9)], wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=15)
+    parser.add_argument("--at-once", type=int, nargs="+", default=[1, 4])
+    args = parser.parse_args()
+    client = docker.from_env()
+    most = max(args.at_once)
+    started: list = []
+    served: list[Served] = []
+    rows = []
+    try:
+        for runtime in ("runc", "runsc"):
+            for k in range(most):
+                started.append(client.containers.run(
+                    IMAGE, ["sleep", "infinity"], name=f"bench-exec-{runtime}-{k}",
+                    runtime=runtime, network_mode="none", detach=True, remove=True,
+                ))  # fmt: skip
+        served = [Served(f"bench-exec-served-{k}") for k in range(most)]
+        for one in served:
+            one.run("true")  # up and answering
+        ways = {
+            "docker exec, runc": [c.exec_run for c in started[:most]],
+            "docker exec, runsc": [c.exec_run for c in started[most:]],
+            "server inside, runsc": [s.run for s in served],
+        }
+        for n in args.at_once:
+            for way, runners in ways.items():
+                wrap = [
+                    (lambda cmd, r=r: r(["bash", "-c", cmd]).exit_code)
+                    if way.startswith("docker")
+                    else r
+                    for r in runners[:n]
+                ]
+                rows.append((way, n, *level(args.calls, wrap)))
+    finally:
+        for one in served:
+            one.process.stdin.close()
+        names = [
+            f"bench-exec-{way}-{k}" for way in ("runc", "runsc", "served") for k in range(most)
+        ]
+        subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+        for one in served:
+            one.process.wait(timeout=60)
+    print(f"\na trivial command in a running sandbox, {args.calls} calls per container (ms):")
+    print(f"{'way':<22} {'at once':>7} {'median':>7} {'p90':>7} {'wall s':>7} {'ratio':>6}")
+    base = {n: med for way, n, med, _, _ in rows if way == "docker exec, runsc"}
+    for way, n, med, p90, wall in rows:
+        print(
+            f"{way:<22} {n:>7} {med * 1000:>7.0f} {p90 * 1000:>7.0f} {wall:>7.2f} "
+            f"{med / base[n]:>5.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
