@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 import docker
+from _common import median, table
 
 IMAGE = "belvedir-sandbox:latest"
+RUNTIMES = ("runc", "runsc")
 SERVER = """import json, subprocess, sys
 for line in sys.stdin:
     done = subprocess.run(["bash", "-c", json.loads(line)], capture_output=True, text=True)
@@ -74,7 +76,11 @@ def level(calls: int, runners: list) -> tuple[float, float, float]:
     if len(seconds) != calls * len(runners):
         raise RuntimeError("a call failed (see above)")
     ordered = sorted(seconds)
-    return statistics.median(ordered), ordered[int(len(ordered) * 0.9)], wall
+    return median(ordered), ordered[int(len(ordered) * 0.9)], wall
+
+
+def docker_exec(container) -> Callable[[str], int]:
+    return lambda command: container.exec_run(["bash", "-c", command]).exit_code
 
 
 def main() -> int:
@@ -84,50 +90,47 @@ def main() -> int:
     args = parser.parse_args()
     client = docker.from_env()
     most = max(args.at_once)
-    started: list = []
+    names = {way: [f"bench-exec-{way}-{k}" for k in range(most)] for way in RUNTIMES + ("served",)}
     served: list[Served] = []
     rows = []
     try:
-        for runtime in ("runc", "runsc"):
-            for k in range(most):
-                started.append(client.containers.run(
-                    IMAGE, ["sleep", "infinity"], name=f"bench-exec-{runtime}-{k}",
-                    runtime=runtime, network_mode="none", detach=True, remove=True,
-                ))  # fmt: skip
-        served = [Served(f"bench-exec-served-{k}") for k in range(most)]
+        ways = {
+            f"docker exec, {runtime}": [
+                docker_exec(
+                    client.containers.run(
+                        IMAGE,
+                        ["sleep", "infinity"],
+                        name=name,
+                        runtime=runtime,
+                        network_mode="none",
+                        detach=True,
+                        remove=True,
+                    )
+                )  # fmt: skip
+                for name in names[runtime]
+            ]
+            for runtime in RUNTIMES
+        }
+        served = [Served(name) for name in names["served"]]
         for one in served:
             one.run("true")  # up and answering
-        ways = {
-            "docker exec, runc": [c.exec_run for c in started[:most]],
-            "docker exec, runsc": [c.exec_run for c in started[most:]],
-            "server inside, runsc": [s.run for s in served],
-        }
+        ways["server inside, runsc"] = [one.run for one in served]
         for n in args.at_once:
             for way, runners in ways.items():
-                wrap = [
-                    (lambda cmd, r=r: r(["bash", "-c", cmd]).exit_code)
-                    if way.startswith("docker")
-                    else r
-                    for r in runners[:n]
-                ]
-                rows.append((way, n, *level(args.calls, wrap)))
+                rows.append((way, n, *level(args.calls, runners[:n])))
     finally:
         for one in served:
             one.process.stdin.close()
-        names = [
-            f"bench-exec-{way}-{k}" for way in ("runc", "runsc", "served") for k in range(most)
-        ]
-        subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", *sum(names.values(), [])], capture_output=True)
         for one in served:
             one.process.wait(timeout=60)
-    print(f"\na trivial command in a running sandbox, {args.calls} calls per container (ms):")
-    print(f"{'way':<22} {'at once':>7} {'median':>7} {'p90':>7} {'wall s':>7} {'ratio':>6}")
     base = {n: med for way, n, med, _, _ in rows if way == "docker exec, runsc"}
-    for way, n, med, p90, wall in rows:
-        print(
-            f"{way:<22} {n:>7} {med * 1000:>7.0f} {p90 * 1000:>7.0f} {wall:>7.2f} "
-            f"{med / base[n]:>5.2f}x"
-        )
+    print(f"\na trivial command in a running sandbox, {args.calls} calls per container (ms):")
+    print(table(
+        [[way, n, f"{med * 1000:.0f}", f"{p90 * 1000:.0f}", f"{wall:.2f}", f"{med / base[n]:.2f}x"]
+         for way, n, med, p90, wall in rows],
+        ["way", "at once", "median", "p90", "wall s", "ratio"],
+    ))  # fmt: skip
     return 0
 
 

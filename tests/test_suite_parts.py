@@ -16,9 +16,8 @@ SCRIPT = (ROOT / "scripts/test.sh").read_text()
 def test_part_one_runs_the_unmarked_tests_in_parallel_against_no_engine():
     assert re.search(r"^NO_ENGINE=(\S+)", SCRIPT, re.M).group(1) == NO_ENGINE
     assert 'DOCKER_HOST=$NO_ENGINE pytest_part -m "not (docker or slow)" -n 2' in SCRIPT
-    assert (
-        'pytest_part -m "docker or slow" --durations' in SCRIPT
-    )  # part 2: on the engine, one at a time
+    # Part 2: on the engine, one at a time.
+    assert 'pytest_part -m "docker or slow" --durations' in SCRIPT
 
 
 def test_an_engine_call_under_part_ones_docker_host_fails():
