@@ -21,6 +21,7 @@ from tests.helpers.task_sandboxes import (
     make_managed_run,
     remove_task_images,
 )
+from tests.runs.helpers import wait_for
 
 pytestmark = [
     pytest.mark.docker,
@@ -124,7 +125,16 @@ def test_the_environment_keeps_harbors_exec_and_file_semantics(
     assert out["listed"] == "./a.txt\n./sub/b.txt\n"
     assert out["is_dir"] == [True, False]
     assert out["back"] == ["dir/a.txt", "dir/sub/b.txt", "renamed.txt"]
-    started = TaskSandbox.objects.get(run=run, name="semantics__abc__env")
+    # Harbor's process exits once its stop has reached the platform, not when it is answered
+    # (belvedir_harbor/stops.py): the platform finishes the stop just after.
+    started = wait_for(
+        lambda: (
+            (s := TaskSandbox.objects.get(run=run, name="semantics__abc__env")).status == "stopped"
+            and s
+        ),
+        30,
+        "the platform to finish the task sandbox's stop",
+    )
     assert started.status == "stopped" and started.cached is False  # force_build: built again
     run.refresh_from_db()
     assert run.status == "running"  # stopped by stop(), not by the run's end
