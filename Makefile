@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3.11
 export DJANGO_SETTINGS_MODULE := belvedir.settings
 
-.PHONY: up test venv machine sdk-node sandbox-image harbor-image claude-code-image lint bench gpu-check clean
+.PHONY: up test venv machine taskd sdk-node sandbox-image harbor-image claude-code-image lint bench gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -19,6 +19,16 @@ venv: $(VENV)/.installed
 
 machine:
 	bash scripts/prepare-machine.sh
+
+# The task sandboxes' exec server (sandboxes/taskd.c, docs/task-sandboxes.md): static, so it
+# runs in any task image; renamed into place, so running sandboxes keep the build they started.
+TASKD := sandboxes/bin/belvedir-taskd
+taskd: $(TASKD)
+
+$(TASKD): sandboxes/taskd.c
+	mkdir -p $(@D)
+	gcc -static -O2 -Wall -Wextra -Werror -o $@.tmp $<
+	mv $@.tmp $@
 
 # The Node SDK's dependency tree, from its lockfile (sdk/node/package-lock.json): the tests run
 # the committed dist/ with it. npm's cache makes a repeat offline.
@@ -42,10 +52,10 @@ harbor-image: sandbox-image
 claude-code-image: sandbox-image
 	bash scripts/claude-code-image.sh
 
-up: venv machine sandbox-image harbor-image
+up: venv machine taskd sandbox-image harbor-image
 	bash scripts/up.sh
 
-test: venv machine sdk-node sandbox-image harbor-image claude-code-image
+test: venv machine taskd sdk-node sandbox-image harbor-image claude-code-image
 	bash scripts/test.sh
 
 # ruff, then the import contracts in pyproject.toml (floors, CLI and sandbox imports).
@@ -54,7 +64,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
-bench: venv machine sandbox-image
+bench: venv machine taskd sandbox-image
 	$(PIP) install -q -e ".[test,bench]"
 	$(PY) bench/run_overhead.py
 	$(PY) bench/queue_pickup.py

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from sandboxes import entrypoint
+from sandboxes import entrypoint, taskd
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.config import SandboxConfig, backend_for
 from sandboxes.image_recipe import ImageConfig
@@ -52,6 +52,7 @@ def sandbox_config() -> SandboxConfig:
         warm_max_age=settings.BELVEDIR_SANDBOX_WARM_MAX_AGE,
         instance_stale=settings.BELVEDIR_INSTANCE_STALE,
         install_cache_bytes=settings.BELVEDIR_INSTALL_CACHE_BYTES,
+        task_exec_server=taskd.built(settings.BELVEDIR_TASK_EXEC_SERVER),
     )
 
 

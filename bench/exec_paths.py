@@ -11,7 +11,10 @@ execs are), the median and p90 of a call and the wall time of the level:
 - a server inside the runsc container: a Python process started with the container reads
   commands as JSON lines on its attached stdin and runs each with `bash -c`, so no
   `runsc exec` is made per call (what an exec server inside the task container would cost;
-  bench/README.md, issue 28 item 3). Not the platform's code: a measurement of the path.
+  bench/README.md, issue 28 item 3). Not the platform's code: a measurement of the path;
+- belvedir-taskd, runsc: the platform's own exec server (sandboxes/taskd.c, built by
+  `make taskd`), called as the platform calls it (`sandboxes.taskd.run`, the `timeout -s KILL`
+  argv a task sandbox's exec gets), each container started with it as a task sandbox is.
 
 The ratio column is against `docker exec` under runsc at the same level. Its containers are
 named `bench-exec-*` and removed at the end, also after a failure.
@@ -21,13 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 from _common import median, table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sandboxes import taskd  # noqa: E402
 
 IMAGE = "belvedir-sandbox:latest"
 RUNTIMES = ("runc", "runsc")
@@ -83,6 +92,24 @@ def docker_exec(container) -> Callable[[str], int]:
     return lambda command: container.exec_run(["bash", "-c", command]).exit_code
 
 
+def served_by_taskd(client, name: str) -> Callable[[str], int]:
+    """A runsc container started with the platform's exec server, as a task sandbox is."""
+    command, env, binds, labels = taskd.container_parts(taskd.BUILT)
+    container = client.containers.run(
+        IMAGE, command, name=name, runtime="runsc", network="belvedir-sandbox",
+        environment=env, volumes=binds, labels=labels, init=True, detach=True, remove=True,
+    )  # fmt: skip
+    if not taskd.wait_listening(client, container.id):
+        raise RuntimeError("belvedir-taskd did not start listening")
+
+    def run(command: str) -> int:
+        argv = ["timeout", "-s", "KILL", "60", "bash", "-c", command]
+        events = taskd.run(client, container.id, argv, cwd=None, env={}, timeout=60, user="")
+        return list(events)[-1]["exit_code"]
+
+    return run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=15)
@@ -90,7 +117,11 @@ def main() -> int:
     args = parser.parse_args()
     client = docker.from_env()
     most = max(args.at_once)
-    names = {way: [f"bench-exec-{way}-{k}" for k in range(most)] for way in RUNTIMES + ("served",)}
+    ways_named = RUNTIMES + ("served", "taskd")
+    names = {
+        way: [f"bench-exec-{way}-{k}-{secrets.token_hex(3)}" for k in range(most)]
+        for way in ways_named
+    }
     served: list[Served] = []
     rows = []
     try:
@@ -115,6 +146,10 @@ def main() -> int:
         for one in served:
             one.run("true")  # up and answering
         ways["server inside, runsc"] = [one.run for one in served]
+        if taskd.BUILT.is_file():
+            ways["belvedir-taskd, runsc"] = [served_by_taskd(client, n) for n in names["taskd"]]
+        else:
+            print(f"no {taskd.BUILT} (make taskd): the platform's exec server is not measured")
         for n in args.at_once:
             for way, runners in ways.items():
                 rows.append((way, n, *level(args.calls, runners[:n])))

@@ -67,6 +67,7 @@ def container_spec(*, run: Run, sandbox_id: str, image: str) -> SandboxSpec:
         user="",  # the image's user: Harbor task images expect root
         cap_add=docker_tasks.TASK_CAPABILITIES,
         labels={LABEL_TASK_SANDBOX: sandbox_id},
+        exec_server=True,  # its commands without a `runsc exec` each (sandboxes/taskd.py)
     )
 
 

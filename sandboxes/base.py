@@ -72,6 +72,8 @@ class SandboxSpec:
     `user`: uid:gid to run as ("" runs the image's own user); `cap_add`: capabilities added
     back after every one is dropped. `install_cache`: the sandbox's part in the install cache
     (start from a snapshot, or take one after the install: `sandboxes.installcache`).
+    `exec_server`: a task sandbox whose commands the backend may run through a server of its
+    own in the container (`sandboxes.taskd`), started instead of `command` where it can be.
     """
 
     run_id: str
@@ -92,6 +94,7 @@ class SandboxSpec:
     user: str = f"{SANDBOX_UID}:{SANDBOX_GID}"  # "": the image's own user
     cap_add: tuple[str, ...] = ()
     install_cache: InstallCache | None = None
+    exec_server: bool = False
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ class SandboxConfig:
     unused after `warm_max_age` s. `instance_stale`: how long another instance may go without
     a heartbeat on this host before its sandboxes here are removed. `install_cache_bytes`:
     the install cache's budget on each host (0: none; `sandboxes.installcache`).
+    `task_exec_server`: the static exec server binary task sandboxes start with
+    (`sandboxes.taskd`; None: their commands go by `docker exec`).
     """
 
     backend: str = "docker"
@@ -40,6 +42,7 @@ class SandboxConfig:
     warm_max_age: float = 3600.0
     instance_stale: float = 600.0
     install_cache_bytes: int = 0
+    task_exec_server: Path | None = None
 
 
 # The backends that ship with the package, by the name BELVEDIR_SANDBOX_BACKEND gives them:

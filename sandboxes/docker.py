@@ -35,7 +35,7 @@ import requests
 from docker.models.containers import Container
 from docker.types import DeviceRequest, LogConfig
 
-from sandboxes import gpu, hostfiles, volumes, warm
+from sandboxes import gpu, hostfiles, taskd, volumes, warm
 from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -77,6 +77,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         warm_max_age: float = 3600.0,
         instance_stale: float = 600.0,
         install_cache_bytes: int = 0,
+        task_exec_server: Path | None = None,
     ) -> None:
         """`client`: the engine to use (default: `shared_client()`, i.e. DOCKER_HOST).
 
@@ -93,6 +94,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         `instance_stale`: how long another instance may go without a heartbeat on this host
         before its sandboxes here are removed (`sweep_gone_instances`).
         `install_cache_bytes`: the install cache's budget on this host (0: no cache).
+        `task_exec_server`: the exec server binary task sandboxes start with (`sandboxes.taskd`).
         """
         self._client = client
         self.ca_bundle_mount = ca_bundle_mount
@@ -103,6 +105,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         self.warm_engine = warm_engine
         self.instance_stale = instance_stale
         self.install_cache_bytes = install_cache_bytes
+        self.task_exec_server = task_exec_server
         self._saves = {}  # container id -> its install snapshot's thread and result
         self._restored = {}  # container id -> the spec and install snapshot it started from
         self._spare_layout: dict[str, object] | None = None  # the last quota sandbox's
@@ -144,6 +147,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
             warm_max_age=config.warm_max_age,
             instance_stale=config.instance_stale,
             install_cache_bytes=config.install_cache_bytes,
+            task_exec_server=config.task_exec_server,
         )
 
     @property
@@ -217,6 +221,8 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
             self._attach(handle)
             with docker_errors("start the sandbox"):
                 self.client.api.start(handle.id)
+            if spec.exec_server:
+                taskd.wait_listening(self.client, handle.id)
         except BaseException:
             self._forget_stream(handle)
             try:
@@ -269,21 +275,27 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         resolv_conf = self._resolv_conf(spec.network)
         if resolv_conf is not None:
             binds[str(resolv_conf)] = {"bind": "/etc/resolv.conf", "mode": "ro"}
+        command, env, served = spec.command, spec.env, {taskd.LABEL: ""}
+        if spec.exec_server and taskd.usable(self.client, self.task_exec_server, spec.network):
+            command, token_env, bind, served = taskd.container_parts(self.task_exec_server)
+            env = {**spec.env, **token_env}
+            binds.update(bind)
         if binds:
             options["volumes"] = binds
         own = {LABEL_MANAGED: "1", LABEL_RUN_ID: spec.run_id} if managed else {}
         labels = self._labels({**spec.labels, **own})
         # Always set, so an image's own label (a task image's `LABEL belvedir.volume=…`) can
-        # never name another sandbox's volume for `remove` to release.
+        # never name another sandbox's volume for `remove` to release, nor a token of its own.
         labels[volumes.LABEL_VOLUME] = volume
+        labels.update(served)
         if mounts:
             options["read_only"] = True
         with docker_errors(f"create the sandbox for run {spec.run_id}", image=spec.image):
             container = self.client.containers.create(
                 image=spec.image,
-                command=spec.command,
+                command=command,
                 name=name,
-                environment=spec.env,
+                environment=env,
                 working_dir=spec.workdir,
                 labels=labels,
                 network_mode=spec.network,

@@ -23,6 +23,7 @@ import docker.errors
 import requests
 from docker.utils.socket import STDERR, STDOUT, frames_iter
 
+from sandboxes import taskd
 from sandboxes.base import SandboxError
 from sandboxes.taskexec import learned, tools_of
 
@@ -81,7 +82,22 @@ class _Deadline:
 def _open_exec(
     client: docker.DockerClient, container_id: str, cmd: list[str], *, stdin: bool, what: str
 ):
-    """(exec id, its connection, the connection's socket)."""
+    """(exec id, its connection, the connection's socket): by the container's own exec server
+    where it has one (`sandboxes.taskd`; its Transfer is both the id and the connection), else
+    `docker exec`."""
+    try:
+        served = taskd.open_transfer(
+            client,
+            container_id,
+            cmd,
+            user=TRANSFER_USER,
+            stdin=stdin,
+            start_seconds=PREPARE_SECONDS,
+        )
+    except OSError as exc:
+        raise SandboxError(f"{what}: {exc}") from exc
+    if served is not None:
+        return served, served, served.sock
     try:
         created = client.api.exec_create(container_id, cmd, stdin=stdin, user=TRANSFER_USER)
         connection = client.api.exec_start(created["Id"], socket=True)
@@ -90,7 +106,16 @@ def _open_exec(
     return created["Id"], connection, getattr(connection, "_sock", connection)
 
 
-def _exit_code(client: docker.DockerClient, exec_id: str, what: str) -> int | None:
+def _frames(connection) -> Iterator[tuple[int, bytes]]:
+    """An exec's output frames, (STDOUT or STDERR, bytes), from the engine or the server."""
+    if isinstance(connection, taskd.Transfer):
+        return connection.frames()
+    return frames_iter(connection, tty=False)
+
+
+def _exit_code(client: docker.DockerClient, exec_id, what: str) -> int | None:
+    if isinstance(exec_id, taskd.Transfer):
+        return exec_id.exit_code
     try:
         return client.api.exec_inspect(exec_id).get("ExitCode")
     except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -113,7 +138,7 @@ def _prepare(client: docker.DockerClient, container_id: str, path: str) -> tuple
     deadline, said = _Deadline(raw, PREPARE_SECONDS), bytearray()
     try:
         with contextlib.suppress(OSError):
-            for _, part in frames_iter(connection, tty=False):
+            for _, part in _frames(connection):
                 said.extend(part)
                 if len(said) > SAID_KEPT:
                     raise SandboxError(f"{what}: the sandbox said more than {SAID_KEPT} bytes")
@@ -149,7 +174,7 @@ def put_tar(
     def read_complaints() -> None:  # tar's output, read as it comes so it never blocks
         heard = 0
         with contextlib.suppress(Exception):  # the connection closed under it
-            for _, part in frames_iter(connection, tty=False):
+            for _, part in _frames(connection):
                 heard += len(part)
                 said.extend(part)
                 del said[:-COMPLAINTS_KEPT]
@@ -157,7 +182,9 @@ def put_tar(
                     too_much.set()
                     return deadline.stop()
 
-    reader = threading.Thread(target=read_complaints, daemon=True, name=f"upload {exec_id[:12]}")
+    reader = threading.Thread(
+        target=read_complaints, daemon=True, name=f"upload {container_id[:12]}"
+    )
     reader.start()
     try:
         try:
@@ -240,7 +267,7 @@ def open_tar(
     what = f"could not read {path}"
     exec_id, connection, raw = _open_exec(client, container_id, command, stdin=False, what=what)
     whole, first = _Deadline(raw, DOWNLOAD_SECONDS), _Deadline(raw, SIZE_SECONDS)
-    frames = frames_iter(connection, tty=False)
+    frames = _frames(connection)
     try:
         try:
             size, has_timeout, early = _size_first(frames, max_bytes, what)

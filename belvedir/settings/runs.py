@@ -77,6 +77,10 @@ BELVEDIR_TASK_IMAGE_TTL = envint("BELVEDIR_TASK_IMAGE_TTL", 24 * 3600, minimum=6
 # What one task sandbox may write to its filesystem (its writable layer, watched by the run's
 # worker); 0: the run sandboxes' disk quota.
 BELVEDIR_TASK_SANDBOX_DISK = envsize("BELVEDIR_TASK_SANDBOX_DISK", 0)
+# A task sandbox's commands by an exec server inside its container (sandboxes/taskd.py,
+# docs/task-sandboxes.md): "on" the static binary `make taskd` builds, "off" every command by
+# `docker exec`, or the path of a build of sandboxes/taskd.c of one's own.
+BELVEDIR_TASK_EXEC_SERVER = envstr("BELVEDIR_TASK_EXEC_SERVER", "on")
 if 0 < BELVEDIR_TASK_SANDBOX_DISK < 16 * 2**20:
     raise ImproperlyConfigured("BELVEDIR_TASK_SANDBOX_DISK must be 0 or at least 16M")
 BELVEDIR_CLONE_TIMEOUT = envint("BELVEDIR_CLONE_TIMEOUT", 300, minimum=5)

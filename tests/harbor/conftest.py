@@ -19,8 +19,8 @@ def managed(owner, sandbox_settings, task_images):
 
 
 @pytest.fixture
-def started(monkeypatch):
-    """The argv of every exec the platform starts in a sandbox, from here on."""
+def engine_started(monkeypatch):
+    """The argv of every `docker exec` the platform starts in a sandbox, from here on."""
     from docker.api.exec_api import ExecApiMixin
 
     seen: list[list[str]] = []
@@ -32,3 +32,14 @@ def started(monkeypatch):
 
     monkeypatch.setattr(ExecApiMixin, "exec_create", counted)
     return seen
+
+
+@pytest.fixture
+def started(engine_started, monkeypatch):
+    """The argv of every process the platform starts in a sandbox, from here on: by `docker
+    exec` or by the sandbox's exec server (sandboxes/taskd.py; one it declines counts once,
+    as the engine's)."""
+    from tests.helpers.task_sandboxes import count_served
+
+    count_served(monkeypatch, engine_started)
+    return engine_started

@@ -11,6 +11,7 @@ import pytest
 from belvedir.sandbox_config import get_backend, instance_id, spec_from_settings
 from harbor.containers import build_policy
 from harbor.services import task_sandbox_create
+from sandboxes import taskd
 from sandboxes.base import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -54,13 +55,13 @@ EXCEPTIONS = {
     # size the run's worker watches (BELVEDIR_TASK_SANDBOX_DISK), not a read-only root with
     # quota-volume folders mounted over it.
     "ReadonlyRootfs": "a writable root, its size watched",
-    "Binds": "no quota volume folders",
+    "Binds": "no quota volume folders; the exec server's binary, read-only",
 }
 # Config keys that differ on purpose.
 CONFIG_EXCEPTIONS = {
     "User": "the image's user (root) instead of 1000:1000",
     "Env": "a run sandbox gets the contract's env; a task sandbox the image's, exec adds more",
-    "Cmd": "the run's entrypoint vs sleep infinity (commands come through exec)",
+    "Cmd": "the run's entrypoint vs the exec server (sandboxes/taskd.py)",
     "Image": "the task's own image",
     "WorkingDir": "the image's WORKDIR vs /workspace",
     "Labels": "compared one by one below",
@@ -115,7 +116,10 @@ def pair(owner, sandbox_settings, tmp_path):
     volume = api.inspect_container(handle.id)["Config"]["Labels"][LABEL_VOLUME]
     run, _ = make_managed_run(owner)
     context = tmp_path / "context.tar.gz"
-    claims = f"LABEL {LABEL_VOLUME}={volume} {LABEL_RUN_ID}=run_other {LABEL_MANAGED}=0\n"
+    claims = (
+        f"LABEL {LABEL_VOLUME}={volume} {LABEL_RUN_ID}=run_other {LABEL_MANAGED}=0 "
+        f"{taskd.LABEL}=chosen-by-the-image\n"
+    )
     context.write_bytes(context_tar(fresh_dockerfile() + claims))
     sandbox = task_sandbox_create(run=run, name="parity", context=context)
     try:
@@ -164,6 +168,10 @@ def test_task_sandboxes_carry_the_platforms_labels_whatever_their_image_says(pai
     # released (unmounted and deleted) another sandbox's disk.
     assert labels[LABEL_VOLUME] == ""
     assert LABEL_TASK_SANDBOX not in run_box["Config"]["Labels"]
+    # The exec server's token is the platform's, never one the image chose.
+    assert len(labels[taskd.LABEL]) == 64 and labels[taskd.LABEL] != "chosen-by-the-image"
+    assert run_box["Config"]["Labels"][taskd.LABEL] == ""  # a run sandbox has no server
+    assert f"{taskd.BUILT}:{taskd.MOUNT}:ro" in task_box["HostConfig"]["Binds"]
 
 
 def test_removing_a_task_sandbox_leaves_the_run_sandboxes_disk_alone(pair):

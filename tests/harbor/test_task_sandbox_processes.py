@@ -9,7 +9,7 @@ import docker
 import pytest
 
 from harbor.models import TaskSandbox
-from sandboxes import taskfiles
+from sandboxes import taskd, taskfiles
 from sandboxes.base import SandboxError
 from tests.helpers.task_sandboxes import context_tar, fresh_dockerfile, tar_of, with_files
 
@@ -28,12 +28,35 @@ def processes(client, sandbox_id: str) -> str:
     return "".join(line.get("data", "") for line in lines)
 
 
+def by_the_engine(sandbox_id: str) -> None:
+    """This process's calls to the sandbox go by `docker exec`, as where it has no server."""
+    taskd._remember(TaskSandbox.objects.get(pk=sandbox_id).container_id, None)
+
+
+def test_an_exec_by_the_server_starts_bash_alone_and_its_deadline_still_kills(
+    managed, task_images, started
+):
+    run, client = managed
+    sandbox = client.create("served", context_tar(fresh_dockerfile())).json()
+    task_images.add(sandbox["image"])
+    started.clear()
+
+    lines = client.exec_lines(sandbox["id"], "echo start; sleep 60; echo never", timeout_sec=2)
+
+    assert started == [["bash", "-c", "echo start; sleep 60; echo never"]]  # no `timeout`
+    assert lines[0] == {"stream": "stdout", "data": "start\n"}
+    assert lines[-1] == {"exit_code": 137, "timed_out": True}
+    assert all(line.get("data") != "never\n" for line in lines)
+    assert "sleep 60" not in processes(client, sandbox["id"])  # killed, not left running
+
+
 def test_once_a_container_is_known_an_exec_starts_timeout_directly_and_its_deadline_still_kills(
     managed, task_images, started
 ):
     run, client = managed
     sandbox = client.create("known", context_tar(fresh_dockerfile())).json()
     task_images.add(sandbox["image"])
+    by_the_engine(sandbox["id"])
     assert client.put_files(sandbox["id"], "/app/in", tar_of({"a": "A"})).status == 204
     started.clear()
 
@@ -52,6 +75,7 @@ def test_a_callers_path_has_the_shell_look_for_timeout_as_before(managed, task_i
     run, client = managed
     sandbox = client.create("path", context_tar(fresh_dockerfile())).json()
     task_images.add(sandbox["image"])
+    by_the_engine(sandbox["id"])
     assert client.put_files(sandbox["id"], "/app/in", tar_of({"a": "A"})).status == 204
     started.clear()
 

@@ -19,6 +19,7 @@ from tests.helpers.task_sandboxes import (
     BASE_IMAGE,
     Client,
     context_tar,
+    count_served,
     fresh_dockerfile,
     managed_client,
     tar_of,
@@ -403,6 +404,7 @@ def test_a_transfer_costs_one_process_in_the_sandbox_past_the_first(
         return original(self, container, cmd, *args, **kwargs)
 
     monkeypatch.setattr(ExecApiMixin, "exec_create", counted)
+    count_served(monkeypatch, started)  # or by the sandbox's exec server
 
     assert client.put_files(sandbox["id"], "/app/b/c", tar_of({"b.txt": "B"})).status == 204
     assert len(started) == 1, started

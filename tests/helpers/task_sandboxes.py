@@ -301,3 +301,35 @@ def task_images():
     tags: set[str] = set()
     yield tags
     remove_task_images(tags)
+
+
+def count_served(monkeypatch, seen: list[list[str]]) -> None:
+    """Add to `seen` the argv of every command the sandboxes' exec servers run from here on
+    (not those they decline: the engine then runs them, and is counted apart)."""
+    from sandboxes import taskd
+
+    run, open_transfer = taskd.run, taskd.open_transfer
+
+    def counted_run(client, container_id, argv, **kwargs):
+        events = run(client, container_id, argv, **kwargs)
+        if events is None:
+            return None
+
+        def counted():
+            first = next(events, None)
+            if first is not None and "fallback" not in first:
+                seen.append(list(argv))
+            if first is not None:
+                yield first
+            yield from events
+
+        return counted()
+
+    def counted_transfer(client, container_id, argv, **kwargs):
+        served = open_transfer(client, container_id, argv, **kwargs)
+        if served is not None:
+            seen.append(list(argv))
+        return served
+
+    monkeypatch.setattr(taskd, "run", counted_run)
+    monkeypatch.setattr(taskd, "open_transfer", counted_transfer)
