@@ -13,8 +13,8 @@ execs are), the median and p90 of a call and the wall time of the level:
   `runsc exec` is made per call (what an exec server inside the task container would cost;
   bench/README.md, issue 28 item 3). Not the platform's code: a measurement of the path;
 - belvedir-taskd, runsc: the platform's own exec server (sandboxes/taskd.c, built by
-  `make taskd`), called as the platform calls it (`sandboxes.taskd.run`, the `timeout -s KILL`
-  argv a task sandbox's exec gets), each container started with it as a task sandbox is.
+  `make taskd`), called as the platform calls it (`sandboxes.taskd.run`: `bash -c`, the time
+  limit kept by the server), each container started with it as a task sandbox is.
 
 The ratio column is against `docker exec` under runsc at the same level. Its containers are
 named `bench-exec-*` and removed at the end, also after a failure.
@@ -103,8 +103,10 @@ def served_by_taskd(client, name: str) -> Callable[[str], int]:
         raise RuntimeError("belvedir-taskd did not start listening")
 
     def run(command: str) -> int:
-        argv = ["timeout", "-s", "KILL", "60", "bash", "-c", command]
-        events = taskd.run(client, container.id, argv, cwd=None, env={}, timeout=60, user="")
+        argv = ["bash", "-c", command]  # the time limit kept by the server, as the platform's
+        events = taskd.run(
+            client, container.id, argv, cwd=None, env={}, timeout=60, user="", limit_s=60
+        )
         return list(events)[-1]["exit_code"]
 
     return run
