@@ -94,10 +94,10 @@ def docker_exec(container) -> Callable[[str], int]:
 
 def served_by_taskd(client, name: str) -> Callable[[str], int]:
     """A runsc container started with the platform's exec server, as a task sandbox is."""
-    command, env, binds, labels = taskd.container_parts(taskd.BUILT)
+    command, binds, labels = taskd.container_parts(taskd.BUILT)
     container = client.containers.run(
         IMAGE, command, name=name, runtime="runsc", network="belvedir-sandbox",
-        environment=env, volumes=binds, labels=labels, init=True, detach=True, remove=True,
+        volumes=binds, labels=labels, init=True, detach=True, remove=True,
     )  # fmt: skip
     if not taskd.wait_listening(client, container.id):
         raise RuntimeError("belvedir-taskd did not start listening")

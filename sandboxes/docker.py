@@ -275,10 +275,9 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         resolv_conf = self._resolv_conf(spec.network)
         if resolv_conf is not None:
             binds[str(resolv_conf)] = {"bind": "/etc/resolv.conf", "mode": "ro"}
-        command, env, served = spec.command, spec.env, {taskd.LABEL: ""}
+        command, served = spec.command, {taskd.LABEL: ""}
         if spec.exec_server and taskd.usable(self.client, self.task_exec_server, spec.network):
-            command, token_env, bind, served = taskd.container_parts(self.task_exec_server)
-            env = {**spec.env, **token_env}
+            command, bind, served = taskd.container_parts(self.task_exec_server)
             binds.update(bind)
         if binds:
             options["volumes"] = binds
@@ -295,7 +294,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
                 image=spec.image,
                 command=command,
                 name=name,
-                environment=env,
+                environment=spec.env,
                 working_dir=spec.workdir,
                 labels=labels,
                 network_mode=spec.network,
@@ -402,6 +401,7 @@ class DockerBackend(DockerHost, DockerInstalls, DockerReadback, DockerTaskSandbo
         volume = self._volumes.pop(handle.id, None) or self._volume_of(handle)
         self._workdirs.pop(handle.id, None)
         self._disk_full.discard(handle.id)
+        taskd.forget(handle.id)  # its address may be another container's next
         try:
             self.client.api.remove_container(handle.id, force=True, v=True)
         except docker.errors.NotFound:

@@ -12,22 +12,26 @@
  * exit status as the task's word, as it reads the task's output (sandboxes/taskd.py). What
  * the token keeps out is anyone else on the network (inter-container traffic is off too).
  *
- * A connection: "BTD1", a 4-byte big-endian length, then that many bytes of NUL-terminated
- * fields: token, user ("" the container's, else name|uid[:group|gid]), cwd ("" the
- * container's), "1" where the container's configured env has HOME (which a switched user
- * keeps, as the engine's exec does; else the user's own home), the mode ("" a command;
- * "t" a file transfer: 's' is sent once the program started, and what follows the request
- * is the command's stdin up to the platform's half-close, which then does not end it),
- * the time limit in ms ("" none: past it the command's process group is killed, as
- * `timeout -s KILL` would, one process fewer to start), argc, argv..., envc, "KEY=VALUE"...
- * (over the container's own env). Frames
- * back: a type byte, a 4-byte big-endian length, the payload: 'o' stdout and 'e' stderr
- * (at most FRAME_MAX bytes each), then 'x' and the exit code in decimal (128+N for signal N,
- * as the engine reports). Or 'f' and a reason, before any output, when this server did not
- * run the command (a user it cannot resolve or switch to, a cwd it cannot enter, a program
- * it cannot start): the platform then runs it by `docker exec`, so the engine's own message
- * and semantics apply. A wrong token gets nothing. The connection closing before 'x' kills
- * the command's process group: the platform's deadline ends the command as well as the wait.
+ * A connection, with TOKEN the container's own (its command's argument, then wiped from it;
+ * never sent on the wire): the platform sends "BTD2" and 16 random bytes C; the server
+ * answers 16 random bytes S and HMAC-SHA256(TOKEN, "server" C S), so the platform knows it
+ * reached this container's server, not whatever now holds a reused address, before it sends
+ * anything; the platform then sends HMAC-SHA256(TOKEN, "client" S C), a 4-byte big-endian
+ * length and that many bytes of NUL-terminated fields: user ("" the container's, else
+ * name|uid[:group|gid]), cwd ("" the container's), "1" where the container's configured env
+ * has HOME (which a switched user keeps, as the engine's exec does; else the user's own
+ * home), the mode ("" a command; "t" a file transfer: 's' is sent once the program started,
+ * and what follows the request is the command's stdin up to the platform's half-close, which
+ * then does not end it), the time limit in ms ("" none: past it the command's process group
+ * is killed, as `timeout -s KILL` would, one process fewer to start), argc, argv..., envc,
+ * "KEY=VALUE"... (over the container's own env). Frames back: a type byte, a 4-byte
+ * big-endian length, the payload: 'o' stdout and 'e' stderr (1 to FRAME_MAX bytes each),
+ * then 'x' and the exit code in decimal (128+N for signal N, as the engine reports). Or 'f'
+ * and a reason, as the first frame, when this server did not run the command (a user it
+ * cannot resolve or switch to, a cwd it cannot enter, a program it cannot start): the
+ * platform then runs it by `docker exec`, so the engine's own message and semantics apply. A
+ * wrong proof gets nothing. The connection closing before 'x' kills the command's process
+ * group: the platform's deadline ends the command as well as the wait.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,14 +44,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define TASKD_PORT 51117
-#define TOKEN_ENV "BELVEDIR_TASKD_TOKEN"
 #define REQUEST_MAX (4 << 20) /* argv and env together, as the kernel's ARG_MAX bounds */
 #define FRAME_MAX 65536
 #define DRAIN_MS 2000 /* after the command exits, output still held open: as the engine waits */
@@ -56,6 +61,120 @@
 extern char **environ;
 static char token[256];
 static int sigchld_pipe[2];
+static volatile pid_t limited; /* the command's process group, killed when its time is up */
+
+/* SHA-256 (FIPS 180-4) and HMAC (RFC 2104): the connection's proofs. */
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+struct sha256 {
+  uint32_t h[8];
+  unsigned char block[64];
+  size_t used;
+  uint64_t bytes;
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(struct sha256 *c, const unsigned char *p) {
+  uint32_t w[64], a, b, d, e, f, g, h, cc;
+  for (int i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+           (uint32_t)p[4 * i + 3];
+  for (int i = 16; i < 64; i++) {
+    uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3];
+  e = c->h[4], f = c->h[5], g = c->h[6], h = c->h[7];
+  for (int i = 0; i < 64; i++) {
+    uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+    uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+    h = g, g = f, f = e, e = d + t1, d = cc, cc = b, b = a, a = t1 + t2;
+  }
+  c->h[0] += a, c->h[1] += b, c->h[2] += cc, c->h[3] += d;
+  c->h[4] += e, c->h[5] += f, c->h[6] += g, c->h[7] += h;
+}
+
+static void sha256_init(struct sha256 *c) {
+  static const uint32_t start[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  memcpy(c->h, start, sizeof start);
+  c->used = 0;
+  c->bytes = 0;
+}
+
+static void sha256_add(struct sha256 *c, const void *data, size_t size) {
+  const unsigned char *p = data;
+  c->bytes += size;
+  while (size > 0) {
+    size_t take = 64 - c->used < size ? 64 - c->used : size;
+    memcpy(c->block + c->used, p, take);
+    c->used += take, p += take, size -= take;
+    if (c->used == 64) {
+      sha256_block(c, c->block);
+      c->used = 0;
+    }
+  }
+}
+
+static void sha256_end(struct sha256 *c, unsigned char out[32]) {
+  uint64_t bits = c->bytes * 8;
+  unsigned char pad = 0x80, zero = 0, length[8];
+  sha256_add(c, &pad, 1);
+  while (c->used != 56) sha256_add(c, &zero, 1);
+  for (int i = 0; i < 8; i++) length[i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha256_add(c, length, 8);
+  for (int i = 0; i < 8; i++) {
+    out[4 * i] = (unsigned char)(c->h[i] >> 24), out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
+    out[4 * i + 2] = (unsigned char)(c->h[i] >> 8), out[4 * i + 3] = (unsigned char)c->h[i];
+  }
+}
+
+/* HMAC-SHA256(token, label a b), a and b 16 bytes each. */
+static void proof(const char *label, const unsigned char *a, const unsigned char *b,
+                  unsigned char out[32]) {
+  unsigned char key[64] = {0}, pad[64], inner[32];
+  size_t size = strlen(token);
+  if (size > 64) {
+    struct sha256 c;
+    sha256_init(&c);
+    sha256_add(&c, token, size);
+    sha256_end(&c, key);
+  } else {
+    memcpy(key, token, size);
+  }
+  struct sha256 c;
+  for (int i = 0; i < 64; i++) pad[i] = key[i] ^ 0x36;
+  sha256_init(&c);
+  sha256_add(&c, pad, 64);
+  sha256_add(&c, label, strlen(label));
+  sha256_add(&c, a, 16);
+  sha256_add(&c, b, 16);
+  sha256_end(&c, inner);
+  for (int i = 0; i < 64; i++) pad[i] = key[i] ^ 0x5c;
+  sha256_init(&c);
+  sha256_add(&c, pad, 64);
+  sha256_add(&c, inner, 32);
+  sha256_end(&c, out);
+}
+
+static void on_limit(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (limited > 0) kill(-limited, SIGKILL);
+  errno = saved;
+}
 
 static void on_sigchld(int sig) {
   (void)sig;
@@ -205,6 +324,7 @@ static int resolve(char *spec, struct who *who) {
   memset(who, 0, sizeof *who);
   char *group = strchr(spec, ':');
   if (group) *group++ = '\0';
+  int explicit_group = group != NULL;
   long id;
   if (number(spec, 0x7fffffff, &id) == 0) {
     if (passwd_entry(NULL, (uid_t)id, who) < 0) {
@@ -220,7 +340,8 @@ static int resolve(char *spec, struct who *who) {
     gid = (gid_t)id;
     group = NULL;
   }
-  if (group_entries(group, &gid, who->name, who) < 0) return -1;
+  /* Supplementary groups only for a user without an explicit group, as runc resolves it. */
+  if (group_entries(group, &gid, explicit_group ? "" : who->name, who) < 0) return -1;
   who->gid = gid;
   return 0;
 }
@@ -246,7 +367,7 @@ static char **command_env(char **extra, long count, const struct who *who) {
     if (j == n) n++;
   }
   if (who && !home) {
-    char *line = malloc(strlen(who->home) + 6);
+    char *line = malloc(strlen(who->home) + 7);
     if (line == NULL) return NULL;
     sprintf(line, "HOME=%s", who->home[0] ? who->home : "/");
     env[n++] = line;
@@ -265,21 +386,24 @@ static void serve(int sock) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGCHLD, SIG_DFL);
   alarm(30); /* a request that never arrives whole */
-  unsigned char head[8];
-  if (read_all(sock, head, 8) < 0 || memcmp(head, "BTD1", 4) != 0) _exit(0);
-  uint32_t size = (uint32_t)head[4] << 24 | (uint32_t)head[5] << 16 | (uint32_t)head[6] << 8 |
-                  (uint32_t)head[7];
+  unsigned char hello[20], mine[48], theirs[36], expected[32];
+  if (read_all(sock, hello, 4) < 0 || memcmp(hello, "BTD2", 4) != 0 ||
+      read_all(sock, hello + 4, 16) < 0)
+    _exit(0); /* anything else (an HTTP probe, the old protocol) is closed on at once */
+  if (getrandom(mine, 16, 0) != 16) _exit(0);
+  proof("server", hello + 4, mine, mine + 16);
+  if (write_all(sock, mine, 48) < 0 || read_all(sock, theirs, 36) < 0) _exit(0);
+  proof("client", mine, hello + 4, expected);
+  unsigned char differ = 0;
+  for (int i = 0; i < 32; i++) differ |= (unsigned char)(theirs[i] ^ expected[i]);
+  if (differ) _exit(0); /* not the platform: nothing is read or run */
+  uint32_t size = (uint32_t)theirs[32] << 24 | (uint32_t)theirs[33] << 16 |
+                  (uint32_t)theirs[34] << 8 | (uint32_t)theirs[35];
   if (size > REQUEST_MAX) _exit(0);
   char *request = malloc(size + 1);
   if (request == NULL || read_all(sock, request, size) < 0) _exit(0);
   alarm(0);
   char *at = request, *end = request + size;
-  char *given = field(&at, end);
-  size_t want = strlen(token);
-  if (given == NULL || strlen(given) != want || want == 0) _exit(0);
-  unsigned char differ = 0;
-  for (size_t i = 0; i < want; i++) differ |= (unsigned char)(given[i] ^ token[i]);
-  if (differ) _exit(0);
 
   char *user = field(&at, end), *cwd = field(&at, end), *keep_home = field(&at, end);
   char *mode = field(&at, end), *limit = field(&at, end), *count = field(&at, end);
@@ -316,7 +440,7 @@ static void serve(int sock) {
     signal(SIGPIPE, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     setpgid(0, 0);
-    int input = transfer ? in[0] : open("/dev/null", O_RDONLY);
+    int input = transfer ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (input < 0 || dup2(input, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) goto failed;
     if (user[0]) {
       if (setgroups((size_t)who.ngroups, who.groups) < 0 || setgid(who.gid) < 0 ||
@@ -347,6 +471,14 @@ static void serve(int sock) {
     kill(-pid, SIGKILL);
     _exit(0);
   }
+  if (limit_ms > 0) { /* kept by a timer too, so a platform that stops reading cannot hold it */
+    setpgid(pid, pid);
+    limited = pid;
+    struct sigaction on_time = {.sa_handler = on_limit, .sa_flags = SA_RESTART};
+    sigaction(SIGALRM, &on_time, NULL);
+    struct itimerval when = {{0, 0}, {limit_ms / 1000, (limit_ms % 1000) * 1000}};
+    setitimer(ITIMER_REAL, &when, NULL);
+  }
 
   static char chunk[FRAME_MAX], input[FRAME_MAX];
   size_t pending = 0, sent = 0; /* stdin read from the socket, not yet taken by the command */
@@ -355,7 +487,7 @@ static void serve(int sock) {
                           {sigchld_pipe[0], POLLIN, 0}, {sock, POLLIN, 0}, {-1, POLLOUT, 0}};
   int status = 0, exited = 0, open_pipes = 2, killed = 0;
   long drain_until = 0, kill_at = limit_ms > 0 ? now_ms() + limit_ms : 0;
-  while (open_pipes > 0) {
+  while (!exited || open_pipes > 0) { /* until it exited (its output closed or not) */
     int wait_ms = -1;
     if (exited) {
       wait_ms = (int)(drain_until - now_ms());
@@ -371,7 +503,8 @@ static void serve(int sock) {
     }
     /* In a transfer the socket is read only while the command has taken what came before
        (the command's stdin is held back, not this process's memory), and not after EOF. */
-    fds[3].fd = socket_eof || (stdin_open && pending > sent) ? -1 : sock;
+    fds[3].fd = stdin_open && pending > sent ? -1 : sock;
+    fds[3].events = socket_eof ? 0 : POLLIN; /* after EOF: a reset (POLLHUP, POLLERR) only */
     fds[4].fd = stdin_open && pending > sent ? in[1] : -1;
     if (poll(fds, 5, wait_ms) < 0) {
       if (errno == EINTR) continue;
@@ -391,7 +524,7 @@ static void serve(int sock) {
       }
     }
     if (fds[3].fd >= 0 && fds[3].revents) {
-      if (!transfer) { /* the platform hung up or sent more: either way, it is over */
+      if (!transfer || socket_eof) { /* the platform hung up or sent more: it is over */
         kill(-pid, SIGKILL);
         _exit(0);
       }
@@ -430,7 +563,6 @@ static void serve(int sock) {
       }
     }
   }
-  if (!exited) waitpid(pid, &status, 0);
   int exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   char text[16];
   int n = snprintf(text, sizeof text, "%d", exit_code);
@@ -446,10 +578,11 @@ static void serve(int sock) {
   _exit(0);
 }
 
-int main(void) {
-  const char *given = getenv(TOKEN_ENV);
-  if (given) snprintf(token, sizeof token, "%s", given);
-  unsetenv(TOKEN_ENV); /* not handed down to the commands */
+int main(int argc, char **argv) {
+  if (argc > 1) { /* the token: kept here, wiped from the command line (/proc/N/cmdline) */
+    snprintf(token, sizeof token, "%s", argv[1]);
+    memset(argv[1], 0, strlen(argv[1]));
+  }
   signal(SIGCHLD, SIG_IGN); /* connections' processes are reaped by the kernel */
   signal(SIGPIPE, SIG_IGN);
   int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -5,9 +5,13 @@ Under gVisor each `docker exec` starts a `runsc exec`, ~50 ms more than the comm
 (bench/exec_paths.py); a Harbor trial makes about a dozen. So a task container's command is the
 static `belvedir-taskd`, bind-mounted read-only from this host, instead of `sleep infinity`;
 it listens on TASKD_PORT of the container's address on the sandbox network, and the platform
-connects there with the container's token (a label only the engine's clients read, and the
-server's env). Where there is no server (not built, an engine on another host, a network with
-no address of its own) or it declines a command, the command goes by `docker exec` as before.
+connects there. Each side proves it holds the container's token (a label only the engine's
+clients read, and the server's argument) by an HMAC of the other's fresh nonce before
+anything else is sent, so a request never reaches whatever holds the address later (a
+container gone, its address another tenant's) and the token never crosses the wire. Where
+there is no server (not built, an engine on another host, a network with no address of its
+own), it cannot prove itself, or it declines a command, the command goes by `docker exec`
+as before: the engine then names the container itself.
 
 What comes back is the task's word, as its output always was: the task runs as root beside
 the server and may replace it. So the limits are this side's: a frame is at most FRAME_MAX
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import os
 import secrets
 import socket
@@ -33,7 +39,6 @@ import docker.errors
 import requests
 
 PORT = 51117  # sandboxes/taskd.c's TASKD_PORT
-TOKEN_ENV = "BELVEDIR_TASKD_TOKEN"
 LABEL = "belvedir.taskd"  # the token; "" where the container has no server
 MOUNT = "/.belvedir/taskd"
 BUILT = Path(__file__).resolve().parent / "bin" / "belvedir-taskd"  # `make taskd`
@@ -55,15 +60,11 @@ def usable(client: docker.DockerClient, binary: Path | None, network: str) -> bo
     return local and binary.is_file()
 
 
-def container_parts(binary: Path) -> tuple[list[str], dict[str, str], dict, dict[str, str]]:
-    """The command, env, bind and label that start a container with its own server."""
+def container_parts(binary: Path) -> tuple[list[str], dict, dict[str, str]]:
+    """The command, bind and label that start a container with its own server (its token the
+    server's argument, which it wipes from its command line)."""
     token = secrets.token_hex(32)
-    return (
-        [MOUNT],
-        {TOKEN_ENV: token},
-        {str(binary): {"bind": MOUNT, "mode": "ro"}},
-        {LABEL: token},
-    )
+    return [MOUNT, token], {str(binary): {"bind": MOUNT, "mode": "ro"}}, {LABEL: token}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +106,17 @@ def _remember(container_id: str, found: Where | None) -> None:
         _WHERE.popitem(last=False)
 
 
+def forget(container_id: str) -> None:
+    """What this process learned of the container (it was removed, or its server did not
+    prove itself): the next call asks the engine again."""
+    _WHERE.pop(container_id, None)
+
+
+def proof(token: str, label: bytes, first: bytes, second: bytes) -> bytes:
+    """HMAC-SHA256(token, label first second): a side's proof that it holds the token."""
+    return hmac.new(token.encode(), label + first + second, hashlib.sha256).digest()
+
+
 def wait_listening(client: docker.DockerClient, container_id: str, seconds: float = 3.0) -> bool:
     """Wait until the container's server takes connections (it starts with the container, a
     few tens of ms later under gVisor), so the first command already goes by it."""
@@ -120,7 +132,6 @@ def wait_listening(client: docker.DockerClient, container_id: str, seconds: floa
 
 
 def request(
-    token: str,
     argv: list[str],
     *,
     cwd: str | None,
@@ -130,16 +141,46 @@ def request(
     transfer: bool = False,
     limit_s: int | None = None,
 ) -> bytes:
-    """A request as the server reads it (sandboxes/taskd.c); `limit_s`: kill the command's
-    process group after that many seconds."""
-    fields = [token, user, cwd or "", "1" if home_set else "", "t" if transfer else ""]
+    """A request's fields as the server reads them (sandboxes/taskd.c); `limit_s`: kill the
+    command's process group after that many seconds."""
+    fields = [user, cwd or "", "1" if home_set else "", "t" if transfer else ""]
     fields += ["" if limit_s is None else str(limit_s * 1000), str(len(argv)), *argv]
     fields.append(str(len(env)))
     fields += [f"{key}={value}" for key, value in env.items()]
     if any("\0" in one for one in fields):
         raise ValueError("a NUL in the command, its env, user or cwd")
-    body = b"".join(one.encode() + b"\0" for one in fields)
-    return b"BTD1" + len(body).to_bytes(4, "big") + body
+    return b"".join(one.encode() + b"\0" for one in fields)
+
+
+def _connect(client: docker.DockerClient, container_id: str, where: Where, body: bytes):
+    """A connection to the container's server with `body` sent, once the server proved it
+    holds the container's token; None where it did not (nothing of `body` was sent)."""
+    try:
+        sock = socket.create_connection((where.address, PORT), timeout=CONNECT_S)
+    except TimeoutError:
+        _remember(container_id, None)  # no route from here: not asked again
+        return None
+    except OSError:
+        return None  # not listening yet (just started), or gone: the engine says which
+    ours = secrets.token_bytes(16)
+    try:
+        sock.sendall(b"BTD2" + ours)
+        answer = b""
+        while len(answer) < 48 and (got := sock.recv(48 - len(answer))):
+            answer += got
+        theirs, said = answer[:16], answer[16:]
+        if len(answer) < 48 or not hmac.compare_digest(
+            said, proof(where.token, b"server", ours, theirs)
+        ):
+            sock.close()
+            forget(container_id)  # not this container's server (any more): the engine decides
+            return None
+        mine = proof(where.token, b"client", theirs, ours)
+        sock.sendall(mine + len(body).to_bytes(4, "big") + body)
+    except OSError:
+        sock.close()
+        return None  # the server reads a request whole before it runs anything
+    return sock
 
 
 def run(
@@ -161,26 +202,13 @@ def run(
     if where is None:
         return None
     try:
-        data = request(
-            where.token, argv, cwd=cwd, env=env, user=user, home_set=where.home_set, limit_s=limit_s
-        )
+        body = request(argv, cwd=cwd, env=env, user=user, home_set=where.home_set, limit_s=limit_s)
     except ValueError:
         return None
-    if len(data) > REQUEST_MAX:
+    if len(body) > REQUEST_MAX:
         return None
-    try:
-        sock = socket.create_connection((where.address, PORT), timeout=CONNECT_S)
-    except TimeoutError:
-        _remember(container_id, None)  # no route from here: not asked again
-        return None
-    except OSError:
-        return None  # not listening yet (just started), or gone: the engine says which
-    try:
-        sock.sendall(data)
-    except OSError:
-        sock.close()
-        return None  # the server reads a request whole before it runs anything
-    return _events(sock, timeout)
+    sock = _connect(client, container_id, where, body)
+    return None if sock is None else _events(sock, timeout)
 
 
 class _Frames:
@@ -199,6 +227,8 @@ class _Frames:
                 size = int.from_bytes(self.buffer[1:5], "big")
                 if size > FRAME_MAX:
                     raise ValueError(f"a frame of {size} bytes (at most {FRAME_MAX})")
+                if size == 0 and self.buffer[0] in b"oe":  # never sent: output costs its bytes
+                    raise ValueError("an empty output frame")
                 if len(self.buffer) >= 5 + size:
                     kind, payload = chr(self.buffer[0]), bytes(self.buffer[5 : 5 + size])
                     del self.buffer[: 5 + size]
@@ -206,10 +236,11 @@ class _Frames:
                 want = 5 + size - len(self.buffer)
             else:
                 want = 5 - len(self.buffer)
-            left = None if end is None else end - time.monotonic()
-            if left is not None and left <= 0:
-                return None
-            self.sock.settimeout(left)
+            if end is not None:  # else the socket is blocking already (`open_transfer`)
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.sock.settimeout(left)
             try:
                 got = self.sock.recv(want)
             except TimeoutError:
@@ -237,7 +268,7 @@ class Transfer:
             try:
                 got = self._frames.next(None)
             except EOFError:
-                return
+                raise OSError("the task sandbox's exec server hung up before the exit") from None
             except ValueError as exc:
                 raise OSError(f"the task sandbox's exec server broke the protocol: {exc}") from exc
             kind, payload = got
@@ -271,21 +302,16 @@ def open_transfer(
     where = _where(client, container_id)
     if where is None:
         return None
-    data = request(where.token, argv, cwd=None, env={}, user=user, transfer=True)
     try:
-        sock = socket.create_connection((where.address, PORT), timeout=CONNECT_S)
-    except TimeoutError:
-        _remember(container_id, None)
+        body = request(argv, cwd=None, env={}, user=user, transfer=True)
+    except ValueError:
         return None
-    except OSError:
+    sock = _connect(client, container_id, where, body)
+    if sock is None:
         return None
-    try:
-        sock.sendall(data)
-        if not stdin:
-            sock.shutdown(socket.SHUT_WR)  # no stdin: the command reads EOF, as with the engine
-    except OSError:
-        sock.close()
-        return None
+    if not stdin:
+        with contextlib.suppress(OSError):  # no stdin: the command reads EOF, as with the engine
+            sock.shutdown(socket.SHUT_WR)
     transfer = Transfer(sock)
     try:
         first = transfer._frames.next(start_seconds)
@@ -298,6 +324,10 @@ def open_transfer(
     if first is None or first[0] != "s":
         transfer.close()
         raise OSError("the task sandbox's exec server did not start the command")
+    # Blocking from here on, set once: an upload's stdin is sent from one thread while its
+    # output is read from another, and a timeout changed under a send breaks it (EAGAIN);
+    # the caller's deadline shuts the socket down instead, as it does the engine's.
+    sock.settimeout(None)
     return transfer
 
 
@@ -305,7 +335,7 @@ def _events(sock: socket.socket, timeout: float) -> Iterator[dict]:
     started = time.monotonic()
     deadline = started + timeout + GRACE_SECONDS  # `timeout` in the command kills first
     frames = _Frames(sock)
-    said = False
+    said = False  # anything yielded yet (output or a heartbeat): a decline is then too late
     try:
         while True:
             left = deadline - time.monotonic()
@@ -325,6 +355,7 @@ def _events(sock: socket.socket, timeout: float) -> Iterator[dict]:
                 return
             if got is None:
                 if time.monotonic() < deadline:
+                    said = True
                     yield {"heartbeat": True}
                 continue
             kind, payload = got

@@ -38,7 +38,8 @@ def engine_started(monkeypatch):
 def started(engine_started, monkeypatch):
     """The argv of every process the platform starts in a sandbox, from here on: by `docker
     exec` or by the sandbox's exec server (sandboxes/taskd.py; one it declines counts once,
-    as the engine's)."""
+    as the engine's). Counted in this process: the API is served by the test's live server,
+    a thread of it (so are the exec server's per-process caches the tests set)."""
     from tests.helpers.task_sandboxes import count_served
 
     count_served(monkeypatch, engine_started)

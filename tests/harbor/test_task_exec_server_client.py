@@ -2,6 +2,8 @@
 that lies: the task runs as root beside its server and may answer in its place, so every
 bound is this side's. A local fake server stands in for the container's; no engine."""
 
+import contextlib
+import secrets
 import socket
 import threading
 import time
@@ -15,14 +17,16 @@ TOKEN = "t" * 64
 
 
 class Lying:
-    """A server on 127.0.0.1 that reads one request and answers with `reply(conn)`."""
+    """A server on 127.0.0.1 that proves it holds TOKEN (or, with `token` another, tries to),
+    checks the platform's proof, reads one request and answers with `reply(conn)`."""
 
-    def __init__(self, reply):
+    def __init__(self, reply, token: str = TOKEN):
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.requests: list[bytes] = []
+        self.heard = bytearray()  # everything the platform sent an impostor past its hello
         self.hung_up = threading.Event()
-        self.reply = reply
+        self.reply, self.token = reply, token
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):
@@ -32,9 +36,23 @@ class Lying:
             except OSError:
                 return
             with conn:
-                head = conn.recv(8, socket.MSG_WAITALL)
-                body = conn.recv(int.from_bytes(head[4:], "big"), socket.MSG_WAITALL)
-                self.requests.append(head + body)
+                hello = conn.recv(20, socket.MSG_WAITALL)
+                nonce = secrets.token_bytes(16)
+                conn.sendall(nonce + taskd.proof(self.token, b"server", hello[4:], nonce))
+                if self.token != TOKEN:
+                    conn.settimeout(5)
+                    with contextlib.suppress(OSError):
+                        while got := conn.recv(65536):
+                            self.heard.extend(got)
+                    self.hung_up.set()
+                    continue
+                head = conn.recv(36, socket.MSG_WAITALL)
+                if hello[:4] != b"BTD2" or head[:32] != taskd.proof(
+                    TOKEN, b"client", nonce, hello[4:]
+                ):
+                    continue  # as taskd.c: a platform that cannot prove it gets nothing
+                body = conn.recv(int.from_bytes(head[32:], "big"), socket.MSG_WAITALL)
+                self.requests.append(body)
                 try:
                     self.reply(conn)
                     conn.settimeout(30)
@@ -64,8 +82,8 @@ class NoEngine:
 def serve(monkeypatch):
     servers = []
 
-    def start(reply) -> tuple[Lying, NoEngine]:
-        server = Lying(reply)
+    def start(reply, token: str = TOKEN) -> tuple[Lying, NoEngine]:
+        server = Lying(reply, token)
         servers.append(server)
         monkeypatch.setattr(taskd, "PORT", server.port)
         taskd._remember("c1", taskd.Where("127.0.0.1", TOKEN))
@@ -109,10 +127,43 @@ def test_a_server_that_hangs_up_before_the_exit_is_an_error_not_a_second_run(ser
     assert engine.execs == []
 
 
-def test_a_wrong_token_gets_nothing_and_nothing_is_run_again(serve):
-    # as taskd.c: a wrong token is closed on, unanswered
+def test_a_server_that_hangs_up_on_the_request_is_an_error_and_nothing_is_run_again(serve):
     _, engine = serve(lambda conn: conn.shutdown(socket.SHUT_RDWR))
     assert events(engine)[-1]["error"].endswith("the exec server hung up")
+    assert engine.execs == []
+
+
+def test_a_server_that_cannot_prove_the_token_is_told_nothing(serve):
+    """What holds a container's old address (another tenant's container, once it is gone)
+    gets the nonce and nothing else: not the command, its env or the token; the engine then
+    runs the command in the container it names, once."""
+    impostor, engine = serve(lambda conn: None, token="u" * 64)
+
+    got = events(engine, command="echo secret", env={"API_KEY": "sk-secret"})
+
+    assert impostor.hung_up.wait(10)
+    assert bytes(impostor.heard) == b""
+    assert impostor.requests == []
+    assert len(engine.execs) == 1 and got[-1]["error"].startswith("could not start")
+    assert "c1" not in taskd._WHERE  # asked of the engine again next time
+
+
+def test_an_empty_output_frame_is_a_protocol_error(serve):
+    _, engine = serve(lambda conn: conn.sendall(frame(b"o", b"") * 1000 + frame(b"x", b"0")))
+    assert "an empty output frame" in events(engine)[-1]["error"]
+
+
+def test_a_decline_after_a_heartbeat_is_an_error_not_a_second_run(serve, monkeypatch):
+    monkeypatch.setattr(taskd, "HEARTBEAT_SECONDS", 0.2)
+
+    def late(conn):
+        time.sleep(0.5)
+        conn.sendall(frame(b"f", b"too late"))
+
+    _, engine = serve(late)
+    got = events(engine)
+    assert {"heartbeat": True} in got
+    assert "broke the protocol" in got[-1]["error"]
     assert engine.execs == []
 
 
@@ -169,16 +220,11 @@ def test_a_nul_in_the_command_is_never_sent_to_the_server(serve):
     assert len(engine.execs) == 1
 
 
-def test_the_request_carries_the_token_user_cwd_argv_and_env_as_fields():
+def test_the_request_carries_the_user_cwd_argv_and_env_as_fields_and_never_the_token():
     env = {"K": "v=1"}
-    data = taskd.request(
-        "tok", ["a", "b c"], cwd="/w", env=env, user="1:2", home_set=True, limit_s=3
-    )
-    assert data[:4] == b"BTD1"
-    assert int.from_bytes(data[4:8], "big") == len(data) - 8
-    fields = data[8:].split(b"\0")
-    assert fields == [
-        *[b"tok", b"1:2", b"/w", b"1", b"", b"3000"],
+    data = taskd.request(["a", "b c"], cwd="/w", env=env, user="1:2", home_set=True, limit_s=3)
+    assert data.split(b"\0") == [
+        *[b"1:2", b"/w", b"1", b"", b"3000"],
         *[b"2", b"a", b"b c", b"1", b"K=v=1", b""],
     ]
 
@@ -221,6 +267,18 @@ def test_a_transfers_oversized_frame_or_odd_exit_breaks_it_off_without_reading_o
     served = transfer(engine)
     assert list(served.frames()) == []
     assert served.exit_code is None  # not an exit the engine could give: a failure
+
+
+def test_a_transfer_that_ends_before_its_exit_is_broken_off_not_whole(serve):
+    def cut(conn):
+        conn.sendall(frame(b"s", b"") + frame(b"o", b"half a tar"))
+        conn.shutdown(socket.SHUT_WR)
+
+    _, engine = serve(cut)
+    frames = transfer(engine).frames()
+    assert next(frames) == (1, b"half a tar")
+    with pytest.raises(OSError, match="hung up before the exit"):
+        next(frames)
 
 
 def test_a_transfers_stdin_is_sent_after_the_start_and_ends_with_a_half_close(serve):

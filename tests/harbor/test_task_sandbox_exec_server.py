@@ -4,6 +4,7 @@ it, a wrong token runs nothing, the token is not handed to the commands, the pla
 deadline ends the command itself, and the engine's own semantics hold where the server
 declines (users, working directories). Real Docker, gVisor, through the gateway."""
 
+import contextlib
 import hashlib
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from harbor.models import TaskSandbox
 from sandboxes import taskd
 from sandboxes.base import SandboxSpec
-from tests.helpers.task_sandboxes import context_tar, fresh_dockerfile
+from tests.helpers.task_sandboxes import context_tar, fresh_dockerfile, tar_of
 
 pytestmark = [
     pytest.mark.docker,
@@ -108,38 +109,79 @@ def test_another_sandbox_on_the_network_cannot_reach_a_task_sandboxs_server(
     assert "timed out" in "".join(line.get("data", "") for line in lines)  # dropped, not refused
 
 
-def test_a_connection_with_a_wrong_token_runs_nothing(managed, task_images, engine):
+def attempt(ip: str, token: str, hello: bytes, argv: list[str]) -> bytes:
+    """A connection proving `token` (hello: what opens it): what the server answers to it."""
+    with socket.create_connection((ip, taskd.PORT), timeout=10) as sock:
+        try:
+            sock.sendall(hello)
+            answer = sock.recv(48, socket.MSG_WAITALL)
+            body = taskd.request(argv, cwd=None, env={}, user="")
+            mine = taskd.proof(token, b"client", answer[:16], hello[4:])
+            sock.sendall(mine + len(body).to_bytes(4, "big") + body)
+            return sock.recv(100)
+        except (ConnectionResetError, BrokenPipeError):
+            return b""  # closed on (reset, or before the request): as unanswered
+
+
+def test_a_connection_that_cannot_prove_the_token_runs_nothing(managed, task_images, engine):
     run, client = managed
     sandbox, container_id = one(client, task_images)
     ip, token = address(engine, container_id)
     wrong = ("0" if token[0] != "0" else "1") + token[1:]
-    attempts = [
-        taskd.request(given, ["sh", "-c", "touch /tmp/pwned"], cwd=None, env={}, user="")
-        for given in (wrong, token[:-1], "", token + "0")
-    ] + [b"GET / HTTP/1.0\r\n\r\n"]
-    for attempt in attempts:
-        with socket.create_connection((ip, taskd.PORT), timeout=10) as sock:
-            sock.sendall(attempt)
-            try:
-                assert sock.recv(100) == b""  # closed on, unanswered
-            except ConnectionResetError:
-                pass  # closed on with the request unread: as unanswered
+    touch = ["sh", "-c", "touch /tmp/pwned"]
+    nonce = b"BTD2" + b"n" * 16
+    for given in (wrong, token[:-1], "", token + "0"):
+        assert attempt(ip, given, nonce, touch) == b""  # closed on, unanswered
+    assert attempt(ip, token, b"BTD1" + b"n" * 16, touch) == b""  # the old protocol
+    with socket.create_connection((ip, taskd.PORT), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        with contextlib.suppress(ConnectionResetError):  # closed on with it unread
+            assert sock.recv(100) == b""
+    with socket.create_connection((ip, taskd.PORT), timeout=10) as sock:
+        sock.sendall(nonce)
+        answer = sock.recv(48, socket.MSG_WAITALL)
+    assert answer[16:] == taskd.proof(token, b"server", b"n" * 16, answer[:16])  # it proves
+    assert token.encode() not in answer
 
     lines = client.exec_lines(sandbox["id"], "test -e /tmp/pwned")
 
     assert lines == [{"exit_code": 1, "timed_out": False}]
+    assert attempt(ip, token, nonce, ["sh", "-c", "touch /tmp/ok"]).startswith(b"x")
+    assert client.exec_lines(sandbox["id"], "test -e /tmp/ok")[-1]["exit_code"] == 0
 
 
-def test_the_token_is_not_in_a_commands_env(managed, task_images, engine):
+def test_the_token_is_in_no_commands_env(managed, task_images, engine):
+    """Neither by the server nor by the engine where the server declines (the token is the
+    server's argument, not the container's env)."""
     run, client = managed
-    sandbox, container_id = one(client, task_images)
+    context = context_tar(fresh_dockerfile() + "USER sandbox\n")
+    sandbox = client.create("not-root", context).json()
+    task_images.add(sandbox["image"])
+    container_id = TaskSandbox.objects.get(pk=sandbox["id"]).container_id
     _, token = address(engine, container_id)
 
-    lines = client.exec_lines(sandbox["id"], "env")
+    served = client.exec_lines(sandbox["id"], "env")  # by the server, as the image's user
+    by_engine = client.exec_lines(sandbox["id"], "env", user="root")  # declined: the engine's
 
-    printed = "".join(line.get("data", "") for line in lines)
-    assert "PATH=" in printed
-    assert taskd.TOKEN_ENV not in printed and token not in printed
+    for lines in (served, by_engine):
+        printed = "".join(line.get("data", "") for line in lines)
+        assert "PATH=" in printed
+        assert token not in printed
+
+
+def test_a_command_that_closes_its_output_is_still_killed_at_its_limit(managed, task_images):
+    run, client = managed
+    sandbox, _ = one(client, task_images)
+    begin = time.monotonic()
+
+    lines = client.exec_lines(
+        sandbox["id"], "exec >/dev/null 2>&1 </dev/null; sleep 3600", timeout_sec=2
+    )
+
+    assert lines == [{"exit_code": 137, "timed_out": True}]
+    assert time.monotonic() - begin < 6  # the limit, not the platform's grace after it
+    left = client.exec_lines(sandbox["id"], "ps -eo args | grep -c '^sleep 3600' || true")
+    assert left[0]["data"].strip() == "0"
 
 
 def test_the_platforms_deadline_kills_a_command_with_no_timeout_of_its_own(
@@ -172,16 +214,24 @@ def engine_exec(engine, container_id: str, command: str, user: str) -> str:
 
 
 PROBE = 'echo "$(id -u) $(id -g) $(id -G) $HOME"'
+# Groups that list users as members: their supplementary groups, as the engine resolves them.
+MEMBERS = "RUN printf 'extra:x:2000:sandbox,nobody\\nother:x:2001:sandbox\\n' >> /etc/group\n"
 
 
 @pytest.mark.parametrize(
-    "user", ["", "root", "0", "nobody", "sandbox", "1234", "1234:1000", "nobody:sandbox", "0:0"]
+    "user",
+    [
+        *["", "root", "0", "nobody", "sandbox", "1234", "1234:1000", "nobody:sandbox", "0:0"],
+        *["sandbox:extra", "1000", "sandbox:2001", "nobody:nogroup"],
+    ],
 )
 def test_users_are_switched_as_docker_exec_switches_them(
     managed, task_images, engine_started, engine, user
 ):
     run, client = managed
-    sandbox, container_id = one(client, task_images)
+    sandbox = client.create("users", context_tar(fresh_dockerfile() + MEMBERS)).json()
+    task_images.add(sandbox["image"])
+    container_id = TaskSandbox.objects.get(pk=sandbox["id"]).container_id
     engine_started.clear()
 
     lines = client.exec_lines(sandbox["id"], PROBE, user=user)
@@ -258,3 +308,18 @@ def test_an_image_with_no_shell_or_libc_runs_the_server(engine, tmp_path, sandbo
         engine.images.remove(tag, force=True)
 
     assert got == [{"stream": "stdout", "data": "hello\n"}, {"exit_code": 7, "timed_out": False}]
+
+
+def test_uploads_arrive_whole_while_their_output_is_read_beside_them(managed, task_images):
+    """An upload's body is sent from one thread while another reads the server's frames: a
+    socket timeout changed under the send once cut about one body in seven short (EAGAIN,
+    taken for tar's end: `tar: Unexpected EOF in archive`)."""
+    run, client = managed
+    sandbox, _ = one(client, task_images)
+    body = tar_of({"big": "b" * 3_000_000})
+
+    for k in range(20):
+        assert client.put_files(sandbox["id"], f"/tmp/in{k}", body).status == 204, k
+
+    sizes = client.exec_lines(sandbox["id"], "cat /tmp/in*/big | wc -c")
+    assert sizes[0]["data"].strip() == str(20 * 3_000_000)
