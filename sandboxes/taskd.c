@@ -471,7 +471,7 @@ static void serve(int sock) {
     kill(-pid, SIGKILL);
     _exit(0);
   }
-  if (limit_ms > 0) { /* kept by a timer too, so a platform that stops reading cannot hold it */
+  if (limit_ms > 0) { /* a timer: neither a silent command nor a stalled reader holds it */
     setpgid(pid, pid);
     limited = pid;
     struct sigaction on_time = {.sa_handler = on_limit, .sa_flags = SA_RESTART};
@@ -485,21 +485,13 @@ static void serve(int sock) {
   int stdin_open = transfer, socket_eof = 0;
   struct pollfd fds[5] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0},
                           {sigchld_pipe[0], POLLIN, 0}, {sock, POLLIN, 0}, {-1, POLLOUT, 0}};
-  int status = 0, exited = 0, open_pipes = 2, killed = 0;
-  long drain_until = 0, kill_at = limit_ms > 0 ? now_ms() + limit_ms : 0;
+  int status = 0, exited = 0, open_pipes = 2;
+  long drain_until = 0;
   while (!exited || open_pipes > 0) { /* until it exited (its output closed or not) */
-    int wait_ms = -1;
+    int wait_ms = -1; /* the time limit is the timer's: its signal ends the poll */
     if (exited) {
       wait_ms = (int)(drain_until - now_ms());
       if (wait_ms <= 0) break;
-    } else if (kill_at && !killed) {
-      long left = kill_at - now_ms();
-      if (left <= 0) { /* its time is up: the whole process group, as `timeout -s KILL` */
-        kill(-pid, SIGKILL);
-        killed = 1;
-        continue;
-      }
-      wait_ms = left > 1000000 ? 1000000 : (int)left;
     }
     /* In a transfer the socket is read only while the command has taken what came before
        (the command's stdin is held back, not this process's memory), and not after EOF. */
